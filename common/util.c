@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared helpers: files, directories, time, string vectors. */
+#include "common/util.h"
+#include "common/cleanup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int fk_read_file(const char *path, size_t max, char **ret, size_t *ret_size)
+{
+        cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+        cleanup_free char *buf = NULL;
+        size_t size = 0, alloc = 0;
+        struct stat st;
+
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max)
+                return -EFBIG;
+        for (;;) {
+                if (size + 1 >= alloc) {
+                        size_t n = alloc ? alloc * 2 : 4096;
+                        char *p;
+
+                        if (n > max + 2)
+                                n = max + 2;
+                        if (n <= size + 1)
+                                return -EFBIG;
+                        p = realloc(buf, n);
+                        if (!p)
+                                return -ENOMEM;
+                        buf = p;
+                        alloc = n;
+                }
+                ssize_t k = read(fd, buf + size, alloc - size - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                size += (size_t)k;
+                if (size > max)
+                        return -EFBIG;
+        }
+        if (!buf) {
+                buf = malloc(1);
+                if (!buf)
+                        return -ENOMEM;
+        }
+        buf[size] = '\0';
+        *ret = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = size;
+        return 0;
+}
+
+int fk_write_all(int fd, const void *buf, size_t size)
+{
+        const char *p = buf;
+
+        while (size > 0) {
+                ssize_t k = write(fd, p, size);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                size -= (size_t)k;
+        }
+        return 0;
+}
+
+int fk_read_all(int fd, void *buf, size_t size)
+{
+        char *p = buf;
+
+        while (size > 0) {
+                ssize_t k = read(fd, p, size);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EPIPE;
+                p += k;
+                size -= (size_t)k;
+        }
+        return 0;
+}
+
+int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode)
+{
+        cleanup_free char *tmp = NULL, *dir = NULL;
+        cleanup_close int fd = -1;
+        cleanup_close int dfd = -1;
+        char *slash;
+        int r;
+
+        if (fk_asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
+                return -ENOMEM;
+        dir = strdup(path);
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash == dir)
+                slash[1] = '\0';
+        else if (slash)
+                *slash = '\0';
+        else
+                strcpy(dir, ".");
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        r = fk_write_all(fd, data, size);
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                unlink(tmp);
+                return r;
+        }
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+                (void)fsync(dfd);
+        return 0;
+}
+
+int fk_mkdir_p(const char *path, mode_t mode)
+{
+        char buf[PATH_MAX];
+        size_t len = strlen(path);
+
+        if (len == 0 || len >= sizeof(buf))
+                return -EINVAL;
+        memcpy(buf, path, len + 1);
+        for (char *p = buf + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+static int rm_rf_at(int dirfd, const char *name, dev_t dev)
+{
+        struct stat st;
+
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (S_ISDIR(st.st_mode)) {
+                int fd;
+                DIR *d;
+                struct dirent *de;
+                int r = 0;
+
+                if (st.st_dev != dev)
+                        return -EXDEV;
+                fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                d = fdopendir(fd);
+                if (!d) {
+                        close(fd);
+                        return -errno;
+                }
+                while ((de = readdir(d))) {
+                        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                                continue;
+                        int k = rm_rf_at(dirfd(d), de->d_name, dev);
+                        if (k < 0 && r == 0)
+                                r = k;
+                }
+                closedir(d);
+                if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                        r = -errno;
+                return r;
+        }
+        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
+
+int fk_rm_rf(const char *path)
+{
+        struct stat st;
+
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return rm_rf_at(AT_FDCWD, path, st.st_dev);
+}
+
+uint64_t fk_now_mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t fk_now_real_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+char *fk_format_rfc3339(uint64_t real_ns, char *buf, size_t size)
+{
+        time_t t = (time_t)(real_ns / 1000000000ull);
+        struct tm tm;
+
+        gmtime_r(&t, &tm);
+        strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        return buf;
+}
+
+char **fk_strv_free(char **v)
+{
+        if (v) {
+                for (char **p = v; *p; p++)
+                        free(*p);
+                free(v);
+        }
+        return NULL;
+}
+
+size_t fk_strv_length(char *const *v)
+{
+        size_t n = 0;
+
+        if (v)
+                while (v[n])
+                        n++;
+        return n;
+}
+
+int fk_strv_copy(char *const *v, char ***ret)
+{
+        size_t n = fk_strv_length(v);
+        char **c;
+
+        if (!v) {
+                *ret = NULL;
+                return 0;
+        }
+        c = calloc(n + 1, sizeof(char *));
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = strdup(v[i]);
+                if (!c[i]) {
+                        fk_strv_free(c);
+                        return -ENOMEM;
+                }
+        }
+        *ret = c;
+        return 0;
+}
+
+int fk_strv_push(char ***v, const char *s)
+{
+        size_t n = fk_strv_length(*v);
+        char *d = strdup(s);
+        char **nv;
+
+        if (!d)
+                return -ENOMEM;
+        nv = realloc(*v, (n + 2) * sizeof(char *));
+        if (!nv) {
+                free(d);
+                return -ENOMEM;
+        }
+        nv[n] = d;
+        nv[n + 1] = NULL;
+        *v = nv;
+        return 0;
+}
+
+bool fk_strv_equal(char *const *a, char *const *b)
+{
+        size_t n = fk_strv_length(a);
+
+        if (n != fk_strv_length(b))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(a[i], b[i]) != 0)
+                        return false;
+        return true;
+}
+
+int fk_asprintf(char **ret, const char *fmt, ...)
+{
+        va_list ap;
+        char *s;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        *ret = s;
+        return r;
+}
+
+int fk_random_bytes(void *buf, size_t size)
+{
+        char *p = buf;
+
+        while (size > 0) {
+                ssize_t k = getrandom(p, size, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                size -= (size_t)k;
+        }
+        return 0;
+}
+
+void fk_hex(const void *data, size_t size, char *out)
+{
+        static const char digits[] = "0123456789abcdef";
+        const unsigned char *p = data;
+
+        for (size_t i = 0; i < size; i++) {
+                out[2 * i] = digits[p[i] >> 4];
+                out[2 * i + 1] = digits[p[i] & 15];
+        }
+        out[2 * size] = '\0';
+}

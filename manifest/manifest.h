@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/* The manifest model: Session and NodeConfig parsed from YAML (libyaml) into typed structs,
+ * defaults, validation with FILE:LINE:COL errors, and canonical JSON/YAML rendering. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+typedef struct json_t json_t; /* jansson */
+
+#define MANIFEST_API_VERSION   "forklet.dev/v1alpha1"
+#define MANIFEST_MAX_FILE_SIZE (1024 * 1024)
+#define MANIFEST_MAX_DEPTH     32
+#define MANIFEST_NAME_MAX      63
+
+enum session_state {
+        SESSION_STATE_RUNNING,
+        SESSION_STATE_PAUSED,
+        SESSION_STATE_STOPPED,
+        _SESSION_STATE_MAX,
+        _SESSION_STATE_INVALID = -1,
+};
+const char *session_state_to_string(enum session_state s);
+enum session_state session_state_from_string(const char *s);
+
+enum restart_policy {
+        RESTART_POLICY_NEVER,
+        RESTART_POLICY_ON_FAILURE,
+        _RESTART_POLICY_MAX,
+        _RESTART_POLICY_INVALID = -1,
+};
+const char *restart_policy_to_string(enum restart_policy p);
+enum restart_policy restart_policy_from_string(const char *s);
+
+enum egress_kind {
+        EGRESS_HOST,     /* api.github.com */
+        EGRESS_WILDCARD, /* *.example.com: subdomains only; host holds "example.com" */
+        EGRESS_CIDR,     /* 203.0.113.0/24, 2001:db8::/32, a bare address is /32 or /128 */
+};
+
+/* One parsed egress entry. `raw` is the text as written (and as rendered back). */
+struct egress_rule {
+        char *raw; /* owned */
+        enum egress_kind kind;
+        char *host;         /* owned; HOST/WILDCARD: lowercased name without "*." */
+        int family;         /* CIDR: AF_INET or AF_INET6; 0 otherwise */
+        uint8_t addr[16];   /* CIDR: network address (network byte order) */
+        uint8_t prefix_len; /* CIDR */
+        uint16_t port;      /* 0: any port */
+};
+
+/* key=value pairs in manifest order (labels, env). */
+struct kv {
+        char *key;   /* owned */
+        char *value; /* owned */
+};
+
+struct checkpoint_spec {
+        char *name; /* owned */
+};
+
+struct session_manifest {
+        /* metadata */
+        char *name;        /* owned, DNS-1123 label */
+        char *namespace;   /* owned, default "default" */
+        struct kv *labels; /* owned array of n_labels */
+        size_t n_labels;
+        /* spec */
+        char *size_class;                   /* owned, default "small" */
+        char *image;                        /* owned, default "minimal" */
+        enum session_state state;           /* default RUNNING */
+        enum restart_policy restart_policy; /* default NEVER */
+        struct kv *env;                     /* owned array of n_env */
+        size_t n_env;
+        struct egress_rule *egress; /* owned array; n_egress == 0: open egress */
+        size_t n_egress;
+        uint16_t *ports; /* owned array of n_ports */
+        size_t n_ports;
+        char **after_start;                  /* owned NULL-terminated argv, NULL when absent */
+        struct checkpoint_spec *checkpoints; /* owned array */
+        size_t n_checkpoints;
+        bool has_forks;
+        char *forks_from; /* owned, names an entry of checkpoints */
+        unsigned forks_count;
+        /* where it came from (for messages); not rendered */
+        char *source; /* owned file name or "<api>" */
+        unsigned source_line;
+};
+
+struct size_class {
+        char *name; /* owned */
+        unsigned vcpus;
+        unsigned memory_mib;
+        double cpu; /* CPU quota in cores, e.g. 0.5 */
+        unsigned pids;
+        unsigned io_weight; /* 0: unset */
+};
+
+struct image_spec {
+        char *name; /* owned */
+        char *dir;  /* owned, absolute after load (resolved against the config file's dir) */
+};
+
+enum accel_mode {
+        ACCEL_AUTO,
+        ACCEL_KVM,
+        ACCEL_TCG,
+        _ACCEL_MAX,
+        _ACCEL_INVALID = -1,
+};
+const char *accel_mode_to_string(enum accel_mode a);
+enum accel_mode accel_mode_from_string(const char *s);
+
+struct node_config {
+        char *node_name; /* owned; default: hostname */
+        char *state_dir; /* owned, absolute; default /var/lib/forklet */
+        char *run_dir;   /* owned, absolute; default /run/forklet */
+        enum accel_mode accel;
+        char *manifest_dir;              /* owned, absolute; default /etc/forklet/sessions */
+        char *api_socket;                /* owned, absolute; default <runDir>/api.sock */
+        char *api_listen;                /* owned or NULL: optional 127.0.0.1:PORT TCP listener */
+        char *api_token_file;            /* owned or NULL */
+        char *uplink_pool;               /* owned CIDR, default 198.18.0.0/16 */
+        char *uplink_interface;          /* owned, "" = no NAT out */
+        char **dns;                      /* owned strv, may be empty */
+        char *cgroup_parent;             /* owned, default "forklet" */
+        struct size_class *size_classes; /* owned array */
+        size_t n_size_classes;
+        struct image_spec *images; /* owned array */
+        size_t n_images;
+        unsigned reserve_memory_mib;    /* default 1024 */
+        unsigned max_sessions;          /* default 64 */
+        unsigned max_forks_per_session; /* default 32 */
+        char **etcd;                    /* owned strv, empty: standalone */
+        char *etcd_prefix;              /* owned, default "/forklet" */
+        char *source;                   /* owned file name */
+};
+
+/* All errors found in one input, each "FILE:LINE:COL: path: message". */
+struct manifest_diag {
+        char **messages; /* owned strv */
+        size_t n;
+};
+void manifest_diag_done(struct manifest_diag *d); /* frees messages, leaves d reusable */
+/* Appends one formatted message. */
+int manifest_diag_add(struct manifest_diag *d, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+/* Frees a manifest and everything it owns; accepts NULL, returns NULL. */
+struct session_manifest *session_manifest_free(struct session_manifest *m);
+struct node_config *node_config_free(struct node_config *c);
+/* Deep copy. */
+int session_manifest_copy(const struct session_manifest *m, struct session_manifest **ret);
+/* Deep equality of everything rendered (source fields ignored). */
+bool session_manifest_equal(const struct session_manifest *a, const struct session_manifest *b);
+
+/* Parses every document of a YAML buffer as Sessions. `source` names it in messages.
+ * cfg may be NULL (then sizeClass/image/forks.count are checked only for syntax; with a cfg
+ * they must name a known class/image and count <= cfg->max_forks_per_session).
+ * On success *ret is an owned array of *ret_n manifests (caller frees each and the array).
+ * On failure returns -EINVAL and diag holds every error found (as many as can be found in one
+ * pass); other -errno on ENOMEM. Does not log. */
+int manifest_parse_sessions(const char *buf, size_t size, const char *source,
+                            const struct node_config *cfg, struct session_manifest ***ret,
+                            size_t *ret_n, struct manifest_diag *diag);
+/* Reads path (refuses > MANIFEST_MAX_FILE_SIZE with a diag) and calls the above. */
+int manifest_load_sessions_file(const char *path, const struct node_config *cfg,
+                                struct session_manifest ***ret, size_t *ret_n,
+                                struct manifest_diag *diag);
+
+/* Parses a NodeConfig; relative paths resolve against the directory of `source` (a path).
+ * Same error conventions as above. */
+int node_config_parse(const char *buf, size_t size, const char *source, struct node_config **ret,
+                      struct manifest_diag *diag);
+int node_config_load_file(const char *path, struct node_config **ret, struct manifest_diag *diag);
+/* The built-in default config (used when forkletd has no --config). */
+int node_config_default(struct node_config **ret);
+
+const struct size_class *node_config_find_size_class(const struct node_config *c, const char *n);
+const struct image_spec *node_config_find_image(const struct node_config *c, const char *n);
+
+/* Canonical JSON: {"apiVersion","kind","metadata":{name,namespace,labels},"spec":{...}} with
+ * defaults filled in, keys in a fixed order. Returns a new reference or NULL on ENOMEM. */
+json_t *session_manifest_to_json(const struct session_manifest *m);
+/* Inverse of the above (accepts what the API receives as JSON, same validation rules as YAML;
+ * errors in diag use source "<json>" and the JSON path, no line/col). */
+int session_manifest_from_json(const json_t *j, const struct node_config *cfg,
+                               struct session_manifest **ret, struct manifest_diag *diag);
+/* Renders a JSON value as YAML text (block style, stable), for `-o yaml`. Caller frees. */
+int manifest_json_to_yaml(const json_t *j, char **ret);
+
+/* Validates a DNS-1123 label (lowercase alnum and '-', 1..63, alnum at both ends). */
+bool manifest_name_is_valid(const char *name);
+/* Parses one egress entry; on error fills err with a message (without position). */
+int manifest_egress_parse(const char *text, struct egress_rule *ret, struct fk_error *err);
+void egress_rule_done(struct egress_rule *r);

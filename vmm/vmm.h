@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* The QEMU driver: accelerator detection, the command line (a pure function), process
+ * supervision with graceful stop, the QMP client, and the host side of the guest agent. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+typedef struct json_t json_t; /* jansson */
+
+/* ---- accelerator ---------------------------------------------------------------------- */
+
+enum vmm_accel {
+        VMM_ACCEL_TCG,
+        VMM_ACCEL_KVM,
+};
+const char *vmm_accel_to_string(enum vmm_accel a);
+/* want: "auto" | "kvm" | "tcg". auto picks KVM when /dev/kvm opens read-write, else TCG;
+ * "kvm" without a usable /dev/kvm fails with -ENODEV and a message in err. */
+int vmm_accel_resolve(const char *want, enum vmm_accel *ret, struct fk_error *err);
+
+/* ---- command line --------------------------------------------------------------------- */
+
+/* Everything the QEMU command line depends on. Plain data; strings are borrowed. */
+struct vmm_config {
+        const char *qemu_binary; /* NULL: "qemu-system-x86_64" */
+        const char *name;        /* session name (for -name) */
+        enum vmm_accel accel;
+        unsigned vcpus;
+        unsigned memory_mib;
+        const char *kernel;       /* vmlinuz */
+        const char *initrd;       /* initramfs */
+        const char *append;       /* extra kernel args, may be NULL */
+        const char *mem_path;     /* RAM backing file (on tmpfs) */
+        bool mem_share;           /* share=on (owned RAM) vs share=off (fork: MAP_PRIVATE) */
+        const char *qmp_socket;   /* unix socket QEMU listens on for QMP */
+        const char *agent_socket; /* unix socket QEMU listens on for the agent port */
+        const char *console_log;  /* serial console goes here (file) */
+        const char *vmgenid;      /* GUID string, NULL: none */
+        const char *disk;         /* qcow2 workspace disk, NULL: none */
+        const char *tap;          /* tap ifname in the current netns, NULL: no network */
+        const char *mac;          /* guest MAC with tap */
+        bool incoming_defer;      /* -incoming defer (fork / restore) */
+        const char *pidfile;      /* NULL: none */
+};
+
+/* Builds the argv (argv[0] = binary). Pure: no I/O, deterministic. *ret is an owned strv.
+ * Returns -EINVAL with err filled when a required field is missing. */
+int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *err);
+
+/* ---- process -------------------------------------------------------------------------- */
+
+struct vmm_process;
+
+/* Called in the child between fork and exec (e.g. to join a cgroup or netns). Must be
+ * async-signal-safe. Non-zero return aborts the spawn with that -errno. */
+typedef int (*vmm_pre_exec_fn)(void *userdata);
+
+/* Starts QEMU with argv in its own session (setsid) so it survives forkletd; stdout/stderr go
+ * to stderr_log (appended; NULL: /dev/null). Only the fds QEMU needs are inherited.
+ * Returns the process (owns a pidfd) or -errno with err filled. Does not log. */
+int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn pre_exec,
+                      void *userdata, struct vmm_process **ret, struct fk_error *err);
+/* Adopts a running QEMU by pid, checking its start time (from /proc/PID/stat, field 22)
+ * equals start_time so a reused pid is never adopted. -ESRCH if gone or different. */
+int vmm_process_adopt(pid_t pid, uint64_t start_time, struct vmm_process **ret);
+pid_t vmm_process_pid(const struct vmm_process *p);
+uint64_t vmm_process_start_time(const struct vmm_process *p);
+/* A pollable fd that becomes readable when the process exits (pidfd). Owned by p. */
+int vmm_process_fd(const struct vmm_process *p);
+/* Non-blocking: returns 1 and fills exit info if it exited, 0 if still running. Reaps the
+ * child when it is ours. *ret_status: exit code, or 128+signal; *ret_reason: static text. */
+int vmm_process_poll(struct vmm_process *p, int *ret_status, const char **ret_reason);
+/* Sends sig. */
+int vmm_process_kill(struct vmm_process *p, int sig);
+/* Waits up to timeout_ms for exit (0 = don't wait). Returns 1 exited, 0 timed out. */
+int vmm_process_wait(struct vmm_process *p, unsigned timeout_ms);
+struct vmm_process *vmm_process_free(struct vmm_process *p); /* does not kill */
+
+/* ---- QMP ------------------------------------------------------------------------------- */
+
+struct qmp_client;
+
+/* Connects to a QMP unix socket, retrying until timeout_ms (QEMU may not be listening yet),
+ * reads the greeting and negotiates capabilities. */
+int qmp_client_connect(const char *path, unsigned timeout_ms, struct qmp_client **ret,
+                       struct fk_error *err);
+/* Wraps an already-connected fd (tests use a socketpair); takes ownership of fd. Performs the
+ * greeting + qmp_capabilities handshake. */
+int qmp_client_new_fd(int fd, unsigned timeout_ms, struct qmp_client **ret, struct fk_error *err);
+struct qmp_client *qmp_client_free(struct qmp_client *c);
+/* Runs one command. args may be NULL (borrowed). On success *ret_return (may be NULL) gets a
+ * new reference to the "return" member. A QMP error returns -EIO with err = "Class: desc";
+ * timeout -ETIMEDOUT; closed socket -ECONNRESET. Events seen meanwhile are queued. Not
+ * thread-safe: one caller at a time per client. */
+int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
+                json_t **ret_return, struct fk_error *err);
+/* Pops the oldest queued event (new reference) or returns 0 with *ret NULL if none. */
+int qmp_next_event(struct qmp_client *c, json_t **ret);
+/* Convenience: query-status -> "running", "paused", ... (caller frees). */
+int qmp_query_status(struct qmp_client *c, unsigned timeout_ms, char **ret, struct fk_error *err);
+
+/* ---- guest agent (host side) ------------------------------------------------------------- */
+
+struct vmm_agent;
+
+/* Connects to the agent chardev socket (retrying until timeout_ms). A background reader thread
+ * demultiplexes frames; all calls below are thread-safe and may run concurrently. If the
+ * channel closes, the client reconnects on the next call. */
+int vmm_agent_connect(const char *socket_path, unsigned timeout_ms, struct vmm_agent **ret,
+                      struct fk_error *err);
+struct vmm_agent *vmm_agent_free(struct vmm_agent *a);
+/* Waits until the guest agent has said hello / answers ping. */
+int vmm_agent_wait_ready(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err);
+
+struct vmm_exec_request {
+        char *const *argv;      /* borrowed, argv[0] looked up in the guest PATH */
+        char *const *env;       /* borrowed "K=V" strv or NULL (added to the agent's default env) */
+        const char *cwd;        /* NULL: / */
+        const void *stdin_data; /* borrowed; NULL/0: stdin is /dev/null */
+        size_t stdin_size;
+        unsigned timeout_ms; /* 0: none; on expiry the process group is killed */
+        size_t output_cap;   /* bytes of stdout+stderr before the rest is dropped; 0: default */
+        bool detach;         /* start in background (setsid), return its pid at once */
+};
+
+/* Output callback: stream 1 = stdout, 2 = stderr. Called from the caller's thread. */
+typedef int (*vmm_exec_output_fn)(int stream, const void *data, size_t size, void *userdata);
+
+struct vmm_exec_result {
+        pid_t pid;     /* guest pid */
+        int exit_code; /* valid when !signaled */
+        int signal;    /* killing signal when signaled */
+        bool signaled;
+        bool timed_out;
+        bool output_capped; /* output hit output_cap and was cut */
+};
+
+/* Runs a command in the guest and waits for it (unless detach). Output is passed to out_fn as
+ * it arrives. -ETIMEDOUT if the agent does not answer; guest-side failures to start (ENOENT for
+ * a missing binary, ...) return that -errno with err filled. */
+int vmm_agent_exec(struct vmm_agent *a, const struct vmm_exec_request *req,
+                   vmm_exec_output_fn out_fn, void *userdata, struct vmm_exec_result *ret,
+                   struct fk_error *err);
+/* Asks the guest to power off cleanly (sync, then poweroff). Returns once the agent acked. */
+int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err);
+
+/* ---- graceful stop --------------------------------------------------------------------- */
+
+/* Stops a VM: agent poweroff (if agent non-NULL), then QMP quit (if qmp non-NULL), then
+ * SIGTERM, then SIGKILL, waiting step_timeout_ms after each. Returns once the process is gone. */
+int vmm_stop(struct vmm_process *p, struct vmm_agent *agent, struct qmp_client *qmp,
+             unsigned step_timeout_ms);

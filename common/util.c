@@ -163,11 +163,11 @@ int fk_mkdir_p(const char *path, mode_t mode)
         return 0;
 }
 
-static int rm_rf_at(int dirfd, const char *name, dev_t dev)
+static int rm_rf_at(int parent_fd, const char *name, dev_t dev)
 {
         struct stat st;
 
-        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return errno == ENOENT ? 0 : -errno;
         if (S_ISDIR(st.st_mode)) {
                 int fd;
@@ -177,7 +177,7 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 
                 if (st.st_dev != dev)
                         return -EXDEV;
-                fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
                         return -errno;
                 d = fdopendir(fd);
@@ -193,11 +193,11 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
                                 r = k;
                 }
                 closedir(d);
-                if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                if (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
                         r = -errno;
                 return r;
         }
-        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+        if (unlinkat(parent_fd, name, 0) < 0 && errno != ENOENT)
                 return -errno;
         return 0;
 }

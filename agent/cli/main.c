@@ -1,0 +1,6 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder until the module lands */
+int main(void)
+{
+        return 1;
+}

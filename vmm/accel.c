@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder until the module lands */
+typedef int fk_placeholder_accel;

@@ -155,3 +155,25 @@ int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error
  * SIGTERM, then SIGKILL, waiting step_timeout_ms after each. Returns once the process is gone. */
 int vmm_stop(struct vmm_process *p, struct vmm_agent *agent, struct qmp_client *qmp,
              unsigned step_timeout_ms);
+
+/* ---- checkpoints (fork engine) --------------------------------------------------------- */
+
+struct vmm_checkpoint_stats {
+        uint64_t pause_ns;    /* guest paused from stop to cont */
+        uint64_t state_bytes; /* device state file */
+        uint64_t ram_bytes;   /* data extents of RAM copied (touched RAM) */
+};
+
+/* Checkpoints a VM whose RAM is the share=on file mem_path into the existing directory dir:
+ * QMP stop, device state with x-ignore-shared to dir/state, sparse copy of the RAM file to
+ * dir/ram, cont. The VM is resumed also when saving fails (a failed checkpoint leaves the session
+ * running); partial files in dir are the caller's to remove. Does not log. */
+int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char *dir,
+                        unsigned timeout_ms, struct vmm_checkpoint_stats *ret,
+                        struct fk_error *err);
+/* Loads dir/state into a QEMU started with incoming_defer whose RAM is dir/ram mapped
+ * share=off (copy-on-write), then resumes it when resume is true. */
+int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
+                        struct fk_error *err);
+/* Copies src to a new file dst keeping holes (SEEK_DATA/SEEK_HOLE + copy_file_range). */
+int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied);

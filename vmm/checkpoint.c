@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/* The fork engine's QEMU half: save a paused VM's device state next to a sparse copy of its
+ * shared RAM file, and load such a checkpoint into a QEMU started with -incoming defer. */
+#include "vmm/vmm.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIGRATE_POLL_NS 2000000ull /* 2 ms */
+
+static int set_ignore_shared(struct qmp_client *qmp, bool on, unsigned timeout_ms,
+                             struct fk_error *err)
+{
+        json_t *args = json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability", "x-ignore-shared",
+                                 "state", on);
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate-set-capabilities", args, timeout_ms, NULL, err);
+        json_decref(args);
+        return r;
+}
+
+/* Polls query-migrate until "completed" (0), "failed"/"cancelled" (-EIO), or the timeout. */
+static int wait_migration(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                json_t *ret = NULL;
+                const char *status;
+                int r = qmp_execute(qmp, "query-migrate", NULL, timeout_ms, &ret, err);
+
+                if (r < 0)
+                        return r;
+                status = json_string_value(json_object_get(ret, "status"));
+                if (status && strcmp(status, "completed") == 0) {
+                        json_decref(ret);
+                        return 0;
+                }
+                if (status && (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0)) {
+                        const char *desc = json_string_value(json_object_get(ret, "error-desc"));
+
+                        r = fk_error_set(err, -EIO, "migration %s: %s", status,
+                                         desc ? desc : "no reason given");
+                        json_decref(ret);
+                        return r;
+                }
+                json_decref(ret);
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "migration did not complete in %u ms",
+                                            timeout_ms);
+                struct timespec ts = {0, MIGRATE_POLL_NS};
+                nanosleep(&ts, NULL);
+        }
+}
+
+int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied)
+{
+        cleanup_close int in = open(src, O_RDONLY | O_CLOEXEC);
+        cleanup_close int out = -1;
+        uint64_t copied = 0;
+        struct stat st;
+        off_t pos = 0;
+
+        if (in < 0 || fstat(in, &st) < 0)
+                return -errno;
+        out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (out < 0)
+                return -errno;
+        if (ftruncate(out, st.st_size) < 0)
+                return -errno;
+        while (pos < st.st_size) {
+                off_t data = lseek(in, pos, SEEK_DATA);
+                off_t hole;
+
+                if (data < 0)
+                        break; /* ENXIO: only a hole remains */
+                hole = lseek(in, data, SEEK_HOLE);
+                if (hole < 0)
+                        return -errno;
+                off_t off_in = data, off_out = data;
+                while (off_in < hole) {
+                        ssize_t k = copy_file_range(in, &off_in, out, &off_out,
+                                                    (size_t)(hole - off_in), 0);
+                        if (k < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return -errno;
+                        }
+                        if (k == 0)
+                                return -EIO;
+                        copied += (uint64_t)k;
+                }
+                pos = hole;
+        }
+        if (ret_copied)
+                *ret_copied = copied;
+        return 0;
+}
+
+static int save_locked(struct qmp_client *qmp, const char *mem_path, const char *dir,
+                       unsigned timeout_ms, struct vmm_checkpoint_stats *stats,
+                       struct fk_error *err)
+{
+        cleanup_free char *state = NULL, *ram = NULL, *uri = NULL;
+        json_t *args;
+        struct stat st;
+        int r;
+
+        if (fk_asprintf(&state, "%s/state", dir) < 0 || fk_asprintf(&ram, "%s/ram", dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        /* exec: is the one file-like transport QEMU 7.2 has (file: came in 8.2). */
+        if (fk_asprintf(&uri, "exec:cat > '%s'", state) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = set_ignore_shared(qmp, true, timeout_ms, err);
+        if (r < 0)
+                return r;
+        args = json_pack("{s:s}", "uri", uri);
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate", args, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0)
+                return r;
+        r = wait_migration(qmp, timeout_ms, err);
+        if (r < 0)
+                return r;
+        r = vmm_sparse_copy(mem_path, ram, &stats->ram_bytes);
+        if (r < 0)
+                return fk_error_set(err, r, "copy RAM %s -> %s: %s", mem_path, ram, strerror(-r));
+        if (stat(state, &st) < 0)
+                return fk_error_set(err, -errno, "device state %s missing", state);
+        stats->state_bytes = (uint64_t)st.st_size;
+        return 0;
+}
+
+int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char *dir,
+                        unsigned timeout_ms, struct vmm_checkpoint_stats *ret, struct fk_error *err)
+{
+        struct vmm_checkpoint_stats stats = {0};
+        struct fk_error cont_err = {0};
+        cleanup_free char *status = NULL;
+        bool was_running;
+        uint64_t t0;
+        int r, k;
+
+        r = qmp_query_status(qmp, timeout_ms, &status, err);
+        if (r < 0)
+                return r;
+        was_running = strcmp(status, "running") == 0;
+        t0 = fk_now_mono_ns();
+        if (was_running) {
+                r = qmp_execute(qmp, "stop", NULL, timeout_ms, NULL, err);
+                if (r < 0)
+                        return r;
+        }
+        r = save_locked(qmp, mem_path, dir, timeout_ms, &stats, err);
+        /* A failed checkpoint must leave the session as it was: always resume. */
+        if (was_running) {
+                k = qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, &cont_err);
+                if (k < 0 && r >= 0) {
+                        if (err)
+                                *err = cont_err;
+                        r = k;
+                }
+        }
+        stats.pause_ns = fk_now_mono_ns() - t0;
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = stats;
+        return 0;
+}
+
+int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
+                        struct fk_error *err)
+{
+        cleanup_free char *uri = NULL;
+        json_t *args;
+        int r;
+
+        if (fk_asprintf(&uri, "exec:cat '%s/state'", dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        /* The capability must be set on the destination before the stream starts. */
+        r = set_ignore_shared(qmp, true, timeout_ms, err);
+        if (r < 0)
+                return r;
+        args = json_pack("{s:s}", "uri", uri);
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate-incoming", args, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0)
+                return r;
+        r = wait_migration(qmp, timeout_ms, err);
+        if (r < 0)
+                return r;
+        /* The source was stopped when saved, so the loaded VM is paused. */
+        if (resume)
+                return qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, err);
+        return 0;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals of the static guest agent binary (agent.c, agent-exec.c, agent-ops.c, init.c),
+ * which serves the host over the virtio-serial port and doubles as /init when run as PID 1. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vmm/guest/protocol.h"
+
+#define GA_VERSION            "0.1.0"
+#define GA_DEFAULT_OUTPUT_CAP (16u * 1024 * 1024)
+/* Stop reading child pipes while this much is queued for the host (backpressure). */
+#define GA_OUT_HIGH_WATER (4u * 1024 * 1024)
+/* After a child exits, wait this long for pipes held open by its descendants. */
+#define GA_EXIT_GRACE_MS 200
+
+struct ga_exec;
+struct pollfd;
+
+struct ga {
+        int port_fd;
+        bool connected;
+        struct guest_buf out; /* frames queued for the host */
+        int sigchld_fd;       /* signalfd for SIGCHLD */
+        struct ga_exec *execs;
+        bool poweroff_pending;
+        uint64_t poweroff_at_ms;
+};
+
+uint64_t ga_now_ms(void);
+/* Queues an ERROR reply for request id (dropped when the host is away). */
+void ga_reply_error(struct ga *a, uint32_t id, int error, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Queues a raw frame. */
+void ga_reply_raw(struct ga *a, uint16_t type, uint32_t id, const void *p, size_t size);
+
+/* agent-exec.c: runs EXEC requests. Replies go to a->out. */
+void ga_exec_start(struct ga *a, uint32_t id, const struct guest_msg_exec *m);
+void ga_exec_stdin(struct ga *a, uint32_t id, const void *p, size_t size, bool eof);
+void ga_exec_signal(struct ga *a, uint32_t id, int sig);
+/* Adds the pollfds of running execs to fds (returns how many) and lowers *timeout_ms to the
+ * nearest deadline. */
+int ga_exec_pollfds(struct ga *a, struct pollfd *fds, int max, int *timeout_ms);
+/* Handles the revents of the fds added by ga_exec_pollfds, reaps children, enforces
+ * timeouts and sends EXIT for finished execs. */
+void ga_exec_dispatch(struct ga *a, const struct pollfd *fds, int n);
+void ga_exec_reap(struct ga *a);
+int ga_exec_count(const struct ga *a);
+
+/* agent-ops.c: file, identity, freeze and power requests. */
+void ga_op_file_write(struct ga *a, uint32_t id, const void *p, size_t size);
+void ga_op_file_read(struct ga *a, uint32_t id, const void *p, size_t size);
+void ga_op_identity(struct ga *a, uint32_t id, const void *p, size_t size);
+void ga_op_freeze(struct ga *a, uint32_t id, const void *p, size_t size, bool freeze);
+/* Syncs and powers the machine off; does not return. */
+void ga_poweroff_now(void);
+
+/* init.c: PID 1. */
+int ga_init_main(void);

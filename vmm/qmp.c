@@ -1,3 +1,326 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-typedef int fk_placeholder_qmp;
+/* The QMP client over a connected stream fd: handshake, commands with ids and timeouts, an
+ * event queue, and connecting to QEMU's unix socket with retry. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "vmm/vmm-internal.h"
+#include "vmm/vmm.h"
+
+/* A client nobody drains must not grow without bound: keep the newest events only. */
+#define QMP_EVENT_QUEUE_MAX 1024
+/* timeout_ms == 0 means this, so a forgotten timeout never hangs forkletd. */
+#define QMP_DEFAULT_TIMEOUT_MS 30000U
+
+struct qmp_client {
+        int fd;
+        struct qmp_linebuf buf;
+        json_t *events; /* array, oldest first */
+        uint64_t next_id;
+        bool eof;
+};
+
+static uint64_t deadline_after(unsigned timeout_ms)
+{
+        return fk_now_mono_ns() +
+               (uint64_t)(timeout_ms ? timeout_ms : QMP_DEFAULT_TIMEOUT_MS) * 1000000ULL;
+}
+
+static int ms_left(uint64_t deadline)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        if (now >= deadline)
+                return 0;
+        return (int)FK_MIN((deadline - now + 999999) / 1000000, (uint64_t)INT_MAX);
+}
+
+static int send_all(int fd, const char *data, size_t size)
+{
+        while (size > 0) {
+                ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+
+                if (n < 0 && errno == ENOTSOCK)
+                        n = write(fd, data, size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EPIPE ? -ECONNRESET : -errno;
+                }
+                data += n;
+                size -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Reads what is available within the deadline into the line buffer. */
+static int read_some(struct qmp_client *c, uint64_t deadline)
+{
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        char chunk[65536];
+        ssize_t n;
+        int r;
+
+        for (;;) {
+                r = poll(&pfd, 1, ms_left(deadline));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return -errno;
+                if (r == 0)
+                        return -ETIMEDOUT;
+                n = read(c->fd, chunk, sizeof(chunk));
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0)
+                        return errno == ECONNRESET ? -ECONNRESET : -errno;
+                if (n == 0) {
+                        c->eof = true;
+                        return -ECONNRESET;
+                }
+                return qmp_linebuf_feed(&c->buf, chunk, (size_t)n);
+        }
+}
+
+static void queue_event(struct qmp_client *c, json_t *ev)
+{
+        if (json_array_size(c->events) >= QMP_EVENT_QUEUE_MAX) {
+                log_debug("QMP: event queue full, dropping the oldest event");
+                json_array_remove(c->events, 0);
+        }
+        if (json_array_append(c->events, ev) < 0)
+                log_debug("QMP: out of memory queueing an event");
+}
+
+/* Next complete message (new reference), reading until the deadline. Events are returned too:
+ * the caller decides whether to queue them. */
+static int next_message(struct qmp_client *c, uint64_t deadline, json_t **ret,
+                        enum qmp_msg_kind *ret_kind, struct fk_error *err)
+{
+        int r;
+
+        for (;;) {
+                cleanup_free char *line = NULL;
+
+                r = qmp_linebuf_next(&c->buf, &line);
+                if (r < 0)
+                        return fk_error_set(err, r, "QMP: out of memory");
+                if (r > 0)
+                        return qmp_proto_decode(line, strlen(line), ret, ret_kind, err);
+                if (c->eof)
+                        return fk_error_set(err, -ECONNRESET, "QMP: connection closed by QEMU");
+                r = read_some(c, deadline);
+                if (r == -ETIMEDOUT)
+                        return fk_error_set(err, r, "QMP: timed out waiting for QEMU");
+                if (r == -ECONNRESET)
+                        return fk_error_set(err, r, "QMP: connection closed by QEMU");
+                if (r == -EMSGSIZE)
+                        return fk_error_set(err, r, "QMP: line longer than %u bytes", QMP_LINE_MAX);
+                if (r < 0)
+                        return fk_error_set(err, r, "QMP: read: %s", strerror(-r));
+        }
+}
+
+/* Waits for the reply to id, queueing events and dropping stale replies (to commands that
+ * timed out earlier). *ret gets the reply (new reference). */
+static int wait_reply(struct qmp_client *c, uint64_t id, uint64_t deadline, json_t **ret,
+                      enum qmp_msg_kind *ret_kind, struct fk_error *err)
+{
+        for (;;) {
+                _cleanup_(json_decrefp) json_t *msg = NULL;
+                enum qmp_msg_kind kind;
+                uint64_t got;
+                int r;
+
+                r = next_message(c, deadline, &msg, &kind, err);
+                if (r < 0)
+                        return r;
+                if (kind == QMP_MSG_EVENT) {
+                        queue_event(c, msg);
+                        continue;
+                }
+                if (kind == QMP_MSG_GREETING)
+                        continue;
+                /* QEMU omits the id only when it could not parse our command at all. */
+                if (qmp_proto_msg_id(msg, &got) && got != id) {
+                        log_debug("QMP: dropping stale reply to id %llu", (unsigned long long)got);
+                        continue;
+                }
+                *ret = TAKE_PTR(msg);
+                *ret_kind = kind;
+                return 0;
+        }
+}
+
+int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
+                json_t **ret_return, struct fk_error *err)
+{
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        uint64_t deadline = deadline_after(timeout_ms), id;
+        cleanup_free char *line = NULL;
+        enum qmp_msg_kind kind;
+        size_t len;
+        int r;
+
+        if (!c || !command)
+                return fk_error_set(err, -EINVAL, "QMP: no client or command");
+        if (c->eof)
+                return fk_error_set(err, -ECONNRESET, "QMP %s: connection closed by QEMU", command);
+        id = c->next_id++;
+        r = qmp_proto_encode(command, args, id, &line, &len);
+        if (r < 0)
+                return fk_error_set(err, r,
+                                    "QMP %s: cannot encode command (arguments must be "
+                                    "an object)",
+                                    command);
+        r = send_all(c->fd, line, len);
+        if (r < 0) {
+                if (r == -ECONNRESET)
+                        c->eof = true;
+                return fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r));
+        }
+        r = wait_reply(c, id, deadline, &reply, &kind, err);
+        if (r < 0)
+                return r;
+        if (kind == QMP_MSG_ERROR)
+                return qmp_proto_error_to_fk(reply, command, err);
+        if (ret_return)
+                *ret_return = json_incref(json_object_get(reply, "return"));
+        return 0;
+}
+
+int qmp_next_event(struct qmp_client *c, json_t **ret)
+{
+        if (!c || !ret)
+                return -EINVAL;
+        if (json_array_size(c->events) == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = json_incref(json_array_get(c->events, 0));
+        json_array_remove(c->events, 0);
+        return 1;
+}
+
+int qmp_query_status(struct qmp_client *c, unsigned timeout_ms, char **ret, struct fk_error *err)
+{
+        _cleanup_(json_decrefp) json_t *st = NULL;
+        const char *s;
+        int r;
+
+        r = qmp_execute(c, "query-status", NULL, timeout_ms, &st, err);
+        if (r < 0)
+                return r;
+        s = json_string_value(json_object_get(st, "status"));
+        if (!s)
+                return fk_error_set(err, -EBADMSG, "QMP query-status: reply has no status");
+        *ret = strdup(s);
+        return *ret ? 0 : fk_error_set(err, -ENOMEM, "QMP: out of memory");
+}
+
+static int handshake(struct qmp_client *c, unsigned timeout_ms, struct fk_error *err)
+{
+        _cleanup_(json_decrefp) json_t *msg = NULL;
+        enum qmp_msg_kind kind;
+        int r;
+
+        r = next_message(c, deadline_after(timeout_ms), &msg, &kind, err);
+        if (r < 0)
+                return r;
+        if (kind != QMP_MSG_GREETING)
+                return fk_error_set(err, -EPROTO, "QMP: expected a greeting, got a %s",
+                                    qmp_msg_kind_to_string(kind));
+        return qmp_execute(c, "qmp_capabilities", NULL, timeout_ms, NULL, err);
+}
+
+int qmp_client_new_fd(int fd, unsigned timeout_ms, struct qmp_client **ret, struct fk_error *err)
+{
+        struct qmp_client *c;
+        int r;
+
+        if (fd < 0 || !ret)
+                return fk_error_set(err, -EBADF, "QMP: no connection");
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+                close(fd);
+                return fk_error_set(err, -ENOMEM, "QMP: out of memory");
+        }
+        c->fd = fd;
+        c->next_id = 1;
+        c->events = json_array();
+        if (!c->events) {
+                qmp_client_free(c);
+                return fk_error_set(err, -ENOMEM, "QMP: out of memory");
+        }
+        r = handshake(c, timeout_ms, err);
+        if (r < 0) {
+                qmp_client_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+struct qmp_client *qmp_client_free(struct qmp_client *c)
+{
+        if (!c)
+                return NULL;
+        if (c->fd >= 0)
+                close(c->fd);
+        qmp_linebuf_done(&c->buf);
+        json_decref(c->events);
+        free(c);
+        return NULL;
+}
+
+/* Connects once; -ENOENT/-ECONNREFUSED mean "not listening yet". */
+static int connect_once(const struct sockaddr_un *sa)
+{
+        cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+int qmp_client_connect(const char *path, unsigned timeout_ms, struct qmp_client **ret,
+                       struct fk_error *err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        uint64_t deadline = deadline_after(timeout_ms);
+        int fd;
+
+        if (!path || strlen(path) >= sizeof(sa.sun_path))
+                return fk_error_set(err, -ENAMETOOLONG,
+                                    "QMP: socket path too long for a unix socket (max %zu): %s",
+                                    sizeof(sa.sun_path) - 1, path ? path : "(null)");
+        strcpy(sa.sun_path, path);
+        for (;;) {
+                fd = connect_once(&sa);
+                if (fd >= 0)
+                        break;
+                if (fd != -ENOENT && fd != -ECONNREFUSED && fd != -EAGAIN)
+                        return fk_error_set(err, fd, "QMP: connect %s: %s", path, strerror(-fd));
+                if (ms_left(deadline) == 0)
+                        return fk_error_set(err, -ETIMEDOUT,
+                                            "QMP: %s did not accept connections in time (%s); "
+                                            "did QEMU start? see its log",
+                                            path, strerror(-fd));
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
+        }
+        return qmp_client_new_fd(fd, (unsigned)FK_MAX(ms_left(deadline), 1), ret, err);
+}

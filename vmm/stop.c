@@ -1,3 +1,92 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-typedef int fk_placeholder_stop;
+/* Graceful stop of a QEMU process, escalating: guest agent poweroff, QMP quit, SIGTERM,
+ * SIGKILL, waiting a step timeout after each. */
+#include <errno.h>
+#include <signal.h>
+
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "vmm/vmm.h"
+
+/* timeout 0 means this per step. */
+#define VMM_STOP_DEFAULT_STEP_MS 5000U
+/* After SIGKILL the kernel still has to tear the process down (a large RAM mapping, a task
+ * in uninterruptible sleep): give it this long before reporting failure. */
+#define VMM_STOP_KILL_GRACE_MS 10000U
+
+/* The guest agent client lives in agent-client.c (another object of this library). A struct
+ * vmm_agent only exists if vmm_agent_connect() was linked in, which links this symbol too, so
+ * a weak reference cannot miss it when agent is non-NULL; it only keeps binaries that never
+ * use the agent from needing that object. */
+extern int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)
+        __attribute__((weak));
+
+static int stop_by_agent(struct vmm_process *p, struct vmm_agent *agent, unsigned step_ms)
+{
+        struct fk_error err = {};
+        int r;
+
+        if (!vmm_agent_poweroff)
+                return 0;
+        r = vmm_agent_poweroff(agent, step_ms, &err);
+        if (r < 0) {
+                log_debug("stop pid %d: agent poweroff: %s", (int)vmm_process_pid(p), err.msg);
+                return 0;
+        }
+        return vmm_process_wait(p, step_ms);
+}
+
+static int stop_by_qmp(struct vmm_process *p, struct qmp_client *qmp, unsigned step_ms)
+{
+        struct fk_error err = {};
+        int r;
+
+        r = qmp_execute(qmp, "quit", NULL, step_ms, NULL, &err);
+        /* QEMU may close the socket before its reply reaches us: that is success too. */
+        if (r < 0 && r != -ECONNRESET) {
+                log_debug("stop pid %d: QMP quit: %s", (int)vmm_process_pid(p), err.msg);
+                return 0;
+        }
+        return vmm_process_wait(p, step_ms);
+}
+
+static int stop_by_signal(struct vmm_process *p, int sig, unsigned wait_ms)
+{
+        int r = vmm_process_kill(p, sig);
+
+        if (r < 0 && r != -ESRCH)
+                log_debug("stop pid %d: signal %d: %d", (int)vmm_process_pid(p), sig, r);
+        return vmm_process_wait(p, wait_ms);
+}
+
+int vmm_stop(struct vmm_process *p, struct vmm_agent *agent, struct qmp_client *qmp,
+             unsigned step_timeout_ms)
+{
+        unsigned step = step_timeout_ms ? step_timeout_ms : VMM_STOP_DEFAULT_STEP_MS;
+        int r;
+
+        if (!p)
+                return -EINVAL;
+        /* Stopping twice (or a VM that already died) is a no-op. */
+        r = vmm_process_poll(p, NULL, NULL);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if (agent) {
+                r = stop_by_agent(p, agent, step);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+        if (qmp) {
+                r = stop_by_qmp(p, qmp, step);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+        }
+        r = stop_by_signal(p, SIGTERM, step);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = stop_by_signal(p, SIGKILL, FK_MAX(step, VMM_STOP_KILL_GRACE_MS));
+        if (r != 0)
+                return r < 0 ? r : 0;
+        return -ETIMEDOUT;
+}

@@ -1,0 +1,9 @@
+# SPDX-License-Identifier: MIT
+# vmm (accel, argv, process, QMP, stop): unit tests without root, integration tests against a
+# real QEMU 7.2 (TCG) booting a busybox initramfs.
+if(CMOCKA_FOUND)
+  fk_unit_test(vmm-argv-test SOURCES unit/vmm-argv-test.c LIBS fk_vmm)
+endif()
+if(CMOCKA_FOUND)
+  fk_unit_test(vmm-qmp-test SOURCES unit/vmm-qmp-test.c LIBS fk_vmm)
+endif()

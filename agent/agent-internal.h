@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/* Inside fk_agent only: the session record, the daemon, the status JSON, the state store and
+ * the manifest-directory source. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "agent/agent.h"
+
+enum agent_source {
+        AGENT_SOURCE_API,
+        AGENT_SOURCE_FILE,
+};
+
+enum agent_condition_type {
+        AGENT_COND_READY,
+        AGENT_COND_MANIFEST_VALID,
+        _AGENT_COND_MAX,
+};
+
+struct agent_condition {
+        bool set;
+        const char *status; /* static "True" | "False" | "Unknown" */
+        char reason[64];
+        char message[256];
+        uint64_t last_transition_ns; /* wall clock */
+};
+
+/* A refcounted VM handle so an exec in flight keeps it alive across a stop. */
+struct agent_vm_ref {
+        atomic_int refs;
+        void *vm;
+        const struct agent_vm_ops *ops;
+};
+struct agent_vm_ref *agent_vm_ref_new(void *vm, const struct agent_vm_ops *ops);
+struct agent_vm_ref *agent_vm_ref_get(struct agent_vm_ref *r);
+/* Drops one reference; the last one frees the VM through ops. Returns NULL. */
+struct agent_vm_ref *agent_vm_ref_put(struct agent_vm_ref *r);
+
+struct agent_session {
+        char *namespace; /* owned */
+        char *name;      /* owned */
+        char *key;       /* owned "<namespace>.<name>" */
+        /* desired */
+        struct session_manifest *spec; /* owned; NULL once the manifest is deleted */
+        uint64_t generation;
+        enum agent_source source;
+        char *source_file;   /* owned, AGENT_SOURCE_FILE only */
+        uint64_t created_ns; /* wall */
+        uint64_t deleted_ns; /* wall, 0: not deleting */
+        /* observed */
+        enum session_phase phase;
+        uint64_t observed_generation;
+        uint64_t started_ns; /* wall, 0: not running */
+        uint64_t retry_at_ns;
+        unsigned failures;
+        struct agent_condition conditions[_AGENT_COND_MAX];
+        struct agent_vm_ref *vm; /* owned reference or NULL */
+        pid_t pid;
+        bool busy;
+        volatile bool cancel; /* read by a boot in flight */
+        bool seen;            /* scratch for the manifest-dir sync */
+};
+
+struct agent_session *agent_session_new(const char *ns, const char *name);
+struct agent_session *agent_session_free(struct agent_session *s);
+/* Sets a condition; lastTransitionTime changes only when status changes. */
+void agent_session_set_condition(struct agent_session *s, enum agent_condition_type t,
+                                 const char *status, const char *reason, uint64_t now_ns,
+                                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Session JSON (metadata, spec, status) with times rendered as RFC 3339. */
+json_t *agent_session_to_json(const struct agent_session *s, int accel);
+json_t *agent_session_status_json(const struct agent_session *s, int accel);
+
+/* One manifest-directory file and what it yielded on the last scan. */
+struct agent_dir_file {
+        char *path;                      /* owned */
+        struct session_manifest **items; /* owned, NULL when invalid */
+        size_t n_items;
+        char **errors; /* owned strv, NULL when valid */
+};
+struct agent_dir_scan {
+        struct agent_dir_file *files; /* owned array */
+        size_t n;
+};
+/* Reads every *.yaml / *.yml in dir (a missing dir yields nothing). Does not log. */
+int agent_dir_scan(const char *dir, const struct node_config *cfg, struct agent_dir_scan *ret);
+void agent_dir_scan_done(struct agent_dir_scan *s);
+/* An inotify fd watching dir (created if missing), or -errno. */
+int agent_dir_watch(const char *dir);
+/* Drains pending inotify events; returns 1 if any concerned a manifest file. */
+int agent_dir_watch_drain(int fd);
+
+/* The API session store under <stateDir>/sessions/<key>/session.json. */
+int agent_store_save(const char *state_dir, const struct agent_session *s);
+int agent_store_remove(const char *state_dir, const char *key);
+/* Loads all stored sessions; invalid entries are logged and skipped. */
+int agent_store_load(const char *state_dir, const struct node_config *cfg,
+                     struct agent_session ***ret, size_t *ret_n);
+
+/* Per-session directories (caller frees). */
+int agent_session_run_dir(const char *run_dir, const char *key, char **ret);
+int agent_session_state_dir(const char *state_dir, const char *key, char **ret);
+
+struct agent_daemon {
+        const struct node_config *cfg; /* borrowed */
+        int accel;
+        struct agent_vm_ops ops;
+        struct agent_clock clock;
+        pthread_mutex_t lock;
+        pthread_cond_t changed;          /* an action finished */
+        struct agent_session **sessions; /* owned array */
+        size_t n_sessions, alloc_sessions;
+        unsigned workers;  /* actions in flight */
+        char **dir_errors; /* owned strv: invalid manifest-dir files, for node status */
+        int wake_fd;       /* eventfd */
+        int watch_fd;      /* inotify, -1 when unavailable */
+        pthread_t thread;
+        bool thread_started;
+        atomic_bool quit;
+        uint64_t last_scan_ns;
+};
+
+/* Under d->lock. */
+struct agent_session *agent_daemon_find(struct agent_daemon *d, const char *ns, const char *name);
+int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s);
+void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s);
+/* Merges a manifest-dir scan into the table (under the lock). */
+void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan);
+/* Starts the action for s (under the lock; long ones run in a worker thread). */
+int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k);
+/* Notices QEMU exits of idle sessions (under the lock). */
+void agent_executor_check_exits(struct agent_daemon *d);
+/* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
+void agent_executor_adopt_all(struct agent_daemon *d);
+
+/* ---- API internals ----------------------------------------------------------------------- */
+
+struct MHD_Connection;
+
+/* A request being served: route, collected body, the daemon. */
+struct api_request {
+        struct agent_daemon *d;
+        const struct node_config *cfg;
+        struct api_route route;
+        const char *method; /* borrowed from MHD */
+        char *body;         /* owned, NUL-terminated */
+        size_t body_size;
+        bool too_large;
+};
+
+/* Queue a reply (status + JSON, reference stolen) on the connection. Return MHD_YES/NO. */
+int api_reply_json(struct MHD_Connection *c, unsigned status, json_t *j, const char *apply_result);
+/* {"kind":"Status","code","reason","message","details":[...]}; details may be NULL. */
+int api_reply_error(struct MHD_Connection *c, unsigned status, const char *reason,
+                    char *const *details, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+/* Maps a -errno from the daemon to an HTTP status and reason. */
+unsigned api_status_from_errno(int r, const char **ret_reason);
+int api_handle_sessions(struct MHD_Connection *c, struct api_request *req);
+int api_handle_exec(struct MHD_Connection *c, struct api_request *req);
+int api_handle_log(struct MHD_Connection *c, struct api_request *req);
+/* Pre-check for exec: -ENOENT / -EAGAIN with err. */
+int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *name,
+                            struct fk_error *err);

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* forkletd's core: the pure reconcile planner, the session table and its executor (VM
+ * operations behind an ops struct, time behind a clock), the manifest-dir source and the API. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+typedef struct json_t json_t; /* jansson */
+struct node_config;
+struct session_manifest;
+struct vmm_exec_request;
+struct vmm_exec_result;
+
+/* ---- phases ------------------------------------------------------------------------------ */
+
+enum session_phase {
+        SESSION_PHASE_PENDING,
+        SESSION_PHASE_STARTING,
+        SESSION_PHASE_RUNNING,
+        SESSION_PHASE_PAUSED,
+        SESSION_PHASE_STOPPED,
+        SESSION_PHASE_FAILED,
+        _SESSION_PHASE_MAX,
+        _SESSION_PHASE_INVALID = -1,
+};
+const char *session_phase_to_string(enum session_phase p);
+/* Case-sensitive ("Running"); returns _SESSION_PHASE_INVALID for unknown text. */
+enum session_phase session_phase_from_string(const char *s);
+
+/* ---- planner (pure) ------------------------------------------------------------------------ */
+
+/* What the manifests ask for, one entry per session (index-aligned with agent_observed). */
+struct agent_desired {
+        bool present;        /* false: the manifest was deleted */
+        int state;           /* enum session_state */
+        uint64_t generation; /* metadata.generation */
+        bool restart_on_failure;
+};
+
+/* What is true on the node for the same session. */
+struct agent_observed {
+        enum session_phase phase;
+        bool busy;                    /* an action is in flight: plan nothing */
+        bool has_vm;                  /* a QEMU process is attached */
+        uint64_t observed_generation; /* generation last acted upon */
+        uint64_t retry_at_ns;         /* Failed + restart: earliest next boot (monotonic) */
+};
+
+enum agent_action_kind {
+        AGENT_ACTION_OBSERVE, /* record observedGeneration = generation */
+        AGENT_ACTION_BOOT,
+        AGENT_ACTION_STOP, /* graceful stop, keep state (spec.state: Stopped) */
+        AGENT_ACTION_PAUSE,
+        AGENT_ACTION_RESUME,
+        AGENT_ACTION_DESTROY, /* stop, remove run/state files, forget the session */
+        _AGENT_ACTION_MAX,
+};
+const char *agent_action_to_string(enum agent_action_kind k);
+
+struct agent_action {
+        size_t index; /* into the desired/observed arrays */
+        enum agent_action_kind kind;
+};
+
+struct agent_plan {
+        struct agent_action *actions; /* owned array of n */
+        size_t n;
+};
+
+/* Computes the actions that move observed towards desired for n sessions. Pure: no I/O, no
+ * clock (now_mono_ns is passed in). Actions for one session come in execution order.
+ * Returns 0 or -ENOMEM; *ret is written only on success (free with agent_plan_done). */
+int agent_plan(const struct agent_desired *desired, const struct agent_observed *observed, size_t n,
+               uint64_t now_mono_ns, struct agent_plan *ret);
+void agent_plan_done(struct agent_plan *p);
+
+/* ---- injected clock and VM operations -------------------------------------------------------- */
+
+struct agent_clock {
+        uint64_t (*now_real_ns)(void *userdata);
+        uint64_t (*now_mono_ns)(void *userdata);
+        void *userdata;
+};
+/* The system clock (fk_now_real_ns / fk_now_mono_ns). */
+extern const struct agent_clock agent_clock_system;
+
+/* Everything needed to boot one session VM. Strings are borrowed for the call. */
+struct agent_boot_params {
+        const char *key;       /* "<namespace>.<name>" */
+        const char *name;      /* session name */
+        const char *run_dir;   /* per-session run dir (exists, empty) */
+        const char *state_dir; /* per-session state dir (exists) */
+        const char *kernel;
+        const char *initrd;
+        unsigned vcpus;
+        unsigned memory_mib;
+        int accel;                   /* enum vmm_accel */
+        unsigned boot_timeout_ms;    /* agent readiness */
+        const volatile bool *cancel; /* set when the session is deleted meanwhile */
+};
+
+/* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */
+struct agent_vm_ops {
+        /* Boots and waits for the guest agent. On failure cleans up what it started. */
+        int (*boot)(void *userdata, const struct agent_boot_params *p, void **ret_vm,
+                    struct fk_error *err);
+        /* Re-attaches to a VM left running by a previous forkletd (-ESRCH: gone). */
+        int (*adopt)(void *userdata, const char *run_dir, int accel, void **ret_vm,
+                     struct fk_error *err);
+        /* Graceful stop; returns once the process is gone. */
+        int (*stop)(void *userdata, void *vm, unsigned timeout_ms);
+        int (*pause)(void *userdata, void *vm, struct fk_error *err);
+        int (*resume)(void *userdata, void *vm, struct fk_error *err);
+        /* Runs a command (see vmm_agent_exec); thread-safe against the other ops. */
+        int (*exec)(void *userdata, void *vm, const struct vmm_exec_request *req,
+                    int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                    void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err);
+        pid_t (*pid)(void *vm);
+        /* A pollable fd readable once QEMU exited, or -1. */
+        int (*exit_fd)(void *vm);
+        /* 1 and a static reason when exited, 0 while running. */
+        int (*poll_exit)(void *vm, int *ret_status, const char **ret_reason);
+        void (*free)(void *userdata, void *vm);
+        void *userdata;
+};
+/* The real operations over vmm/ (QEMU, QMP, guest agent). */
+extern const struct agent_vm_ops agent_vm_ops_qemu;
+
+/* ---- the daemon ----------------------------------------------------------------------------- */
+
+struct agent_daemon;
+
+enum agent_apply_result {
+        AGENT_APPLY_CREATED,
+        AGENT_APPLY_CONFIGURED,
+        AGENT_APPLY_UNCHANGED,
+};
+const char *agent_apply_result_to_string(enum agent_apply_result r);
+
+/* Creates the daemon around a loaded node config (borrowed, must outlive it), resolved
+ * accelerator, ops and clock (copied). Creates state/run dirs and loads the API sessions
+ * stored under stateDir. Does not start threads. Logs what it does. */
+int agent_daemon_new(const struct node_config *cfg, int accel, const struct agent_vm_ops *ops,
+                     const struct agent_clock *clock, struct agent_daemon **ret);
+/* Starts the reconcile thread (which also watches the manifest directory). */
+int agent_daemon_start(struct agent_daemon *d);
+/* Asks the reconcile loop to run soon (thread-safe). */
+void agent_daemon_wake(struct agent_daemon *d);
+/* Stops the reconcile thread and waits for workers. VMs keep running (adopted on restart). */
+void agent_daemon_shutdown(struct agent_daemon *d);
+/* Stops every VM gracefully (for tests and `--stop-on-exit`). */
+void agent_daemon_stop_all(struct agent_daemon *d, unsigned timeout_ms);
+struct agent_daemon *agent_daemon_free(struct agent_daemon *d);
+/* Runs one reconcile pass synchronously (tests; the thread calls it too). */
+int agent_daemon_reconcile(struct agent_daemon *d);
+/* Waits until no action is in flight (tests), up to timeout_ms. Returns 1 idle, 0 timeout. */
+int agent_daemon_wait_idle(struct agent_daemon *d, unsigned timeout_ms);
+
+/* Applies a validated manifest (taken over, freed on error too) from the API: persisted
+ * under stateDir. -EEXIST + err when the name belongs to a manifest-dir file. */
+int agent_daemon_apply(struct agent_daemon *d, struct session_manifest *m,
+                       enum agent_apply_result *ret, struct fk_error *err);
+/* Deletes an API session (-ENOENT; -EPERM for a manifest-dir session, with err). */
+int agent_daemon_delete(struct agent_daemon *d, const char *ns, const char *name,
+                        struct fk_error *err);
+/* New references: one Session (metadata/spec/status), the SessionList, node info. */
+int agent_daemon_session_json(struct agent_daemon *d, const char *ns, const char *name,
+                              json_t **ret);
+int agent_daemon_list_json(struct agent_daemon *d, json_t **ret);
+int agent_daemon_node_json(struct agent_daemon *d, json_t **ret);
+/* Path of the session's console log (caller frees); -ENOENT for an unknown session. */
+int agent_daemon_console_path(struct agent_daemon *d, const char *ns, const char *name, char **ret);
+/* Runs a command in a Running session; env of the spec is merged under req->env.
+ * -ENOENT unknown session, -EAGAIN not Running (err says the phase). */
+int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
+                      const struct vmm_exec_request *req,
+                      int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                      void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err);
+
+/* ---- API ------------------------------------------------------------------------------------ */
+
+enum api_route_kind {
+        API_ROUTE_NOT_FOUND,
+        API_ROUTE_BAD_NAME, /* a path segment is not a valid name */
+        API_ROUTE_HEALTHZ,
+        API_ROUTE_VERSION,
+        API_ROUTE_NODE,
+        API_ROUTE_SESSIONS,       /* /api/v1alpha1/sessions */
+        API_ROUTE_NS_SESSIONS,    /* /api/v1alpha1/namespaces/NS/sessions */
+        API_ROUTE_SESSION,        /* .../namespaces/NS/sessions/NAME */
+        API_ROUTE_SESSION_EXEC,   /* .../NAME/exec */
+        API_ROUTE_SESSION_LOG,    /* .../NAME/log */
+        API_ROUTE_SESSION_SUBRES, /* .../NAME/<other>: for later verbs (checkpoints, forks) */
+};
+
+#define API_PATH_SEGMENT_MAX 64
+
+struct api_route {
+        enum api_route_kind kind;
+        char ns[API_PATH_SEGMENT_MAX];
+        char name[API_PATH_SEGMENT_MAX];
+        char subresource[API_PATH_SEGMENT_MAX];
+};
+
+/* Maps a URL path (no query) to a route. Pure. Names must be DNS-1123 labels. */
+void api_route_parse(const char *path, struct api_route *ret);
+
+/* Standard base64 (with padding). encode: *ret is a NUL-terminated heap string; decode:
+ * *ret is a heap buffer of *ret_size bytes, -EINVAL on a character outside the alphabet. */
+int api_base64_encode(const void *data, size_t size, char **ret);
+int api_base64_decode(const char *text, void **ret, size_t *ret_size);
+
+#define API_MAX_BODY (8u * 1024 * 1024)
+
+struct api_server;
+
+/* Listens on a unix socket at path (replacing a stale one, mode 0600) and serves the API
+ * with a thread per connection. Logs nothing; errors in err. */
+int api_server_start(struct agent_daemon *d, const struct node_config *cfg, const char *path,
+                     struct api_server **ret, struct fk_error *err);
+/* Stops serving and removes the socket file; accepts NULL, returns NULL. */
+struct api_server *api_server_stop(struct api_server *s);

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/* Pure pieces of the API: URL path -> route, and base64 for exec payloads. */
+#include "agent/agent.h"
+#include "manifest/manifest.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API_PREFIX       "/api/v1alpha1"
+#define API_MAX_SEGMENTS 8
+
+/* Splits path on '/', rejecting empty segments (//) except a trailing slash. */
+static int split_path(const char *path, char seg[][API_PATH_SEGMENT_MAX], size_t *ret_n)
+{
+        size_t n = 0;
+
+        if (path[0] != '/')
+                return -EINVAL;
+        for (const char *p = path + 1; *p;) {
+                const char *e = strchrnul(p, '/');
+                size_t len = (size_t)(e - p);
+
+                if (len == 0 || len >= API_PATH_SEGMENT_MAX || n == API_MAX_SEGMENTS)
+                        return -EINVAL;
+                memcpy(seg[n], p, len);
+                seg[n++][len] = '\0';
+                p = *e ? e + 1 : e;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+static void route_session(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api_route *r)
+{
+        /* seg: api v1alpha1 namespaces NS sessions [NAME [SUB]] */
+        if (!manifest_name_is_valid(seg[3])) {
+                r->kind = API_ROUTE_BAD_NAME;
+                return;
+        }
+        strcpy(r->ns, seg[3]);
+        if (n == 5) {
+                r->kind = API_ROUTE_NS_SESSIONS;
+                return;
+        }
+        if (!manifest_name_is_valid(seg[5])) {
+                r->kind = API_ROUTE_BAD_NAME;
+                return;
+        }
+        strcpy(r->name, seg[5]);
+        if (n == 6) {
+                r->kind = API_ROUTE_SESSION;
+                return;
+        }
+        strcpy(r->subresource, seg[6]);
+        if (strcmp(seg[6], "exec") == 0)
+                r->kind = API_ROUTE_SESSION_EXEC;
+        else if (strcmp(seg[6], "log") == 0)
+                r->kind = API_ROUTE_SESSION_LOG;
+        else
+                r->kind = API_ROUTE_SESSION_SUBRES;
+}
+
+void api_route_parse(const char *path, struct api_route *ret)
+{
+        char seg[API_MAX_SEGMENTS][API_PATH_SEGMENT_MAX];
+        struct api_route r = {.kind = API_ROUTE_NOT_FOUND};
+        size_t n = 0;
+
+        if (!path || split_path(path, seg, &n) < 0) {
+                *ret = r;
+                return;
+        }
+        if (n == 1 && strcmp(seg[0], "healthz") == 0)
+                r.kind = API_ROUTE_HEALTHZ;
+        else if (n == 1 && strcmp(seg[0], "version") == 0)
+                r.kind = API_ROUTE_VERSION;
+        else if (n >= 3 && strcmp(seg[0], "api") == 0 && strcmp(seg[1], "v1alpha1") == 0) {
+                if (n == 3 && strcmp(seg[2], "sessions") == 0)
+                        r.kind = API_ROUTE_SESSIONS;
+                else if (n == 3 && strcmp(seg[2], "node") == 0)
+                        r.kind = API_ROUTE_NODE;
+                else if (n >= 5 && n <= 7 && strcmp(seg[2], "namespaces") == 0 &&
+                         strcmp(seg[4], "sessions") == 0)
+                        route_session(seg, n, &r);
+        }
+        *ret = r;
+}
+
+static const char b64_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int api_base64_encode(const void *data, size_t size, char **ret)
+{
+        const uint8_t *p = data;
+        char *out = malloc(((size + 2) / 3) * 4 + 1), *o = out;
+
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < size; i += 3) {
+                uint32_t v = (uint32_t)p[i] << 16;
+                size_t left = size - i;
+
+                if (left > 1)
+                        v |= (uint32_t)p[i + 1] << 8;
+                if (left > 2)
+                        v |= p[i + 2];
+                *o++ = b64_chars[(v >> 18) & 63];
+                *o++ = b64_chars[(v >> 12) & 63];
+                *o++ = left > 1 ? b64_chars[(v >> 6) & 63] : '=';
+                *o++ = left > 2 ? b64_chars[v & 63] : '=';
+        }
+        *o = '\0';
+        *ret = out;
+        return 0;
+}
+
+static int b64_value(char c)
+{
+        const char *p = c ? strchr(b64_chars, c) : NULL;
+
+        return p ? (int)(p - b64_chars) : -1;
+}
+
+int api_base64_decode(const char *text, void **ret, size_t *ret_size)
+{
+        size_t len = strlen(text), n = 0;
+        uint8_t *out;
+        uint32_t acc = 0;
+        int bits = 0;
+
+        while (len > 0 && text[len - 1] == '=')
+                len--;
+        out = malloc(len * 3 / 4 + 1);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < len; i++) {
+                int v = b64_value(text[i]);
+
+                if (v < 0) {
+                        free(out);
+                        return -EINVAL;
+                }
+                acc = (acc << 6) | (uint32_t)v;
+                bits += 6;
+                if (bits >= 8) {
+                        bits -= 8;
+                        out[n++] = (uint8_t)(acc >> bits);
+                }
+        }
+        *ret = out;
+        *ret_size = n;
+        return 0;
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* Session resources: list, get, apply (POST/PUT with a JSON manifest), delete, and the
+ * console log. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "manifest/manifest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define API_LOG_TAIL (1024 * 1024)
+
+static int reply_errno(struct MHD_Connection *c, int r, const struct fk_error *err)
+{
+        const char *reason;
+        unsigned status = api_status_from_errno(r, &reason);
+
+        return api_reply_error(c, status, reason, NULL, "%s",
+                               err && err->msg[0] ? err->msg : strerror(-r));
+}
+
+/* Fills metadata.name/namespace from the URL when absent; 400 when they disagree. */
+static int match_url(struct MHD_Connection *c, struct api_request *req, json_t *j, bool *ok)
+{
+        json_t *meta = json_object_get(j, "metadata");
+        const char *want[2] = {req->route.ns[0] ? req->route.ns : NULL,
+                               req->route.name[0] ? req->route.name : NULL};
+        const char *keys[2] = {"namespace", "name"};
+
+        *ok = false;
+        if (!json_is_object(meta))
+                return api_reply_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "Invalid", NULL,
+                                       "metadata: required object missing");
+        for (int i = 0; i < 2; i++) {
+                json_t *v = json_object_get(meta, keys[i]);
+
+                if (!want[i])
+                        continue;
+                if (!v)
+                        json_object_set_new(meta, keys[i], json_string(want[i]));
+                else if (!json_is_string(v) || strcmp(json_string_value(v), want[i]) != 0)
+                        return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
+                                               "metadata.%s does not match the URL (%s)", keys[i],
+                                               want[i]);
+        }
+        *ok = true;
+        return MHD_YES;
+}
+
+static int handle_apply(struct MHD_Connection *c, struct api_request *req)
+{
+        struct manifest_diag diag = {0};
+        struct session_manifest *m = NULL;
+        enum agent_apply_result res;
+        struct fk_error err = {0};
+        json_error_t jerr;
+        json_t *j, *out = NULL;
+        bool ok;
+        int r;
+
+        j = json_loadb(req->body ? req->body : "", req->body_size, 0, &jerr);
+        if (!j)
+                return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
+                                       "invalid JSON at line %d column %d: %s", jerr.line,
+                                       jerr.column, jerr.text);
+        r = json_is_object(j) ? match_url(c, req, j, &ok) : MHD_YES;
+        if (!json_is_object(j) || !ok) {
+                json_decref(j);
+                return json_is_object(j) ? r
+                                         : api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
+                                                           NULL, "body must be a JSON object");
+        }
+        r = session_manifest_from_json(j, req->cfg, &m, &diag);
+        json_decref(j);
+        if (r < 0) {
+                r = api_reply_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "Invalid", diag.messages,
+                                    "%s", diag.n ? diag.messages[0] : "invalid manifest");
+                manifest_diag_done(&diag);
+                return r;
+        }
+        cleanup_free char *ns = strdup(m->namespace), *name = strdup(m->name);
+        if (!ns || !name)
+                return reply_errno(c, -ENOMEM, NULL);
+        r = agent_daemon_apply(req->d, m, &res, &err);
+        if (r < 0)
+                return reply_errno(c, r, &err);
+        r = agent_daemon_session_json(req->d, ns, name, &out);
+        if (r < 0)
+                return reply_errno(c, r, NULL);
+        return api_reply_json(c, res == AGENT_APPLY_CREATED ? MHD_HTTP_CREATED : MHD_HTTP_OK, out,
+                              agent_apply_result_to_string(res));
+}
+
+static int handle_list(struct MHD_Connection *c, struct api_request *req)
+{
+        json_t *j = NULL, *items, *v;
+        size_t i;
+        int r;
+
+        r = agent_daemon_list_json(req->d, &j);
+        if (r < 0)
+                return reply_errno(c, r, NULL);
+        items = json_object_get(j, "items");
+        if (req->route.kind == API_ROUTE_NS_SESSIONS) {
+                for (i = json_array_size(items); i-- > 0;) {
+                        v = json_object_get(json_object_get(json_array_get(items, i), "metadata"),
+                                            "namespace");
+                        if (!json_is_string(v) || strcmp(json_string_value(v), req->route.ns))
+                                json_array_remove(items, i);
+                }
+        }
+        return api_reply_json(c, MHD_HTTP_OK, j, NULL);
+}
+
+static int handle_one(struct MHD_Connection *c, struct api_request *req)
+{
+        struct fk_error err = {0};
+        json_t *j = NULL;
+        int r;
+
+        if (strcmp(req->method, "DELETE") == 0) {
+                r = agent_daemon_delete(req->d, req->route.ns, req->route.name, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+        }
+        r = agent_daemon_session_json(req->d, req->route.ns, req->route.name, &j);
+        if (r == -ENOENT && strcmp(req->method, "DELETE") == 0)
+                return api_reply_json(c, MHD_HTTP_OK,
+                                      json_pack("{s:s, s:s, s:I}", "kind", "Status", "status",
+                                                "Success", "code", (json_int_t)200),
+                                      NULL);
+        if (r < 0) {
+                fk_error_set(&err, r, "session %s/%s not found", req->route.ns, req->route.name);
+                return reply_errno(c, r, &err);
+        }
+        return api_reply_json(c, MHD_HTTP_OK, j, NULL);
+}
+
+int api_handle_sessions(struct MHD_Connection *c, struct api_request *req)
+{
+        const char *m = req->method;
+        bool collection = req->route.kind != API_ROUTE_SESSION;
+
+        if (strcmp(m, "GET") == 0)
+                return collection ? handle_list(c, req) : handle_one(c, req);
+        if ((collection && strcmp(m, "POST") == 0) || (!collection && strcmp(m, "PUT") == 0))
+                return handle_apply(c, req);
+        if (!collection && strcmp(m, "DELETE") == 0)
+                return handle_one(c, req);
+        return api_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
+                               "%s not allowed here", m);
+}
+
+/* The tail of console.log (the last API_LOG_TAIL bytes). */
+int api_handle_log(struct MHD_Connection *c, struct api_request *req)
+{
+        cleanup_free char *path = NULL;
+        struct MHD_Response *resp;
+        struct stat st;
+        off_t off;
+        int fd, r;
+
+        if (strcmp(req->method, "GET") != 0)
+                return api_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
+                                       "%s not allowed here", req->method);
+        r = agent_daemon_console_path(req->d, req->route.ns, req->route.name, &path);
+        if (r < 0)
+                return api_reply_error(c, MHD_HTTP_NOT_FOUND, "NotFound", NULL,
+                                       "session %s/%s not found", req->route.ns, req->route.name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        } else {
+                off = st.st_size > API_LOG_TAIL ? st.st_size - API_LOG_TAIL : 0;
+                resp = MHD_create_response_from_fd_at_offset64((uint64_t)(st.st_size - off), fd,
+                                                               (uint64_t)off);
+        }
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, "Content-Type", "text/plain");
+        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return r;
+}

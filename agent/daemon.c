@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon: the mutex-protected session table, the reconcile pass (plan + execute) and the
+ * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "manifest/manifest.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+#define RECONCILE_TICK_MS  1000
+#define RESCAN_INTERVAL_NS (10ull * 1000 * 1000 * 1000)
+
+static uint64_t system_real(void *userdata)
+{
+        (void)userdata;
+        return fk_now_real_ns();
+}
+
+static uint64_t system_mono(void *userdata)
+{
+        (void)userdata;
+        return fk_now_mono_ns();
+}
+
+const struct agent_clock agent_clock_system = {
+        .now_real_ns = system_real,
+        .now_mono_ns = system_mono,
+};
+
+struct agent_session *agent_daemon_find(struct agent_daemon *d, const char *ns, const char *name)
+{
+        for (size_t i = 0; i < d->n_sessions; i++)
+                if (strcmp(d->sessions[i]->namespace, ns) == 0 &&
+                    strcmp(d->sessions[i]->name, name) == 0)
+                        return d->sessions[i];
+        return NULL;
+}
+
+int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s)
+{
+        if (d->n_sessions == d->alloc_sessions) {
+                size_t n = d->alloc_sessions ? d->alloc_sessions * 2 : 16;
+                struct agent_session **p = realloc(d->sessions, n * sizeof(*p));
+
+                if (!p)
+                        return -ENOMEM;
+                d->sessions = p;
+                d->alloc_sessions = n;
+        }
+        if (s->created_ns == 0)
+                s->created_ns = d->clock.now_real_ns(d->clock.userdata);
+        d->sessions[d->n_sessions++] = s;
+        return 0;
+}
+
+void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s)
+{
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                if (d->sessions[i] != s)
+                        continue;
+                memmove(&d->sessions[i], &d->sessions[i + 1],
+                        (d->n_sessions - i - 1) * sizeof(*d->sessions));
+                d->n_sessions--;
+                agent_session_free(s);
+                return;
+        }
+}
+
+static int daemon_make_dirs(const struct node_config *cfg)
+{
+        cleanup_free char *state = NULL, *run = NULL;
+        int r;
+
+        if (fk_asprintf(&state, "%s/sessions", cfg->state_dir) < 0 ||
+            fk_asprintf(&run, "%s/sessions", cfg->run_dir) < 0)
+                return -ENOMEM;
+        r = fk_mkdir_p(state, 0700);
+        if (r < 0)
+                return log_error_errno(r, "create state dir %s: %m", state);
+        r = fk_mkdir_p(run, 0700);
+        if (r < 0)
+                return log_error_errno(r, "create run dir %s: %m", run);
+        return 0;
+}
+
+static int daemon_load_store(struct agent_daemon *d)
+{
+        struct agent_session **v = NULL;
+        size_t n = 0;
+        int r;
+
+        r = agent_store_load(d->cfg->state_dir, d->cfg, &v, &n);
+        if (r < 0)
+                return log_error_errno(r, "load sessions from %s: %m", d->cfg->state_dir);
+        for (size_t i = 0; i < n; i++) {
+                if (r >= 0)
+                        r = agent_daemon_insert(d, v[i]);
+                if (r < 0)
+                        agent_session_free(v[i]);
+                else
+                        log_info("session %s: restored from the state store", v[i]->key);
+        }
+        free(v);
+        return r;
+}
+
+static void daemon_rescan(struct agent_daemon *d)
+{
+        struct agent_dir_scan scan = {0};
+        int r;
+
+        r = agent_dir_scan(d->cfg->manifest_dir, d->cfg, &scan);
+        if (r < 0) {
+                log_warning_errno(r, "scan manifest dir %s: %m", d->cfg->manifest_dir);
+                return;
+        }
+        agent_daemon_sync_dir(d, &scan);
+        agent_dir_scan_done(&scan);
+}
+
+int agent_daemon_new(const struct node_config *cfg, int accel, const struct agent_vm_ops *ops,
+                     const struct agent_clock *clock, struct agent_daemon **ret)
+{
+        struct agent_daemon *d;
+        int r;
+
+        r = daemon_make_dirs(cfg);
+        if (r < 0)
+                return r;
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        d->cfg = cfg;
+        d->accel = accel;
+        d->ops = *ops;
+        d->clock = *clock;
+        d->watch_fd = -1;
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->changed, NULL);
+        d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (d->wake_fd < 0) {
+                r = -errno;
+                agent_daemon_free(d);
+                return log_error_errno(r, "eventfd: %m");
+        }
+        r = daemon_load_store(d);
+        if (r < 0) {
+                agent_daemon_free(d);
+                return r;
+        }
+        /* Scan the manifest dir first so adoption knows its sessions are wanted. */
+        pthread_mutex_lock(&d->lock);
+        d->last_scan_ns = d->clock.now_mono_ns(d->clock.userdata);
+        daemon_rescan(d);
+        pthread_mutex_unlock(&d->lock);
+        agent_executor_adopt_all(d);
+        *ret = d;
+        return 0;
+}
+
+void agent_daemon_wake(struct agent_daemon *d)
+{
+        uint64_t one = 1;
+
+        (void)!write(d->wake_fd, &one, sizeof(one));
+}
+
+static int daemon_plan_and_run(struct agent_daemon *d)
+{
+        cleanup_free struct agent_desired *want = calloc(d->n_sessions + 1, sizeof(*want));
+        cleanup_free struct agent_observed *have = calloc(d->n_sessions + 1, sizeof(*have));
+        cleanup_free struct agent_session **snap = calloc(d->n_sessions + 1, sizeof(*snap));
+        struct agent_plan plan = {0};
+        size_t n = d->n_sessions;
+        int r;
+
+        if (!want || !have || !snap)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct agent_session *s = d->sessions[i];
+
+                snap[i] = s;
+                want[i] = (struct agent_desired){
+                        .present = s->spec != NULL,
+                        .state = s->spec ? (int)s->spec->state : 0,
+                        .generation = s->generation,
+                        .restart_on_failure =
+                                s->spec && s->spec->restart_policy == RESTART_POLICY_ON_FAILURE,
+                };
+                have[i] = (struct agent_observed){
+                        .phase = s->phase,
+                        .busy = s->busy,
+                        .has_vm = s->vm != NULL,
+                        .observed_generation = s->observed_generation,
+                        .retry_at_ns = s->retry_at_ns,
+                };
+        }
+        r = agent_plan(want, have, n, d->clock.now_mono_ns(d->clock.userdata), &plan);
+        if (r < 0)
+                return r;
+        /* Actions may remove sessions (DESTROY without a VM); snap keeps indexes stable and
+         * a removed session has no later action in the same plan. */
+        for (size_t i = 0; i < plan.n; i++) {
+                r = agent_executor_run(d, snap[plan.actions[i].index], plan.actions[i].kind);
+                if (r < 0)
+                        log_warning_errno(r, "%s %s: %m",
+                                          agent_action_to_string(plan.actions[i].kind),
+                                          snap[plan.actions[i].index]->key);
+        }
+        agent_plan_done(&plan);
+        return 0;
+}
+
+int agent_daemon_reconcile(struct agent_daemon *d)
+{
+        uint64_t now = d->clock.now_mono_ns(d->clock.userdata);
+        bool rescan = d->last_scan_ns == 0 || now - d->last_scan_ns >= RESCAN_INTERVAL_NS;
+        int r;
+
+        if (d->watch_fd >= 0 && agent_dir_watch_drain(d->watch_fd) > 0)
+                rescan = true;
+        pthread_mutex_lock(&d->lock);
+        if (rescan) {
+                d->last_scan_ns = now;
+                daemon_rescan(d);
+        }
+        agent_executor_check_exits(d);
+        r = daemon_plan_and_run(d);
+        pthread_mutex_unlock(&d->lock);
+        return r;
+}
+
+/* The fds the loop sleeps on: wake eventfd, inotify, and each idle VM's exit fd. */
+static size_t daemon_pollfds(struct agent_daemon *d, struct pollfd **ret)
+{
+        struct pollfd *p;
+        size_t n = 0;
+
+        pthread_mutex_lock(&d->lock);
+        p = calloc(d->n_sessions + 2, sizeof(*p));
+        if (p) {
+                p[n++] = (struct pollfd){.fd = d->wake_fd, .events = POLLIN};
+                if (d->watch_fd >= 0)
+                        p[n++] = (struct pollfd){.fd = d->watch_fd, .events = POLLIN};
+                for (size_t i = 0; i < d->n_sessions; i++) {
+                        struct agent_session *s = d->sessions[i];
+                        int fd = s->vm && !s->busy ? d->ops.exit_fd(s->vm->vm) : -1;
+
+                        if (fd >= 0)
+                                p[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+                }
+        }
+        pthread_mutex_unlock(&d->lock);
+        *ret = p;
+        return p ? n : 0;
+}
+
+static void *daemon_thread(void *userdata)
+{
+        struct agent_daemon *d = userdata;
+
+        while (!atomic_load(&d->quit)) {
+                cleanup_free struct pollfd *fds = NULL;
+                size_t n;
+                uint64_t v;
+
+                (void)agent_daemon_reconcile(d);
+                n = daemon_pollfds(d, &fds);
+                if (n > 0)
+                        (void)poll(fds, n, RECONCILE_TICK_MS);
+                (void)!read(d->wake_fd, &v, sizeof(v));
+        }
+        return NULL;
+}
+
+int agent_daemon_start(struct agent_daemon *d)
+{
+        int r;
+
+        d->watch_fd = agent_dir_watch(d->cfg->manifest_dir);
+        if (d->watch_fd < 0)
+                log_warning_errno(d->watch_fd, "watch %s (falling back to periodic rescans): %m",
+                                  d->cfg->manifest_dir);
+        r = -pthread_create(&d->thread, NULL, daemon_thread, d);
+        if (r < 0)
+                return log_error_errno(r, "start reconcile thread: %m");
+        d->thread_started = true;
+        return 0;
+}
+
+int agent_daemon_wait_idle(struct agent_daemon *d, unsigned timeout_ms)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000;
+        int idle;
+
+        pthread_mutex_lock(&d->lock);
+        while (d->workers > 0 && fk_now_mono_ns() < deadline) {
+                struct timespec ts;
+
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 50 * 1000 * 1000;
+                if (ts.tv_nsec >= 1000000000) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&d->changed, &d->lock, &ts);
+        }
+        idle = d->workers == 0;
+        pthread_mutex_unlock(&d->lock);
+        return idle;
+}
+
+void agent_daemon_shutdown(struct agent_daemon *d)
+{
+        if (!d)
+                return;
+        atomic_store(&d->quit, true);
+        agent_daemon_wake(d);
+        if (d->thread_started) {
+                pthread_join(d->thread, NULL);
+                d->thread_started = false;
+        }
+        pthread_mutex_lock(&d->lock);
+        for (size_t i = 0; i < d->n_sessions; i++)
+                d->sessions[i]->cancel = true;
+        pthread_mutex_unlock(&d->lock);
+        while (!agent_daemon_wait_idle(d, 1000))
+                log_info("waiting for %u action(s) to finish", d->workers);
+}
+
+struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
+{
+        if (!d)
+                return NULL;
+        agent_daemon_shutdown(d);
+        for (size_t i = 0; i < d->n_sessions; i++)
+                agent_session_free(d->sessions[i]);
+        free(d->sessions);
+        fk_strv_free(d->dir_errors);
+        if (d->wake_fd >= 0)
+                close(d->wake_fd);
+        if (d->watch_fd >= 0)
+                close(d->watch_fd);
+        pthread_cond_destroy(&d->changed);
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+        return NULL;
+}

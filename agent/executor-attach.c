@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* Using a session's VM from outside the reconcile loop: exec (holding a VM reference so a
+ * concurrent stop cannot free it), re-adopting VMs after a restart, and stopping them all. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "manifest/manifest.h"
+#include "vmm/vmm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* spec.env as "K=V" followed by the request's entries (later ones win in the guest). */
+static int merged_env(const struct session_manifest *m, char *const *extra, char ***ret)
+{
+        char **v = NULL;
+        int r = 0;
+
+        for (size_t i = 0; m && i < m->n_env && r >= 0; i++) {
+                cleanup_free char *kv = NULL;
+
+                r = fk_asprintf(&kv, "%s=%s", m->env[i].key, m->env[i].value);
+                if (r >= 0)
+                        r = fk_strv_push(&v, kv);
+        }
+        for (size_t i = 0; extra && extra[i] && r >= 0; i++)
+                r = fk_strv_push(&v, extra[i]);
+        if (r < 0) {
+                fk_strv_free(v);
+                return r;
+        }
+        *ret = v;
+        return 0;
+}
+
+int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
+                      const struct vmm_exec_request *req,
+                      int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                      void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err)
+{
+        struct vmm_exec_request copy = *req;
+        struct agent_vm_ref *vm = NULL;
+        struct agent_session *s;
+        char **env = NULL;
+        int r = 0;
+
+        pthread_mutex_lock(&d->lock);
+        s = agent_daemon_find(d, ns, name);
+        if (!s)
+                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
+                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
+                                 session_phase_to_string(s->phase));
+        else
+                r = merged_env(s->spec, req->env, &env);
+        if (r >= 0)
+                vm = agent_vm_ref_get(s->vm);
+        pthread_mutex_unlock(&d->lock);
+        if (r < 0)
+                return r;
+        copy.env = env;
+        r = d->ops.exec(d->ops.userdata, vm->vm, &copy, out_fn, out_userdata, ret, err);
+        agent_vm_ref_put(vm);
+        fk_strv_free(env);
+        return r;
+}
+
+int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *name,
+                            struct fk_error *err)
+{
+        struct agent_session *s;
+        int r = 0;
+
+        pthread_mutex_lock(&d->lock);
+        s = agent_daemon_find(d, ns, name);
+        if (!s)
+                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
+                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
+                                 session_phase_to_string(s->phase));
+        pthread_mutex_unlock(&d->lock);
+        return r;
+}
+
+/* Splits "<namespace>.<name>" (both DNS labels, so the first dot separates them). */
+static bool split_key(const char *key, char *ns, size_t ns_size, const char **name)
+{
+        const char *dot = strchr(key, '.');
+
+        if (!dot || (size_t)(dot - key) >= ns_size)
+                return false;
+        memcpy(ns, key, (size_t)(dot - key));
+        ns[dot - key] = '\0';
+        *name = dot + 1;
+        return manifest_name_is_valid(ns) && manifest_name_is_valid(*name);
+}
+
+static void adopt_one(struct agent_daemon *d, const char *key, const char *run_dir)
+{
+        struct fk_error err = {0};
+        struct agent_session *s;
+        const char *name;
+        char ns[64];
+        void *vm = NULL;
+        int r;
+
+        if (!split_key(key, ns, sizeof(ns), &name))
+                return;
+        r = d->ops.adopt(d->ops.userdata, run_dir, d->accel, &vm, &err);
+        if (r < 0) {
+                log_info("session %s: no VM to adopt (%s); cleaning %s", key,
+                         err.msg[0] ? err.msg : strerror(-r), run_dir);
+                (void)fk_rm_rf(run_dir);
+                return;
+        }
+        s = agent_daemon_find(d, ns, name);
+        if (!s) {
+                s = agent_session_new(ns, name);
+                if (!s || agent_daemon_insert(d, s) < 0) {
+                        agent_session_free(s);
+                        d->ops.free(d->ops.userdata, vm);
+                        return;
+                }
+                s->deleted_ns = d->clock.now_real_ns(d->clock.userdata); /* orphan: destroy */
+        }
+        s->vm = agent_vm_ref_new(vm, &d->ops);
+        if (!s->vm) {
+                d->ops.free(d->ops.userdata, vm);
+                return;
+        }
+        s->pid = d->ops.pid(vm);
+        s->phase = SESSION_PHASE_RUNNING;
+        s->observed_generation = s->generation;
+        s->started_ns = d->clock.now_real_ns(d->clock.userdata);
+        agent_session_set_condition(s, AGENT_COND_READY, "True", "Adopted", s->started_ns,
+                                    "re-attached to QEMU pid %d", (int)s->pid);
+        log_info("session %s: adopted running VM (pid %d)%s", key, (int)s->pid,
+                 s->spec ? "" : ", no manifest: will be deleted");
+}
+
+void agent_executor_adopt_all(struct agent_daemon *d)
+{
+        cleanup_free char *dir = NULL;
+        struct dirent *de;
+        DIR *dp;
+
+        if (fk_asprintf(&dir, "%s/sessions", d->cfg->run_dir) < 0)
+                return;
+        dp = opendir(dir);
+        if (!dp)
+                return;
+        pthread_mutex_lock(&d->lock);
+        while ((de = readdir(dp))) {
+                cleanup_free char *path = NULL;
+
+                if (de->d_name[0] == '.' || fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+                        continue;
+                adopt_one(d, de->d_name, path);
+        }
+        pthread_mutex_unlock(&d->lock);
+        closedir(dp);
+}
+
+void agent_daemon_stop_all(struct agent_daemon *d, unsigned timeout_ms)
+{
+        pthread_mutex_lock(&d->lock);
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                struct agent_session *s = d->sessions[i];
+                struct agent_vm_ref *vm;
+
+                if (!s->vm || s->busy)
+                        continue;
+                vm = agent_vm_ref_get(s->vm);
+                s->busy = true;
+                pthread_mutex_unlock(&d->lock);
+                (void)d->ops.stop(d->ops.userdata, vm->vm, timeout_ms);
+                agent_vm_ref_put(vm);
+                pthread_mutex_lock(&d->lock);
+                s->vm = agent_vm_ref_put(s->vm);
+                s->pid = 0;
+                s->phase = SESSION_PHASE_STOPPED;
+                s->busy = false;
+        }
+        pthread_mutex_unlock(&d->lock);
+}

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/* The executor: carries out planned actions through the VM ops (long ones in a worker thread
+ * per action, the session marked busy meanwhile) and notices QEMU exits. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "manifest/manifest.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AGENT_BOOT_TIMEOUT_MS 120000
+#define AGENT_STOP_STEP_MS    10000
+#define AGENT_BACKOFF_MAX_S   60
+
+struct job {
+        struct agent_daemon *d;
+        struct agent_session *s; /* busy while the job runs, so never freed under it */
+        enum agent_action_kind kind;
+        struct agent_vm_ref *vm; /* owned reference (stop, pause, resume, destroy) */
+        char *run_dir, *state_dir, *kernel, *initrd; /* owned */
+        unsigned vcpus, memory_mib;
+        char key[2 * 64 + 2], name[64];
+};
+
+static struct job *job_free(struct job *j)
+{
+        if (!j)
+                return NULL;
+        agent_vm_ref_put(j->vm);
+        free(j->run_dir);
+        free(j->state_dir);
+        free(j->kernel);
+        free(j->initrd);
+        free(j);
+        return NULL;
+}
+
+static uint64_t now_real(struct agent_daemon *d)
+{
+        return d->clock.now_real_ns(d->clock.userdata);
+}
+
+static void session_failed(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                           const char *msg)
+{
+        unsigned shift = s->failures < 6 ? s->failures : 6;
+        uint64_t backoff = FK_MIN(1ull << shift, AGENT_BACKOFF_MAX_S);
+
+        s->phase = SESSION_PHASE_FAILED;
+        s->started_ns = 0;
+        s->failures++;
+        s->retry_at_ns = d->clock.now_mono_ns(d->clock.userdata) + backoff * 1000000000ull;
+        agent_session_set_condition(s, AGENT_COND_READY, "False", reason, now_real(d), "%s", msg);
+        log_error("session %s: failed: %s", s->key, msg);
+}
+
+static void session_detach_vm(struct agent_session *s)
+{
+        s->vm = agent_vm_ref_put(s->vm);
+        s->pid = 0;
+        s->started_ns = 0;
+}
+
+/* Resolves image and size class into the job (under the lock). -ENOENT with err. */
+static int job_boot_params(struct agent_daemon *d, struct agent_session *s, struct job *j,
+                           struct fk_error *err)
+{
+        const struct size_class *sc = node_config_find_size_class(d->cfg, s->spec->size_class);
+        const struct image_spec *img = node_config_find_image(d->cfg, s->spec->image);
+
+        if (!sc)
+                return fk_error_set(err, -ENOENT, "unknown size class \"%s\"", s->spec->size_class);
+        if (!img)
+                return fk_error_set(err, -ENOENT, "unknown image \"%s\"", s->spec->image);
+        j->vcpus = sc->vcpus;
+        j->memory_mib = sc->memory_mib;
+        if (fk_asprintf(&j->kernel, "%s/vmlinuz", img->dir) < 0 ||
+            fk_asprintf(&j->initrd, "%s/initrd.img", img->dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        return 0;
+}
+
+static int job_prepare_dirs(struct job *j, bool fresh_run_dir)
+{
+        int r = 0;
+
+        if (fresh_run_dir)
+                r = fk_rm_rf(j->run_dir);
+        if (r >= 0)
+                r = fk_mkdir_p(j->run_dir, 0700);
+        if (r >= 0)
+                r = fk_mkdir_p(j->state_dir, 0700);
+        return r;
+}
+
+static void job_boot(struct job *j)
+{
+        struct agent_daemon *d = j->d;
+        struct fk_error err = {0};
+        struct agent_boot_params p = {
+                .key = j->key,
+                .name = j->name,
+                .run_dir = j->run_dir,
+                .state_dir = j->state_dir,
+                .kernel = j->kernel,
+                .initrd = j->initrd,
+                .vcpus = j->vcpus,
+                .memory_mib = j->memory_mib,
+                .accel = d->accel,
+                .boot_timeout_ms = AGENT_BOOT_TIMEOUT_MS,
+                .cancel = &j->s->cancel,
+        };
+        void *vm = NULL;
+        int r;
+
+        r = job_prepare_dirs(j, true);
+        if (r < 0)
+                fk_error_set(&err, r, "create %s: %s", j->run_dir, strerror(-r));
+        else
+                r = d->ops.boot(d->ops.userdata, &p, &vm, &err);
+        pthread_mutex_lock(&d->lock);
+        if (r >= 0 && !(j->s->vm = agent_vm_ref_new(vm, &d->ops))) {
+                d->ops.free(d->ops.userdata, vm);
+                r = fk_error_set(&err, -ENOMEM, "out of memory");
+        }
+        if (r < 0) {
+                session_failed(d, j->s, "BootFailed", err.msg[0] ? err.msg : strerror(-r));
+                return;
+        }
+        j->s->pid = d->ops.pid(vm);
+        j->s->phase = SESSION_PHASE_RUNNING;
+        j->s->started_ns = now_real(d);
+        j->s->failures = 0;
+        agent_session_set_condition(j->s, AGENT_COND_READY, "True", "Running", now_real(d),
+                                    "guest agent ready, QEMU pid %d", (int)j->s->pid);
+        log_info("session %s: running (pid %d)", j->s->key, (int)j->s->pid);
+}
+
+static void job_stop(struct job *j, bool destroy)
+{
+        struct agent_daemon *d = j->d;
+        int r;
+
+        if (j->vm) {
+                r = d->ops.stop(d->ops.userdata, j->vm->vm, AGENT_STOP_STEP_MS);
+                if (r < 0)
+                        log_warning_errno(r, "session %s: stop: %m", j->key);
+        }
+        r = fk_rm_rf(j->run_dir);
+        if (r >= 0 && destroy)
+                r = fk_rm_rf(j->state_dir);
+        if (r < 0)
+                log_warning_errno(r, "session %s: remove files: %m", j->key);
+        pthread_mutex_lock(&d->lock);
+        session_detach_vm(j->s);
+        if (destroy) {
+                log_info("session %s: deleted, VM and files removed", j->s->key);
+                agent_daemon_remove(d, j->s);
+                j->s = NULL;
+                return;
+        }
+        j->s->phase = SESSION_PHASE_STOPPED;
+        agent_session_set_condition(j->s, AGENT_COND_READY, "False", "Stopped", now_real(d), "%s",
+                                    "spec.state is Stopped");
+        log_info("session %s: stopped", j->s->key);
+}
+
+static void job_pause_resume(struct job *j)
+{
+        struct agent_daemon *d = j->d;
+        bool pause = j->kind == AGENT_ACTION_PAUSE;
+        struct fk_error err = {0};
+        int r;
+
+        r = pause ? d->ops.pause(d->ops.userdata, j->vm->vm, &err)
+                  : d->ops.resume(d->ops.userdata, j->vm->vm, &err);
+        pthread_mutex_lock(&d->lock);
+        if (r < 0) {
+                log_error("session %s: %s: %s", j->s->key, agent_action_to_string(j->kind),
+                          err.msg[0] ? err.msg : strerror(-r));
+                return;
+        }
+        j->s->phase = pause ? SESSION_PHASE_PAUSED : SESSION_PHASE_RUNNING;
+        agent_session_set_condition(j->s, AGENT_COND_READY, pause ? "False" : "True",
+                                    pause ? "Paused" : "Running", now_real(d), "%s", "");
+}
+
+/* Runs in its own thread; every branch ends holding d->lock. */
+static void *job_thread(void *userdata)
+{
+        struct job *j = userdata;
+        struct agent_daemon *d = j->d;
+
+        if (j->kind == AGENT_ACTION_BOOT)
+                job_boot(j);
+        else if (j->kind == AGENT_ACTION_STOP || j->kind == AGENT_ACTION_DESTROY)
+                job_stop(j, j->kind == AGENT_ACTION_DESTROY);
+        else
+                job_pause_resume(j);
+        if (j->s)
+                j->s->busy = false;
+        d->workers--;
+        pthread_cond_broadcast(&d->changed);
+        pthread_mutex_unlock(&d->lock);
+        agent_daemon_wake(d);
+        job_free(j);
+        return NULL;
+}
+
+static int job_new(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k,
+                   struct job **ret)
+{
+        struct job *j = calloc(1, sizeof(*j));
+
+        if (!j)
+                return -ENOMEM;
+        j->d = d;
+        j->s = s;
+        j->kind = k;
+        snprintf(j->key, sizeof(j->key), "%s", s->key);
+        snprintf(j->name, sizeof(j->name), "%s", s->name);
+        if (agent_session_run_dir(d->cfg->run_dir, s->key, &j->run_dir) < 0 ||
+            agent_session_state_dir(d->cfg->state_dir, s->key, &j->state_dir) < 0) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        j->vm = agent_vm_ref_get(s->vm);
+        *ret = j;
+        return 0;
+}
+
+static int job_start(struct agent_daemon *d, struct job *j)
+{
+        pthread_attr_t attr;
+        pthread_t t;
+        int r;
+
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        j->s->busy = true;
+        d->workers++;
+        r = -pthread_create(&t, &attr, job_thread, j);
+        pthread_attr_destroy(&attr);
+        if (r < 0) {
+                j->s->busy = false;
+                d->workers--;
+                job_free(j);
+        }
+        return r;
+}
+
+static int executor_boot(struct agent_daemon *d, struct agent_session *s)
+{
+        struct fk_error err = {0};
+        struct job *j;
+        int r;
+
+        r = job_new(d, s, AGENT_ACTION_BOOT, &j);
+        if (r < 0)
+                return r;
+        r = job_boot_params(d, s, j, &err);
+        if (r < 0) {
+                job_free(j);
+                session_failed(d, s, "InvalidSpec", err.msg);
+                return 0;
+        }
+        s->phase = SESSION_PHASE_STARTING;
+        s->cancel = false;
+        agent_session_set_condition(s, AGENT_COND_READY, "False", "Booting", now_real(d),
+                                    "booting a %u MiB, %u vCPU microVM", j->memory_mib, j->vcpus);
+        log_info("session %s: booting", s->key);
+        return job_start(d, j);
+}
+
+int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k)
+{
+        struct job *j;
+        int r;
+
+        switch (k) {
+        case AGENT_ACTION_OBSERVE:
+                s->observed_generation = s->generation;
+                return 0;
+        case AGENT_ACTION_BOOT:
+                return executor_boot(d, s);
+        case AGENT_ACTION_STOP:
+                if (!s->vm) {
+                        s->phase = SESSION_PHASE_STOPPED;
+                        agent_session_set_condition(s, AGENT_COND_READY, "False", "Stopped",
+                                                    now_real(d), "%s", "spec.state is Stopped");
+                        return 0;
+                }
+                break;
+        case AGENT_ACTION_PAUSE:
+        case AGENT_ACTION_RESUME:
+                if (!s->vm)
+                        return -ESRCH;
+                break;
+        case AGENT_ACTION_DESTROY:
+                break;
+        default:
+                return -EINVAL;
+        }
+        r = job_new(d, s, k, &j);
+        if (r < 0)
+                return r;
+        return job_start(d, j);
+}
+
+void agent_executor_check_exits(struct agent_daemon *d)
+{
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                struct agent_session *s = d->sessions[i];
+                const char *reason = NULL;
+                char msg[160];
+                int status = 0;
+
+                if (!s->vm || s->busy || d->ops.poll_exit(s->vm->vm, &status, &reason) != 1)
+                        continue;
+                snprintf(msg, sizeof(msg), "QEMU (pid %d) exited: %s (status %d)", (int)s->pid,
+                         reason ? reason : "unknown", status);
+                session_detach_vm(s);
+                session_failed(d, s, "VMExited", msg);
+        }
+}

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
+ * re-adopt one after a restart (vm.json in the run dir), stop, pause, resume and exec. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VM_CONNECT_TIMEOUT_MS 15000
+#define VM_QMP_TIMEOUT_MS     5000
+#define VM_READY_STEP_MS      1000
+#define VM_STATE_FILE         "vm.json"
+
+struct qemu_vm {
+        struct vmm_process *proc;
+        struct qmp_client *qmp; /* used by one job at a time (the session is busy) */
+        struct vmm_agent *agent;
+};
+
+static void qemu_free(void *userdata, void *vm)
+{
+        struct qemu_vm *q = vm;
+
+        (void)userdata;
+        if (!q)
+                return;
+        qmp_client_free(q->qmp);
+        vmm_agent_free(q->agent);
+        vmm_process_free(q->proc);
+        free(q);
+}
+
+static int vmgenid_new(char out[37])
+{
+        uint8_t b[16];
+        char h[33];
+        int r;
+
+        r = fk_random_bytes(b, sizeof(b));
+        if (r < 0)
+                return r;
+        fk_hex(b, sizeof(b), h);
+        snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
+        return 0;
+}
+
+static int write_vm_state(const char *run_dir, const struct vmm_process *p)
+{
+        cleanup_free char *path = NULL, *text = NULL;
+
+        if (fk_asprintf(&path, "%s/" VM_STATE_FILE, run_dir) < 0 ||
+            fk_asprintf(&text, "{\"pid\": %d, \"startTime\": %" PRIu64 "}\n",
+                        (int)vmm_process_pid(p), vmm_process_start_time(p)) < 0)
+                return -ENOMEM;
+        return fk_write_file_atomic(path, text, strlen(text), 0600);
+}
+
+/* Waits for the guest agent, giving up early if QEMU dies or the session is deleted. */
+static int wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, const char *qemu_log,
+                      struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)p->boot_timeout_ms * 1000000;
+        const char *reason = NULL;
+        int status = 0, r;
+
+        for (;;) {
+                r = vmm_agent_wait_ready(q->agent, VM_READY_STEP_MS, err);
+                if (r >= 0)
+                        return 0;
+                if (vmm_process_poll(q->proc, &status, &reason) == 1)
+                        return fk_error_set(err, -ECHILD, "QEMU exited during boot: %s (see %s)",
+                                            reason ? reason : "unknown", qemu_log);
+                if (p->cancel && *p->cancel)
+                        return fk_error_set(err, -ECANCELED, "boot cancelled");
+                if (fk_now_mono_ns() >= deadline) {
+                        char last[FK_ERROR_MSG_MAX];
+
+                        snprintf(last, sizeof(last), "%s", err->msg);
+                        return fk_error_set(err, -ETIMEDOUT,
+                                            "guest agent not ready after %u ms (%s)",
+                                            p->boot_timeout_ms, last);
+                }
+        }
+}
+
+static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
+{
+        cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *mem = NULL, *log = NULL;
+        char **argv = NULL;
+        char guid[37];
+        int r;
+
+        if (fk_asprintf(&qmp, "%s/qmp.sock", p->run_dir) < 0 ||
+            fk_asprintf(&agent, "%s/agent.sock", p->run_dir) < 0 ||
+            fk_asprintf(&console, "%s/console.log", p->run_dir) < 0 ||
+            fk_asprintf(&mem, "%s/mem.ram", p->run_dir) < 0 ||
+            fk_asprintf(&log, "%s/qemu.log", p->run_dir) < 0 || vmgenid_new(guid) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        struct vmm_config c = {
+                .name = p->name,
+                .accel = (enum vmm_accel)p->accel,
+                .vcpus = p->vcpus,
+                .memory_mib = p->memory_mib,
+                .kernel = p->kernel,
+                .initrd = p->initrd,
+                .mem_path = mem,
+                .mem_share = true,
+                .qmp_socket = qmp,
+                .agent_socket = agent,
+                .console_log = console,
+                .vmgenid = guid,
+        };
+        r = vmm_build_argv(&c, &argv, err);
+        if (r < 0)
+                return r;
+        r = vmm_process_spawn(argv, log, NULL, NULL, &q->proc, err);
+        fk_strv_free(argv);
+        if (r < 0)
+                return r;
+        r = write_vm_state(p->run_dir, q->proc);
+        if (r < 0)
+                return fk_error_set(err, r, "write %s/" VM_STATE_FILE ": %s", p->run_dir,
+                                    strerror(-r));
+        r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
+        if (r >= 0)
+                r = vmm_agent_connect(agent, VM_CONNECT_TIMEOUT_MS, &q->agent, err);
+        if (r >= 0)
+                r = wait_ready(q, p, log, err);
+        return r;
+}
+
+static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **ret_vm,
+                     struct fk_error *err)
+{
+        struct qemu_vm *q = calloc(1, sizeof(*q));
+        int r;
+
+        (void)userdata;
+        if (!q)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = spawn(p, q, err);
+        if (r < 0) {
+                if (q->proc)
+                        (void)vmm_stop(q->proc, NULL, q->qmp, 2000);
+                qemu_free(NULL, q);
+                return r;
+        }
+        *ret_vm = q;
+        return 0;
+}
+
+static int read_vm_state(const char *run_dir, pid_t *ret_pid, uint64_t *ret_start)
+{
+        cleanup_free char *path = NULL, *buf = NULL;
+        json_t *j;
+        int r = 0;
+
+        if (fk_asprintf(&path, "%s/" VM_STATE_FILE, run_dir) < 0)
+                return -ENOMEM;
+        r = fk_read_file(path, 4096, &buf, NULL);
+        if (r < 0)
+                return r;
+        j = json_loads(buf, 0, NULL);
+        if (!j || !json_is_integer(json_object_get(j, "pid")))
+                r = -EINVAL;
+        else {
+                *ret_pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+                *ret_start = (uint64_t)json_integer_value(json_object_get(j, "startTime"));
+        }
+        json_decref(j);
+        return r;
+}
+
+static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret_vm,
+                      struct fk_error *err)
+{
+        cleanup_free char *qmp = NULL, *agent = NULL;
+        struct qemu_vm *q;
+        uint64_t start = 0;
+        pid_t pid = 0;
+        int r;
+
+        (void)userdata;
+        (void)accel;
+        r = read_vm_state(run_dir, &pid, &start);
+        if (r < 0)
+                return fk_error_set(err, r, "no usable %s/" VM_STATE_FILE, run_dir);
+        if (fk_asprintf(&qmp, "%s/qmp.sock", run_dir) < 0 ||
+            fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 || !(q = calloc(1, sizeof(*q))))
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = vmm_process_adopt(pid, start, &q->proc);
+        if (r < 0)
+                fk_error_set(err, r, "QEMU pid %d is gone", (int)pid);
+        if (r >= 0)
+                r = qmp_client_connect(qmp, VM_QMP_TIMEOUT_MS, &q->qmp, err);
+        if (r >= 0)
+                r = vmm_agent_connect(agent, VM_QMP_TIMEOUT_MS, &q->agent, err);
+        if (r >= 0)
+                r = vmm_agent_wait_ready(q->agent, VM_CONNECT_TIMEOUT_MS, err);
+        if (r < 0) {
+                if (q->proc)
+                        (void)vmm_stop(q->proc, NULL, q->qmp, 2000);
+                qemu_free(NULL, q);
+                return r;
+        }
+        *ret_vm = q;
+        return 0;
+}
+
+static int qemu_stop(void *userdata, void *vm, unsigned timeout_ms)
+{
+        struct qemu_vm *q = vm;
+
+        (void)userdata;
+        return vmm_stop(q->proc, q->agent, q->qmp, timeout_ms);
+}
+
+static int qemu_pause(void *userdata, void *vm, struct fk_error *err)
+{
+        (void)userdata;
+        return qmp_execute(((struct qemu_vm *)vm)->qmp, "stop", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+}
+
+static int qemu_resume(void *userdata, void *vm, struct fk_error *err)
+{
+        (void)userdata;
+        return qmp_execute(((struct qemu_vm *)vm)->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+}
+
+static int qemu_exec(void *userdata, void *vm, const struct vmm_exec_request *req,
+                     int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                     void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err)
+{
+        (void)userdata;
+        return vmm_agent_exec(((struct qemu_vm *)vm)->agent, req, out_fn, out_userdata, ret, err);
+}
+
+static pid_t qemu_pid(void *vm)
+{
+        return vmm_process_pid(((struct qemu_vm *)vm)->proc);
+}
+
+static int qemu_exit_fd(void *vm)
+{
+        return vmm_process_fd(((struct qemu_vm *)vm)->proc);
+}
+
+static int qemu_poll_exit(void *vm, int *ret_status, const char **ret_reason)
+{
+        return vmm_process_poll(((struct qemu_vm *)vm)->proc, ret_status, ret_reason);
+}
+
+const struct agent_vm_ops agent_vm_ops_qemu = {
+        .boot = qemu_boot,
+        .adopt = qemu_adopt,
+        .stop = qemu_stop,
+        .pause = qemu_pause,
+        .resume = qemu_resume,
+        .exec = qemu_exec,
+        .pid = qemu_pid,
+        .exit_fd = qemu_exit_fd,
+        .poll_exit = qemu_poll_exit,
+        .free = qemu_free,
+};

@@ -73,14 +73,14 @@ static int parse_mountinfo_line(char *line, struct cg_mount *mnt)
         unsigned maj, min;
 
         for (t = strtok_r(line, " ", &save); t && n < ARRAY_SIZE(fields);
-             t = strtok_r(NULL, " ", &save))
+             t = n < ARRAY_SIZE(fields) ? strtok_r(NULL, " ", &save) : NULL)
                 fields[n++] = t;
-        if (n < 6)
+        if (n < ARRAY_SIZE(fields))
                 return 0;
         /* optional fields until the lone "-" separator */
-        for (t = strtok_r(NULL, " ", &save); t && strcmp(t, "-") != 0;
-             t = strtok_r(NULL, " ", &save))
-                ;
+        do
+                t = strtok_r(NULL, " ", &save);
+        while (t && strcmp(t, "-") != 0);
         if (!t)
                 return 0;
         fstype = strtok_r(NULL, " ", &save);

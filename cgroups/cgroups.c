@@ -63,9 +63,13 @@ const char *cg_manager_parent_path(const struct cg_manager *m)
 
 int cg_manager_cgroup_path(const struct cg_manager *m, const char *name, char **ret)
 {
+        int r;
+
         if (!cg_name_is_valid(name))
                 return -EINVAL;
-        return fk_asprintf(ret, "%s/%s", m->hier[0].rel_parent, name);
+        r = fk_asprintf(ret, "%s/%s", m->hier[0].rel_parent, name);
+
+        return r < 0 ? r : 0;
 }
 
 /* rmdir name under h. A fake tree (plain directories in unit tests) holds regular files the

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT
+# cgroups: unit tests on fake trees in mkdtemp() (no root), integration tests on the real
+# hierarchy (root; skip with 77 when the v1 memory controller or root is missing).
+if(CMOCKA_FOUND)
+  add_library(fk_cgroups_fake STATIC ${CMAKE_CURRENT_SOURCE_DIR}/unit/cgroups-fake.c)
+  target_link_libraries(fk_cgroups_fake PUBLIC fk_common PkgConfig::CMOCKA)
+  foreach(t parse v1 v2)
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/cgroups-${t}.c)
+      fk_unit_test(cgroups-${t} SOURCES unit/cgroups-${t}.c LIBS fk_cgroups fk_cgroups_fake)
+    endif()
+  endforeach()
+
+  add_executable(cgroups-integration ${CMAKE_CURRENT_SOURCE_DIR}/integration/cgroups-real.c)
+  target_link_libraries(cgroups-integration PRIVATE fk_cgroups PkgConfig::CMOCKA)
+  fk_integration_test(cgroups-real COMMAND cgroups-integration TIMEOUT 120)
+endif()

@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: MIT
+# net: unit tests (pure IPAM and nftables batch builders, no root) and integration tests (root:
+# real netns, veth, tap, nftables, inside namespaces the tests create).
+add_executable(net-tool ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-tool.c)
+target_link_libraries(net-tool PRIVATE fk_net)

@@ -53,6 +53,38 @@ int manifest_diag_add(struct manifest_diag *d, const char *fmt, ...)
         return r;
 }
 
+static void mctx_add_key(struct mctx *c, const struct mnode *n)
+{
+        size_t idx = c->diag->n - 1 - c->diag_start;
+        uint64_t *k = realloc(c->keys, (idx + 1) * sizeof(*k));
+
+        if (!k) {
+                c->oom = true;
+                return;
+        }
+        c->keys = k;
+        k[idx] = n ? ((uint64_t)n->line << 32) | n->col : 0;
+}
+
+void mctx_finish(struct mctx *c)
+{
+        size_t n = c->oom || !c->keys ? 0 : c->diag->n - c->diag_start;
+        char **m = c->diag->messages + c->diag_start;
+
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0 && c->keys[j - 1] > c->keys[j]; j--) {
+                        uint64_t k = c->keys[j];
+                        char *s = m[j];
+
+                        c->keys[j] = c->keys[j - 1];
+                        m[j] = m[j - 1];
+                        c->keys[j - 1] = k;
+                        m[j - 1] = s;
+                }
+        free(c->keys);
+        c->keys = NULL;
+}
+
 void mctx_err(struct mctx *c, const struct mnode *n, const char *path, const char *fmt, ...)
 {
         cleanup_free char *msg = NULL;
@@ -61,11 +93,15 @@ void mctx_err(struct mctx *c, const struct mnode *n, const char *path, const cha
         int r;
 
         c->n_errors++;
-        if (c->n_errors > MANIFEST_MAX_DIAG + 1)
+        if (c->n_errors > MANIFEST_MAX_DIAG + 1 || (n && n->alias))
                 return;
         if (c->n_errors == MANIFEST_MAX_DIAG + 1) {
+                struct mnode last = {.line = UINT32_MAX, .col = UINT32_MAX};
+
                 if (manifest_diag_add(c->diag, "%s: too many errors, stopping", c->source) < 0)
                         c->oom = true;
+                else
+                        mctx_add_key(c, &last);
                 return;
         }
         va_start(ap, fmt);
@@ -81,6 +117,8 @@ void mctx_err(struct mctx *c, const struct mnode *n, const char *path, const cha
         if (manifest_diag_add(c->diag, "%s%s: %s%s%s", c->source, pos, path, path[0] ? ": " : "",
                               msg) < 0)
                 c->oom = true;
+        else
+                mctx_add_key(c, n);
 }
 
 const char *mpath_key(char *buf, size_t size, const char *parent, const char *key)

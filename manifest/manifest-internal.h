@@ -35,6 +35,7 @@ struct mnode {
         char *text;             /* SCALAR: owned, NUL-terminated */
         size_t len;             /* SCALAR: bytes (may differ from strlen when it holds NUL) */
         unsigned line, col;     /* 1-based; 0 when the source has no positions (JSON) */
+        bool alias;             /* stands for a refused alias: errors about it are not repeated */
         struct mnode **items;   /* owned; SEQ: elements; MAP: key, value, key, value ... */
         size_t n_items;
         size_t alloc;
@@ -46,7 +47,12 @@ struct mctx {
         const char *source;
         unsigned n_errors; /* errors reported through mctx_err */
         bool oom;
+        size_t diag_start; /* diag->n when the context was set up */
+        uint64_t *keys;    /* owned: line/col sort key of each message added since diag_start */
 };
+
+/* Sorts the messages this context added by position (stable) and frees its state. */
+void mctx_finish(struct mctx *c);
 
 struct mnode *mnode_free(struct mnode *n);
 /* Parses all documents of buf; *ret_docs is an owned array of roots (one per non-empty

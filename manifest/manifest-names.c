@@ -209,20 +209,24 @@ static int parse_host(const char *s, struct egress_rule *r, struct fk_error *err
 /* Splits off ":port" (and "[v6]" brackets); leaves the address or name in s. */
 static int split_port(char *s, uint16_t *port, struct fk_error *err)
 {
-        char *colon;
+        char *colon, *close;
+        int r;
 
         if (s[0] == '[') {
-                char *close = strchr(s, ']');
+                close = strchr(s, ']');
 
                 if (!close || close[1] != ':')
                         return fk_error_set(err, -EINVAL,
                                             "brackets are only for an IPv6 address with a port, "
                                             "as in [2001:db8::1]:443");
-                *close = 0;
-                memmove(s, s + 1, strlen(s + 1) + 1);
+                r = parse_port(close + 2, port, err);
+                if (r < 0)
+                        return r;
+                memmove(s, s + 1, (size_t)(close - s - 1));
+                close[-1] = 0;
                 if (!strchr(s, ':'))
                         return fk_error_set(err, -EINVAL, "\"%s\" in brackets is not IPv6", s);
-                return parse_port(close + 1, port, err);
+                return 0;
         }
         colon = strchr(s, ':');
         if (!colon || strchr(colon + 1, ':'))

@@ -408,7 +408,8 @@ static int parse_docs(struct nctx *n, const char *buf, size_t size)
 int node_config_parse(const char *buf, size_t size, const char *source, struct node_config **ret,
                       struct manifest_diag *diag)
 {
-        struct mctx c = {.diag = diag, .source = source ? source : "<input>"};
+        _cleanup_(mctx_finish) struct mctx c = {
+                .diag = diag, .source = source ? source : "<input>", .diag_start = diag->n};
         cleanup_free char *dir_buf = source ? strdup(source) : NULL;
         struct nctx n = {.c = &c};
         int r;

@@ -427,7 +427,8 @@ int manifest_parse_sessions(const char *buf, size_t size, const char *source,
                             const struct node_config *cfg, struct session_manifest ***ret,
                             size_t *ret_n, struct manifest_diag *diag)
 {
-        struct mctx c = {.diag = diag, .source = source ? source : "<input>"};
+        _cleanup_(mctx_finish) struct mctx c = {
+                .diag = diag, .source = source ? source : "<input>", .diag_start = diag->n};
         struct session_manifest **v = NULL;
         struct mnode **docs = NULL;
         size_t n_docs = 0, n = 0;
@@ -487,7 +488,8 @@ int manifest_load_sessions_file(const char *path, const struct node_config *cfg,
 int session_manifest_from_json(const json_t *j, const struct node_config *cfg,
                                struct session_manifest **ret, struct manifest_diag *diag)
 {
-        struct mctx c = {.diag = diag, .source = "<json>"};
+        _cleanup_(mctx_finish) struct mctx c = {
+                .diag = diag, .source = "<json>", .diag_start = diag->n};
         struct mnode *root = NULL;
         int r;
 

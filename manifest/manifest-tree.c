@@ -161,6 +161,10 @@ static void report_parser_error(struct mctx *c, const yaml_parser_t *p, const ch
                                  "input is not valid UTF-8 (%s 0x%02x); manifests must be UTF-8 "
                                  "text",
                                  p->problem, (unsigned)p->problem_value);
+                else if (strstr(p->problem, "UTF-8"))
+                        mctx_err(c, &pos, "",
+                                 "input is not valid UTF-8 (%s); manifests must be UTF-8 text",
+                                 p->problem);
                 else
                         mctx_err(c, &pos, "", "invalid input: %s", p->problem);
                 return;
@@ -168,11 +172,14 @@ static void report_parser_error(struct mctx *c, const yaml_parser_t *p, const ch
         pos.line = (unsigned)p->problem_mark.line + 1;
         pos.col = (unsigned)p->problem_mark.column + 1;
         if (p->context)
-                mctx_err(c, &pos, "", "YAML syntax error: %s %s (line %u)", p->problem, p->context,
-                         (unsigned)p->context_mark.line + 1);
+                mctx_err(c, &pos, "", "YAML syntax error: %s %s started at %u:%u", p->problem,
+                         p->context, (unsigned)p->context_mark.line + 1,
+                         (unsigned)p->context_mark.column + 1);
         else
                 mctx_err(c, &pos, "", "YAML syntax error: %s",
                          p->problem ? p->problem : "unknown error");
+        if (p->problem_mark.index < size && buf[p->problem_mark.index] == '\t')
+                mctx_err(c, &pos, "", "tabs are not allowed for indentation; use spaces");
 }
 
 struct ybuild {
@@ -247,6 +254,8 @@ static int ybuild_event(struct ybuild *b, const yaml_event_t *ev)
                 mctx_err(b->c, &pos, "", "YAML anchors and aliases are not allowed (alias \"%s\")",
                          (const char *)ev->data.alias.anchor);
                 n = mnode_new_scalar(MSCALAR_NULL, "", 0, line, col);
+                if (n)
+                        n->alias = true;
                 break;
         case YAML_SCALAR_EVENT:
                 check_anchor(b->c, ev->data.scalar.anchor, &pos);

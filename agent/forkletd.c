@@ -1,6 +1,145 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-int main(void)
+/* forkletd: parses arguments, loads the node config, wires the daemon, the API server and the
+ * signal handling together. VMs keep running across a forkletd restart (they are adopted). */
+#include "agent/agent.h"
+#include "common/log.h"
+#include "manifest/manifest.h"
+#include "vmm/vmm.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct args {
+        const char *config;
+        enum log_level level;
+};
+
+static void usage(FILE *f)
 {
-        return 1;
+        fprintf(f,
+                "Usage: forkletd [--config FILE] [--log-level LEVEL]\n"
+                "\n"
+                "Reconciles Session manifests into QEMU microVMs and serves the REST API.\n"
+                "  -c, --config FILE      node config (default: built-in, manifest dir\n"
+                "                         /etc/forklet/sessions, socket /run/forklet/api.sock)\n"
+                "  -l, --log-level LEVEL  error|warning|notice|info|debug (default info)\n"
+                "  -h, --help             this text\n"
+                "      --version          print the version\n"
+                "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup error, 2 on usage errors.\n");
+}
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+        static const struct option opts[] = {
+                {"config", required_argument, NULL, 'c'},
+                {"log-level", required_argument, NULL, 'l'},
+                {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, 'V'},
+                {},
+        };
+        int c;
+
+        a->level = LOG_LEVEL_INFO;
+        while ((c = getopt_long(argc, argv, "c:l:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'c':
+                        a->config = optarg;
+                        break;
+                case 'l':
+                        if (log_level_from_string(optarg, &a->level) < 0) {
+                                fprintf(stderr, "forkletd: --log-level: unknown level \"%s\"\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                case 'V':
+                        printf("forkletd %s\n", FORKLET_VERSION);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "forkletd: unexpected argument \"%s\"\n", argv[optind]);
+                return 2;
+        }
+        return -1;
+}
+
+static int load_config(const char *path, struct node_config **ret)
+{
+        struct manifest_diag diag = {0};
+        int r;
+
+        r = path ? node_config_load_file(path, ret, &diag) : node_config_default(ret);
+        for (size_t i = 0; i < diag.n; i++)
+                log_error("%s", diag.messages[i]);
+        manifest_diag_done(&diag);
+        if (r < 0 && diag.n == 0)
+                log_error_errno(r, "load node config %s: %m", path ? path : "(default)");
+        return r;
+}
+
+static int run(const struct node_config *cfg, sigset_t *mask)
+{
+        struct agent_daemon *d = NULL;
+        struct api_server *api = NULL;
+        struct fk_error err = {0};
+        enum vmm_accel accel;
+        int r, sig = 0;
+
+        r = vmm_accel_resolve(accel_mode_to_string(cfg->accel), &accel, &err);
+        if (r < 0)
+                return log_error_errno(r, "accelerator: %s", err.msg);
+        log_info("node %s: accel %s, state %s, run %s, manifests %s", cfg->node_name,
+                 vmm_accel_to_string(accel), cfg->state_dir, cfg->run_dir, cfg->manifest_dir);
+        r = agent_daemon_new(cfg, accel, &agent_vm_ops_qemu, &agent_clock_system, &d);
+        if (r < 0)
+                return r;
+        r = api_server_start(d, cfg, cfg->api_socket, &api, &err);
+        if (r < 0) {
+                log_error_errno(r, "API: %s", err.msg);
+                agent_daemon_free(d);
+                return r;
+        }
+        r = agent_daemon_start(d);
+        if (r >= 0) {
+                log_info("serving the API on %s", cfg->api_socket);
+                (void)sigwait(mask, &sig);
+                log_info("received %s, shutting down (VMs keep running)", strsignal(sig));
+        }
+        api_server_stop(api);
+        agent_daemon_free(d);
+        return r;
+}
+
+int main(int argc, char **argv)
+{
+        struct node_config *cfg = NULL;
+        struct args a = {0};
+        sigset_t mask;
+        int r;
+
+        r = parse_args(argc, argv, &a);
+        if (r >= 0)
+                return r;
+        log_set_max_level(a.level);
+        signal(SIGPIPE, SIG_IGN);
+        /* Block before any thread exists so only sigwait() sees them. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        if (load_config(a.config, &cfg) < 0)
+                return 1;
+        r = run(cfg, &mask);
+        node_config_free(cfg);
+        return r < 0 ? 1 : 0;
 }

@@ -1,6 +1,61 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-int main(void)
+/* forklet: parses the global options and runs the verb from the command table. */
+#include "agent/cli/cli.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
 {
-        return 1;
+        fprintf(f, "Usage: forklet [--socket PATH] [-n NAMESPACE] COMMAND [ARGS]\n\nCommands:\n");
+        for (const struct cli_command *c = cli_commands; c->name; c++)
+                fprintf(f, "  forklet %s\n", c->usage);
+        fprintf(f,
+                "\nOptions:\n"
+                "  --socket PATH       forkletd's API socket (default $FORKLET_SOCKET or "
+                "%s)\n"
+                "  -n, --namespace NS  namespace of NAME arguments (default \"default\")\n"
+                "  -h, --help          this text;  --version  the version\n"
+                "\nExit status: 0 success, 1 failure (error printed), 2 usage error;\n"
+                "exec returns the guest command's status (128+N if killed by signal N,\n"
+                "127 if it could not be started).\n",
+                CLI_DEFAULT_SOCKET);
+}
+
+int main(int argc, char **argv)
+{
+        const struct cli_command *cmd;
+        struct fk_error err = {0};
+        struct cli c;
+        int verb, r;
+
+        if (cli_parse_global(argc, argv, getenv("FORKLET_SOCKET"), &c, &verb, &err) < 0) {
+                fprintf(stderr, "forklet: %s\n", err.msg);
+                return CLI_EXIT_USAGE;
+        }
+        if (verb >= argc) {
+                usage(stderr);
+                return CLI_EXIT_USAGE;
+        }
+        if (strcmp(argv[verb], "--help") == 0 || strcmp(argv[verb], "-h") == 0 ||
+            strcmp(argv[verb], "help") == 0) {
+                usage(stdout);
+                return CLI_EXIT_OK;
+        }
+        if (strcmp(argv[verb], "--version") == 0 || strcmp(argv[verb], "version") == 0) {
+                printf("forklet %s\n", FORKLET_VERSION);
+                return CLI_EXIT_OK;
+        }
+        cmd = cli_command_find(argv[verb]);
+        if (!cmd) {
+                fprintf(stderr, "forklet: unknown command \"%s\" (see forklet --help)\n",
+                        argv[verb]);
+                return CLI_EXIT_USAGE;
+        }
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        r = cmd->run(&c, argc - verb, argv + verb);
+        curl_global_cleanup();
+        return r;
 }

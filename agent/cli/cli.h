@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/* The forklet CLI: the command table, per-verb argument parsers (pure, unit-tested) and the
+ * HTTP client that talks to forkletd over its unix socket (libcurl). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+typedef struct json_t json_t; /* jansson */
+
+#define CLI_DEFAULT_SOCKET "/run/forklet/api.sock"
+
+/* Exit codes of every verb (exec returns the guest command's status instead). */
+enum {
+        CLI_EXIT_OK = 0,
+        CLI_EXIT_FAILURE = 1,
+        CLI_EXIT_USAGE = 2,
+};
+
+/* Global options, parsed before the verb. Strings are borrowed from argv/environ. */
+struct cli {
+        const char *socket;    /* --socket, $FORKLET_SOCKET, or CLI_DEFAULT_SOCKET */
+        const char *namespace; /* -n/--namespace, default "default" */
+};
+
+struct cli_command {
+        const char *name;
+        int (*run)(const struct cli *c, int argc, char **argv); /* argv[0] is the verb */
+        const char *usage;
+};
+/* NULL-name terminated table of all verbs. */
+extern const struct cli_command cli_commands[];
+const struct cli_command *cli_command_find(const char *name);
+
+/* Parses global options up to the verb; *ret_verb_index is the verb's index in argv (argc when
+ * absent). -EINVAL with err naming the argument. env_socket is $FORKLET_SOCKET or NULL. */
+int cli_parse_global(int argc, char **argv, const char *env_socket, struct cli *ret,
+                     int *ret_verb_index, struct fk_error *err);
+
+/* ---- per-verb arguments (argv[0] is the verb) -------------------------------------------------
+ */
+
+enum cli_output {
+        CLI_OUTPUT_TABLE,
+        CLI_OUTPUT_JSON,
+        CLI_OUTPUT_YAML,
+};
+
+struct cli_get_args {
+        bool list;        /* get sessions */
+        const char *name; /* get session NAME */
+        enum cli_output output;
+};
+int cli_parse_get(int argc, char **argv, struct cli_get_args *ret, struct fk_error *err);
+
+struct cli_wait_args {
+        const char *name;
+        const char *phase; /* a phase name, or "Deleted" */
+        unsigned timeout_s;
+};
+int cli_parse_wait(int argc, char **argv, struct cli_wait_args *ret, struct fk_error *err);
+
+struct cli_exec_args {
+        const char *name;
+        bool stdin_;
+        bool detach;
+        unsigned timeout_s; /* 0: none */
+        char **argv;        /* borrowed slice of the input argv, NULL-terminated */
+};
+int cli_parse_exec(int argc, char **argv, struct cli_exec_args *ret, struct fk_error *err);
+
+struct cli_files_args {
+        const char **files; /* owned array (strings borrowed), n_files entries */
+        size_t n_files;
+        const char *name;   /* delete/logs NAME */
+        const char *config; /* validate --config */
+};
+/* validate -f F... [--config C]; apply -f F...; delete NAME | -f F...; logs NAME.
+ * verb selects what is allowed. Caller frees ret->files. */
+int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_args *ret,
+                    struct fk_error *err);
+
+/* ---- client --------------------------------------------------------------------------------- */
+
+struct cli_response {
+        long status; /* HTTP status */
+        char *body;  /* owned, NUL-terminated */
+        size_t size;
+        char *apply; /* owned X-Forklet-Apply value or NULL */
+};
+void cli_response_done(struct cli_response *r);
+
+/* One request; body may be NULL. Transport failures return -errno with err saying that the
+ * daemon cannot be reached; HTTP errors are in ret->status. */
+int cli_request(const struct cli *c, const char *method, const char *path, const char *body,
+                struct cli_response *ret, struct fk_error *err);
+/* A streamed request: line_fn is called for each complete line of the body (NUL-terminated,
+ * without the newline). A non-2xx answer is collected into ret instead. */
+int cli_request_lines(const struct cli *c, const char *method, const char *path, const char *body,
+                      int (*line_fn)(const char *line, void *ud), void *ud,
+                      struct cli_response *ret, struct fk_error *err);
+/* Prints an API error reply ({message, details}) to stderr, prefixed with what. */
+void cli_print_api_error(const char *what, const struct cli_response *r);
+/* "/api/v1alpha1/namespaces/NS/sessions/NAME" + suffix (caller frees). */
+int cli_session_path(const struct cli *c, const char *name, const char *suffix, char **ret);
+/* GET a session as JSON (new reference); -ENOENT when 404 (nothing printed). */
+int cli_get_session(const struct cli *c, const char *name, json_t **ret, struct fk_error *err);
+
+/* Age of an RFC 3339 timestamp relative to now_s ("42s", "5m", "3h", "2d"); "-" if unknown. */
+void cli_format_age(const char *rfc3339, long long now_s, char *buf, size_t size);
+
+/* verbs */
+int cli_validate(const struct cli *c, int argc, char **argv);
+int cli_apply(const struct cli *c, int argc, char **argv);
+int cli_get(const struct cli *c, int argc, char **argv);
+int cli_wait(const struct cli *c, int argc, char **argv);
+int cli_exec(const struct cli *c, int argc, char **argv);
+int cli_delete(const struct cli *c, int argc, char **argv);
+int cli_logs(const struct cli *c, int argc, char **argv);

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* The command table: every verb, its handler and its usage line. */
+#include "agent/cli/cli.h"
+
+#include <string.h>
+
+const struct cli_command cli_commands[] = {
+        {"validate", cli_validate, "validate -f FILE... [--config NODE.yaml]"},
+        {"apply", cli_apply, "apply -f FILE..."},
+        {"get", cli_get, "get sessions | session NAME [-o json|yaml]"},
+        {"wait", cli_wait, "wait NAME --for=PHASE|Deleted [--timeout=SECONDS]"},
+        {"exec", cli_exec, "exec NAME [-i] [--detach] [--timeout=SECONDS] -- CMD [ARG...]"},
+        {"delete", cli_delete, "delete NAME | -f FILE..."},
+        {"logs", cli_logs, "logs NAME"},
+        {},
+};
+
+const struct cli_command *cli_command_find(const char *name)
+{
+        for (const struct cli_command *c = cli_commands; c->name; c++)
+                if (strcmp(c->name, name) == 0)
+                        return c;
+        return NULL;
+}

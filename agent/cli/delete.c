@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* forklet delete NAME | -f FILE...: deletes sessions; the daemon stops the VM and removes its
+ * files in the background (forklet wait NAME --for=Deleted waits for that). */
+#include "agent/cli/cli.h"
+#include "common/cleanup.h"
+#include "manifest/manifest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int delete_one(const struct cli *c, const char *ns, const char *name)
+{
+        struct cli c2 = {.socket = c->socket, .namespace = ns};
+        struct cli_response resp = {0};
+        struct fk_error err = {0};
+        cleanup_free char *path = NULL;
+        int ret = CLI_EXIT_OK;
+
+        if (cli_session_path(&c2, name, NULL, &path) < 0)
+                return CLI_EXIT_FAILURE;
+        if (cli_request(c, "DELETE", path, NULL, &resp, &err) < 0) {
+                fprintf(stderr, "forklet delete: %s\n", err.msg);
+                return CLI_EXIT_FAILURE;
+        }
+        if (resp.status == 200)
+                printf("session/%s deleted\n", name);
+        else {
+                cli_print_api_error("forklet delete", &resp);
+                ret = CLI_EXIT_FAILURE;
+        }
+        cli_response_done(&resp);
+        return ret;
+}
+
+static int delete_file(const struct cli *c, const char *file)
+{
+        struct manifest_diag diag = {0};
+        struct session_manifest **v = NULL;
+        size_t n = 0;
+        int ret = CLI_EXIT_OK;
+
+        if (manifest_load_sessions_file(file, NULL, &v, &n, &diag) < 0) {
+                for (size_t i = 0; i < diag.n; i++)
+                        fprintf(stderr, "%s\n", diag.messages[i]);
+                manifest_diag_done(&diag);
+                return CLI_EXIT_FAILURE;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (delete_one(c, v[i]->namespace, v[i]->name) != CLI_EXIT_OK)
+                        ret = CLI_EXIT_FAILURE;
+                session_manifest_free(v[i]);
+        }
+        free(v);
+        manifest_diag_done(&diag);
+        return ret;
+}
+
+int cli_delete(const struct cli *c, int argc, char **argv)
+{
+        struct cli_files_args a = {0};
+        struct fk_error err = {0};
+        int ret = CLI_EXIT_OK;
+
+        if (cli_parse_files(argc, argv, "delete", &a, &err) < 0) {
+                fprintf(stderr, "forklet %s\n", err.msg);
+                return CLI_EXIT_USAGE;
+        }
+        if (a.name)
+                ret = delete_one(c, c->namespace, a.name);
+        for (size_t i = 0; i < a.n_files; i++)
+                if (delete_file(c, a.files[i]) != CLI_EXIT_OK)
+                        ret = CLI_EXIT_FAILURE;
+        free(a.files);
+        return ret;
+}

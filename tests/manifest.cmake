@@ -3,3 +3,6 @@
 if(CMOCKA_FOUND)
   fk_unit_test(manifest-cases SOURCES unit/manifest-cases.c LIBS fk_manifest)
 endif()
+if(CMOCKA_FOUND)
+  fk_unit_test(manifest-unit SOURCES unit/manifest-unit.c LIBS fk_manifest)
+endif()

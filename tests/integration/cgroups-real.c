@@ -188,6 +188,9 @@ static void test_v1_session_lifecycle(void **state)
         assert_int_equal(proc_state(pid), 'D');
         assert_int_equal(cg_thaw(M, name, &err), 0);
         assert_v1_file("freezer", name, "freezer.state", "THAWED");
+        /* just thawed, the task may still be running back into its sleep */
+        for (int i = 0; i < 100 && proc_state(pid) != 'S'; i++)
+                usleep(10 * 1000);
         assert_int_equal(proc_state(pid), 'S');
 
         l.cpu_cores = 1.5;

@@ -3,3 +3,6 @@
 # real netns, veth, tap, nftables, inside namespaces the tests create).
 add_executable(net-tool ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-tool.c)
 target_link_libraries(net-tool PRIVATE fk_net)
+
+fk_unit_test(net-ipam SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-ipam.c LIBS fk_net)
+fk_unit_test(net-nft SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-nft.c LIBS fk_net)

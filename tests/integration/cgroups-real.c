@@ -145,11 +145,27 @@ static void kill_destroy(const char *name, pid_t child)
                 fail_msg("destroy: %s", err.msg);
 }
 
+/* /proc/PID/cgroup must show pid in session name in every v1 controller the backend uses. */
+static void assert_in_every_controller(pid_t pid, const char *name)
+{
+        char line[700], want[600], *pc = NULL;
+
+        snprintf(line, sizeof(line), "/proc/%d/cgroup", (int)pid);
+        assert_int_equal(fk_read_file(line, 1 << 16, &pc, NULL), 0);
+        for (size_t i = 0; i < sizeof(V1_CTRLS) / sizeof(V1_CTRLS[0]); i++) {
+                expected_path(V1_CTRLS[i], name, want, sizeof(want));
+                snprintf(line, sizeof(line), ":%s:%s\n", V1_CTRLS[i], want);
+                if (!strstr(pc, line))
+                        fail_msg("/proc/%d/cgroup lacks \"%s\":\n%s", (int)pid, line, pc);
+        }
+        free(pc);
+}
+
 static void test_v1_session_lifecycle(void **state)
 {
         struct cg_limits l = {.cpu_cores = 0.5, .memory_max = 64 << 20, .pids_max = 100};
         const char *argv[] = {"/bin/sleep", "60", NULL};
-        char name[32], line[700], want[600], *pc;
+        char name[32];
         struct fk_error err = {0};
         struct cg_stats s;
         pid_t *pids = NULL, pid;
@@ -164,15 +180,7 @@ static void test_v1_session_lifecycle(void **state)
         assert_v1_file("pids", name, "pids.max", "100");
 
         pid = spawn_in(name, argv);
-        snprintf(line, sizeof(line), "/proc/%d/cgroup", (int)pid);
-        assert_int_equal(fk_read_file(line, 1 << 16, &pc, NULL), 0);
-        for (size_t i = 0; i < sizeof(V1_CTRLS) / sizeof(V1_CTRLS[0]); i++) {
-                expected_path(V1_CTRLS[i], name, want, sizeof(want));
-                snprintf(line, sizeof(line), ":%s:%s\n", V1_CTRLS[i], want);
-                if (!strstr(pc, line))
-                        fail_msg("/proc/%d/cgroup lacks \"%s\":\n%s", (int)pid, line, pc);
-        }
-        free(pc);
+        assert_in_every_controller(pid, name);
         assert_int_equal(cg_pids(M, name, &pids, &n, &err), 0);
         assert_int_equal(n, 1);
         assert_int_equal(pids[0], pid);

@@ -224,6 +224,40 @@ static struct mnode *scalar_from_event(const yaml_event_t *ev, unsigned line, un
         return mnode_new_scalar(k, v, ev->data.scalar.length, line, col);
 }
 
+/* Keeps a finished document unless it is empty. */
+static int ybuild_end_document(struct ybuild *b)
+{
+        if (b->root && !mnode_is_null(b->root)) {
+                struct mnode **d = realloc(b->docs, (b->n_docs + 1) * sizeof(*d));
+
+                if (!d)
+                        return -ENOMEM;
+                b->docs = d;
+                b->docs[b->n_docs++] = TAKE_PTR(b->root);
+        }
+        b->root = mnode_free(b->root);
+        return 1;
+}
+
+static int ybuild_start_collection(struct ybuild *b, const yaml_event_t *ev,
+                                   const struct mnode *pos)
+{
+        bool seq = ev->type == YAML_SEQUENCE_START_EVENT;
+        struct mnode *n;
+
+        check_anchor(b->c, seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor,
+                     pos);
+        if (b->depth >= MANIFEST_MAX_DEPTH) {
+                mctx_err(b->c, pos, "", "nesting deeper than %d levels", MANIFEST_MAX_DEPTH);
+                return -E2BIG;
+        }
+        n = mnode_new(seq ? MNODE_SEQ : MNODE_MAP, pos->line, pos->col);
+        if (!n || ybuild_attach(b, n) < 0)
+                return -ENOMEM;
+        b->stack[b->depth++] = n;
+        return 1;
+}
+
 /* Handles one event; returns 1 to go on, 0 at stream end, -ENOMEM, or -E2BIG (too deep). */
 static int ybuild_event(struct ybuild *b, const yaml_event_t *ev)
 {
@@ -240,16 +274,7 @@ static int ybuild_event(struct ybuild *b, const yaml_event_t *ev)
                 b->root = mnode_free(b->root);
                 return 1;
         case YAML_DOCUMENT_END_EVENT:
-                if (b->root && !mnode_is_null(b->root)) {
-                        struct mnode **d = realloc(b->docs, (b->n_docs + 1) * sizeof(*d));
-
-                        if (!d)
-                                return -ENOMEM;
-                        b->docs = d;
-                        b->docs[b->n_docs++] = TAKE_PTR(b->root);
-                }
-                b->root = mnode_free(b->root);
-                return 1;
+                return ybuild_end_document(b);
         case YAML_ALIAS_EVENT:
                 mctx_err(b->c, &pos, "", "YAML anchors and aliases are not allowed (alias \"%s\")",
                          (const char *)ev->data.alias.anchor);
@@ -263,21 +288,7 @@ static int ybuild_event(struct ybuild *b, const yaml_event_t *ev)
                 break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
-                check_anchor(b->c,
-                             ev->type == YAML_SEQUENCE_START_EVENT ? ev->data.sequence_start.anchor
-                                                                   : ev->data.mapping_start.anchor,
-                             &pos);
-                if (b->depth >= MANIFEST_MAX_DEPTH) {
-                        mctx_err(b->c, &pos, "", "nesting deeper than %d levels",
-                                 MANIFEST_MAX_DEPTH);
-                        return -E2BIG;
-                }
-                n = mnode_new(ev->type == YAML_SEQUENCE_START_EVENT ? MNODE_SEQ : MNODE_MAP, line,
-                              col);
-                if (!n || ybuild_attach(b, n) < 0)
-                        return -ENOMEM;
-                b->stack[b->depth++] = n;
-                return 1;
+                return ybuild_start_collection(b, ev, &pos);
         case YAML_SEQUENCE_END_EVENT:
         case YAML_MAPPING_END_EVENT:
                 if (b->depth > 0)

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: MIT
-# manifest: golden pass/fail cases and unit tests (no root).
+# manifest: golden pass/fail cases (with round trips) and unit tests; no root needed.
 if(CMOCKA_FOUND)
   fk_unit_test(manifest-cases SOURCES unit/manifest-cases.c LIBS fk_manifest)
-endif()
-if(CMOCKA_FOUND)
   fk_unit_test(manifest-unit SOURCES unit/manifest-unit.c LIBS fk_manifest)
+  fk_unit_test(manifest-node SOURCES unit/manifest-node.c LIBS fk_manifest)
 endif()

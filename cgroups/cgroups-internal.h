@@ -51,7 +51,7 @@ struct cg_hier {
         unsigned controllers; /* CG_CTRL_* served by this hierarchy */
         char *parent_path;    /* owned: absolute path of the parent, for messages */
         char *rel_parent;     /* owned: parent relative to the hierarchy root, "/a/b" */
-        bool fake;            /* not a cgroup filesystem (unit tests): see cg_rmdir */
+        bool fake;            /* not a cgroup filesystem (unit tests): rmdir unlinks files first */
 };
 
 struct cg_manager;

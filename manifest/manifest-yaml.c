@@ -52,6 +52,9 @@ static bool needs_quotes(const char *s, size_t len)
                         return true;
         if (strchr("-?:,[]{}#&*!|>'\"%@` \t", s[0]) || s[len - 1] == ' ' || s[len - 1] == ':')
                 return true;
+        /* YAML 1.1 readers take 0x1F, 1_000, 1:20 (base 60) and 2001-12-14 for numbers/dates */
+        if (strchr("0123456789+.", s[0]) && strspn(s, "0123456789_:.+-eEabcdefABCDEFxXoO") == len)
+                return true;
         if (strstr(s, ": ") || strstr(s, " #") || strstr(s, ":\t") || strstr(s, "\t#"))
                 return true;
         for (size_t i = 0; i < len;) {

@@ -347,6 +347,11 @@ static void test_json_to_yaml(void **state)
                            "multi: \"x\\ny\\u0001\"\n";
         cleanup_free char *y = NULL, *s = NULL;
         json_t *str = json_string("no");
+        static const char *const quoted[] = {"1:20", "0x1F", "1_000", "2001-12-14",  "1e5",
+                                             ".5",   "~",    "Null",  "yes",         "-x",
+                                             "a: b", "#c",   "*.x",   "2001:db8::1", "x "};
+        static const char *const plain[] = {"203.0.113.0/24", "C.UTF-8",       "api.github.com",
+                                            "sh -c 'x'",      "/usr/bin:/bin", "a-b_c"};
 
         (void)state;
         assert_non_null(j);
@@ -357,6 +362,25 @@ static void test_json_to_yaml(void **state)
         assert_string_equal(s, "\"no\"\n");
         json_decref(str);
         assert_int_equal(manifest_json_to_yaml(NULL, &s), -EINVAL);
+        /* what other (YAML 1.1) readers would take for numbers stays quoted; the rest is plain */
+        for (size_t i = 0; i < ARRAY_SIZE(quoted); i++) {
+                cleanup_free char *out = NULL, *want_q = NULL;
+
+                str = json_string(quoted[i]);
+                assert_int_equal(manifest_json_to_yaml(str, &out), 0);
+                json_decref(str);
+                assert_true(fk_asprintf(&want_q, "\"%s\"\n", quoted[i]) >= 0);
+                assert_string_equal(out, want_q);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(plain); i++) {
+                cleanup_free char *out = NULL, *want_p = NULL;
+
+                str = json_string(plain[i]);
+                assert_int_equal(manifest_json_to_yaml(str, &out), 0);
+                json_decref(str);
+                assert_true(fk_asprintf(&want_p, "%s\n", plain[i]) >= 0);
+                assert_string_equal(out, want_p);
+        }
 }
 
 static void test_copy_equal(void **state)

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* The CLI's argument parsers: global options, get, wait, exec, the -f verbs, and their error
+ * messages naming the argument; plus the AGE column formatting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/cli/cli.h"
+
+/* argv vectors from literals; the parsers never write through argv. */
+static char **argv_of(const char *first, ...)
+{
+        static char *slots[32][16];
+        static unsigned next;
+        char **v = slots[next++ % 32];
+        const char *a = first;
+        va_list ap;
+        int i = 0;
+
+        va_start(ap, first);
+        while (a && i < 15) {
+                v[i++] = (char *)a;
+                a = va_arg(ap, const char *);
+        }
+        va_end(ap);
+        v[i] = NULL;
+        return v;
+}
+#define ARGV(...) argv_of(__VA_ARGS__, (const char *)NULL)
+
+static void test_global(void **state)
+{
+        struct fk_error err = {0};
+        struct cli c;
+        int verb;
+
+        (void)state;
+        assert_int_equal(
+                cli_parse_global(3, ARGV("forklet", "get", "sessions"), NULL, &c, &verb, &err), 0);
+        assert_int_equal(verb, 1);
+        assert_string_equal(c.socket, CLI_DEFAULT_SOCKET);
+        assert_string_equal(c.namespace, "default");
+        assert_int_equal(cli_parse_global(3, ARGV("forklet", "--socket=/tmp/s", "get"), "/env", &c,
+                                          &verb, &err),
+                         0);
+        assert_string_equal(c.socket, "/tmp/s");
+        assert_int_equal(verb, 2);
+        assert_int_equal(cli_parse_global(5, ARGV("forklet", "-n", "ns1", "--socket", "/x"), NULL,
+                                          &c, &verb, &err),
+                         0);
+        assert_string_equal(c.namespace, "ns1");
+        assert_int_equal(verb, 5);
+        assert_int_equal(cli_parse_global(2, ARGV("forklet", "get"), "/env.sock", &c, &verb, &err),
+                         0);
+        assert_string_equal(c.socket, "/env.sock");
+        assert_int_equal(cli_parse_global(2, ARGV("forklet", "--socket"), NULL, &c, &verb, &err),
+                         -EINVAL);
+        assert_non_null(strstr(err.msg, "--socket"));
+        assert_int_equal(
+                cli_parse_global(3, ARGV("forklet", "--bogus", "get"), NULL, &c, &verb, &err),
+                -EINVAL);
+        assert_non_null(strstr(err.msg, "--bogus"));
+}
+
+static void test_get(void **state)
+{
+        struct cli_get_args a;
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(cli_parse_get(2, ARGV("get", "sessions"), &a, &err), 0);
+        assert_true(a.list);
+        assert_int_equal(a.output, CLI_OUTPUT_TABLE);
+        assert_int_equal(cli_parse_get(5, ARGV("get", "session", "hello", "-o", "json"), &a, &err),
+                         0);
+        assert_false(a.list);
+        assert_string_equal(a.name, "hello");
+        assert_int_equal(a.output, CLI_OUTPUT_JSON);
+        assert_int_equal(cli_parse_get(4, ARGV("get", "-o=yaml", "session", "x"), &a, &err), 0);
+        assert_int_equal(a.output, CLI_OUTPUT_YAML);
+        assert_int_equal(cli_parse_get(3, ARGV("get", "sessions", "--output=json"), &a, &err), 0);
+        assert_int_equal(a.output, CLI_OUTPUT_JSON);
+        assert_int_equal(cli_parse_get(2, ARGV("get", "session"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "NAME"));
+        assert_int_equal(cli_parse_get(4, ARGV("get", "sessions", "-o", "xml"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "xml"));
+        assert_int_equal(cli_parse_get(2, ARGV("get", "pods"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "pods"));
+        assert_int_equal(cli_parse_get(1, ARGV("get"), &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_get(3, ARGV("get", "sessions", "-o"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "-o"));
+}
+
+static void test_wait(void **state)
+{
+        struct cli_wait_args a;
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(cli_parse_wait(4, ARGV("wait", "hello", "--for=Running", "--timeout=180"),
+                                        &a, &err),
+                         0);
+        assert_string_equal(a.name, "hello");
+        assert_string_equal(a.phase, "Running");
+        assert_int_equal(a.timeout_s, 180);
+        assert_int_equal(
+                cli_parse_wait(6, ARGV("wait", "--for", "phase=Failed", "x", "--timeout", "5s"), &a,
+                               &err),
+                0);
+        assert_string_equal(a.phase, "Failed");
+        assert_int_equal(a.timeout_s, 5);
+        assert_int_equal(cli_parse_wait(3, ARGV("wait", "x", "--timeout=abc"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "--timeout"));
+        assert_int_equal(cli_parse_wait(2, ARGV("wait", "x"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "--for"));
+        assert_int_equal(cli_parse_wait(2, ARGV("wait", "--for=Running"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "NAME"));
+        assert_int_equal(cli_parse_wait(4, ARGV("wait", "x", "y", "--for=Running"), &a, &err),
+                         -EINVAL);
+        assert_non_null(strstr(err.msg, "\"y\""));
+}
+
+static void test_exec(void **state)
+{
+        struct cli_exec_args a;
+        struct fk_error err = {0};
+        char **v;
+
+        (void)state;
+        v = ARGV("exec", "hello", "--", "uname", "-r");
+        assert_int_equal(cli_parse_exec(5, v, &a, &err), 0);
+        assert_string_equal(a.name, "hello");
+        assert_ptr_equal(a.argv, &v[3]);
+        assert_string_equal(a.argv[1], "-r");
+        assert_null(a.argv[2]);
+        assert_false(a.stdin_);
+        v = ARGV("exec", "-i", "hello", "--timeout=30", "--", "cat");
+        assert_int_equal(cli_parse_exec(6, v, &a, &err), 0);
+        assert_true(a.stdin_);
+        assert_int_equal(a.timeout_s, 30);
+        assert_string_equal(a.argv[0], "cat");
+        v = ARGV("exec", "hello", "--detach", "sleep", "100");
+        assert_int_equal(cli_parse_exec(5, v, &a, &err), 0);
+        assert_true(a.detach);
+        assert_string_equal(a.argv[0], "sleep");
+        assert_int_equal(cli_parse_exec(3, ARGV("exec", "hello", "--"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "command"));
+        assert_int_equal(cli_parse_exec(3, ARGV("exec", "--", "ls"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "NAME"));
+        assert_int_equal(cli_parse_exec(5, ARGV("exec", "-x", "h", "--", "ls"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "-x"));
+        assert_int_equal(
+                cli_parse_exec(6, ARGV("exec", "-i", "--detach", "h", "--", "ls"), &a, &err),
+                -EINVAL);
+}
+
+static void test_files(void **state)
+{
+        struct cli_files_args a;
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(cli_parse_files(5,
+                                         ARGV("validate", "-f", "a.yaml", "--filename=b.yaml",
+                                              "--config=n.yaml"),
+                                         "validate", &a, &err),
+                         0);
+        assert_int_equal(a.n_files, 2);
+        assert_string_equal(a.files[1], "b.yaml");
+        assert_string_equal(a.config, "n.yaml");
+        free(a.files);
+        assert_int_equal(cli_parse_files(1, ARGV("validate"), "validate", &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "-f"));
+        assert_int_equal(cli_parse_files(2, ARGV("apply", "x.yaml"), "apply", &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "x.yaml"));
+        assert_int_equal(cli_parse_files(2, ARGV("apply", "-f"), "apply", &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_files(2, ARGV("delete", "hello"), "delete", &a, &err), 0);
+        assert_string_equal(a.name, "hello");
+        assert_int_equal(a.n_files, 0);
+        free(a.files);
+        assert_int_equal(cli_parse_files(3, ARGV("delete", "-f", "h.yaml"), "delete", &a, &err), 0);
+        assert_int_equal(a.n_files, 1);
+        free(a.files);
+        assert_int_equal(
+                cli_parse_files(4, ARGV("delete", "x", "-f", "h.yaml"), "delete", &a, &err),
+                -EINVAL);
+        assert_int_equal(cli_parse_files(1, ARGV("delete"), "delete", &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "NAME"));
+        assert_int_equal(cli_parse_files(3, ARGV("logs", "-f", "x"), "logs", &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_files(2, ARGV("logs", "hello"), "logs", &a, &err), 0);
+        free(a.files);
+        assert_int_equal(cli_parse_files(3, ARGV("logs", "a", "b"), "logs", &a, &err), -EINVAL);
+}
+
+static void test_age(void **state)
+{
+        char buf[32];
+        long long t0 = 1795856400; /* 2026-11-28T09:00:00Z */
+
+        (void)state;
+        cli_format_age("2026-11-28T09:00:00Z", t0 + 42, buf, sizeof(buf));
+        assert_string_equal(buf, "42s");
+        cli_format_age("2026-11-28T09:00:00Z", t0 + 600, buf, sizeof(buf));
+        assert_string_equal(buf, "10m");
+        cli_format_age("2026-11-28T09:00:00Z", t0 + 5 * 3600, buf, sizeof(buf));
+        assert_string_equal(buf, "5h");
+        cli_format_age("2026-11-28T09:00:00Z", t0 + 3 * 86400, buf, sizeof(buf));
+        assert_string_equal(buf, "3d");
+        cli_format_age(NULL, t0, buf, sizeof(buf));
+        assert_string_equal(buf, "-");
+        cli_format_age("garbage", t0, buf, sizeof(buf));
+        assert_string_equal(buf, "-");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_global), cmocka_unit_test(test_get),
+                cmocka_unit_test(test_wait),   cmocka_unit_test(test_exec),
+                cmocka_unit_test(test_files),  cmocka_unit_test(test_age),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

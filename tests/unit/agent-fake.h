@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/* A fake VM backend and clock for the agent's unit tests: boots are instant, "QEMU" is an
+ * eventfd the test can fire, exec answers a few canned commands. Header-only on purpose: it is
+ * included by one test file. */
+#pragma once
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/util.h"
+#include "vmm/vmm.h"
+
+struct fake_vm {
+        pid_t pid;
+        int efd;
+        atomic_bool exited;
+        atomic_bool stopped;
+};
+
+struct fake_backend {
+        atomic_int boots, stops, adopts, frees, execs;
+        atomic_bool fail_boot;
+        atomic_int next_pid;
+        unsigned last_memory_mib, last_vcpus;
+        char last_kernel[512];
+        char last_env[512]; /* env of the last exec, ';'-joined */
+};
+
+static struct fake_vm *fake_vm_new(pid_t pid)
+{
+        struct fake_vm *v = calloc(1, sizeof(*v));
+
+        if (!v)
+                return NULL;
+        v->pid = pid;
+        v->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        return v;
+}
+
+/* Marks the VM as exited (as if QEMU died) and makes its exit fd readable. */
+static void fake_vm_crash(struct fake_vm *v)
+{
+        uint64_t one = 1;
+
+        atomic_store(&v->exited, true);
+        (void)!write(v->efd, &one, sizeof(one));
+}
+
+static int fake_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
+                     struct fk_error *err)
+{
+        struct fake_backend *f = ud;
+        struct fake_vm *v;
+        char path[1024], pid[32];
+
+        if (atomic_load(&f->fail_boot))
+                return fk_error_set(err, -EIO, "fake boot failure for %s", p->key);
+        if (access(p->run_dir, W_OK) < 0 || access(p->state_dir, W_OK) < 0)
+                return fk_error_set(err, -ENOENT, "run/state dir missing");
+        v = fake_vm_new(atomic_fetch_add(&f->next_pid, 1));
+        if (!v)
+                return -ENOMEM;
+        f->last_memory_mib = p->memory_mib;
+        f->last_vcpus = p->vcpus;
+        snprintf(f->last_kernel, sizeof(f->last_kernel), "%s", p->kernel);
+        snprintf(path, sizeof(path), "%s/qmp.sock", p->run_dir);
+        snprintf(pid, sizeof(pid), "%d", (int)v->pid);
+        (void)fk_write_file_atomic(path, pid, strlen(pid), 0600);
+        atomic_fetch_add(&f->boots, 1);
+        *ret_vm = v;
+        return 0;
+}
+
+static int fake_adopt(void *ud, const char *run_dir, int accel, void **ret_vm, struct fk_error *err)
+{
+        struct fake_backend *f = ud;
+        char path[1024], *buf = NULL;
+        struct fake_vm *v;
+
+        (void)accel;
+        snprintf(path, sizeof(path), "%s/qmp.sock", run_dir);
+        if (fk_read_file(path, 64, &buf, NULL) < 0)
+                return fk_error_set(err, -ESRCH, "nothing to adopt in %s", run_dir);
+        v = fake_vm_new(atoi(buf));
+        free(buf);
+        if (!v)
+                return -ENOMEM;
+        atomic_fetch_add(&f->adopts, 1);
+        *ret_vm = v;
+        return 0;
+}
+
+static int fake_stop(void *ud, void *vm, unsigned timeout_ms)
+{
+        struct fake_backend *f = ud;
+
+        (void)timeout_ms;
+        atomic_store(&((struct fake_vm *)vm)->stopped, true);
+        atomic_fetch_add(&f->stops, 1);
+        return 0;
+}
+
+static int fake_pause(void *ud, void *vm, struct fk_error *err)
+{
+        (void)ud, (void)vm, (void)err;
+        return 0;
+}
+
+static int fake_exec(void *ud, void *vm, const struct vmm_exec_request *req,
+                     int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                     void *out_ud, struct vmm_exec_result *ret, struct fk_error *err)
+{
+        struct fake_backend *f = ud;
+        const char *cmd = req->argv[0];
+        size_t off = 0;
+
+        atomic_fetch_add(&f->execs, 1);
+        f->last_env[0] = '\0';
+        for (size_t i = 0; req->env && req->env[i]; i++)
+                off += (size_t)snprintf(f->last_env + off, sizeof(f->last_env) - off, "%s;",
+                                        req->env[i]);
+        *ret = (struct vmm_exec_result){.pid = 42};
+        if (atomic_load(&((struct fake_vm *)vm)->stopped))
+                return fk_error_set(err, -ECONNRESET, "VM stopped");
+        if (strcmp(cmd, "both") == 0) {
+                out_fn(1, "out\n", 4, out_ud);
+                out_fn(2, "err\n", 4, out_ud);
+                ret->exit_code = 3;
+        } else if (strcmp(cmd, "cat") == 0) {
+                if (req->stdin_size)
+                        out_fn(1, req->stdin_data, req->stdin_size, out_ud);
+        } else if (strcmp(cmd, "kill") == 0) {
+                ret->signaled = true;
+                ret->signal = 9;
+        } else if (strcmp(cmd, "daemon") == 0 && req->detach) {
+                ret->pid = 77;
+        } else
+                return fk_error_set(err, -ENOENT, "%s: not found in the guest PATH", cmd);
+        return 0;
+}
+
+static pid_t fake_pid(void *vm)
+{
+        return ((struct fake_vm *)vm)->pid;
+}
+
+static int fake_exit_fd(void *vm)
+{
+        return ((struct fake_vm *)vm)->efd;
+}
+
+static int fake_poll_exit(void *vm, int *ret_status, const char **ret_reason)
+{
+        if (!atomic_load(&((struct fake_vm *)vm)->exited))
+                return 0;
+        *ret_status = 137;
+        *ret_reason = "killed by SIGKILL";
+        return 1;
+}
+
+static void fake_free(void *ud, void *vm)
+{
+        struct fake_backend *f = ud;
+        struct fake_vm *v = vm;
+
+        atomic_fetch_add(&f->frees, 1);
+        close(v->efd);
+        free(v);
+}
+
+static struct agent_vm_ops fake_ops(struct fake_backend *f)
+{
+        return (struct agent_vm_ops){
+                .boot = fake_boot,
+                .adopt = fake_adopt,
+                .stop = fake_stop,
+                .pause = fake_pause,
+                .resume = fake_pause,
+                .exec = fake_exec,
+                .pid = fake_pid,
+                .exit_fd = fake_exit_fd,
+                .poll_exit = fake_poll_exit,
+                .free = fake_free,
+                .userdata = f,
+        };
+}
+
+/* A clock the test moves: wall starts at 2026-11-29T00:00:00Z. */
+struct fake_clock {
+        atomic_ullong real_ns, mono_ns;
+};
+
+static uint64_t fake_real(void *ud)
+{
+        return atomic_load(&((struct fake_clock *)ud)->real_ns);
+}
+
+static uint64_t fake_mono(void *ud)
+{
+        return atomic_load(&((struct fake_clock *)ud)->mono_ns);
+}
+
+static void fake_clock_advance(struct fake_clock *c, uint64_t seconds)
+{
+        atomic_fetch_add(&c->real_ns, seconds * 1000000000ull);
+        atomic_fetch_add(&c->mono_ns, seconds * 1000000000ull);
+}

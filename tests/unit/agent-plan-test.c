@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/* agent_plan(): a table of (desired, observed) -> expected actions, plus multi-session order,
+ * restart back-off and the phase/action string tables. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "agent/agent.h"
+#include "manifest/manifest.h"
+
+#define NONE (-1)
+
+struct plan_case {
+        const char *what;
+        struct agent_desired d;
+        struct agent_observed o;
+        int first, second; /* expected action kinds, NONE when absent */
+};
+
+#define RUN   SESSION_STATE_RUNNING
+#define STOP  SESSION_STATE_STOPPED
+#define PAUSE SESSION_STATE_PAUSED
+#define P(x)  SESSION_PHASE_##x
+#define WANT(s)                                                                                    \
+        {                                                                                          \
+                .present = true, .state = (s), .generation = 1                                     \
+        }
+#define GONE                                                                                       \
+        {                                                                                          \
+                .present = false, .generation = 1                                                  \
+        }
+
+static const struct plan_case cases[] = {
+        {"new session boots",
+         WANT(RUN),
+         {.phase = P(PENDING)},
+         AGENT_ACTION_OBSERVE,
+         AGENT_ACTION_BOOT},
+        {"pending, observed gen current",
+         WANT(RUN),
+         {.phase = P(PENDING), .observed_generation = 1},
+         AGENT_ACTION_BOOT,
+         NONE},
+        {"running stays (re-apply unchanged)",
+         WANT(RUN),
+         {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+         NONE,
+         NONE},
+        {"starting is left alone",
+         WANT(RUN),
+         {.phase = P(STARTING), .observed_generation = 1},
+         NONE,
+         NONE},
+        {"busy is left alone even when deleted",
+         GONE,
+         {.phase = P(STARTING), .busy = true, .observed_generation = 1},
+         NONE,
+         NONE},
+        {"busy: no observe either", WANT(RUN), {.phase = P(RUNNING), .busy = true}, NONE, NONE},
+        {"deleted running session destroyed",
+         GONE,
+         {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_DESTROY,
+         NONE},
+        {"deleted pending session destroyed",
+         GONE,
+         {.phase = P(PENDING)},
+         AGENT_ACTION_DESTROY,
+         NONE},
+        {"deleted failed session destroyed",
+         GONE,
+         {.phase = P(FAILED)},
+         AGENT_ACTION_DESTROY,
+         NONE},
+        {"spec change observed, VM kept",
+         {.present = true, .state = RUN, .generation = 2},
+         {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_OBSERVE,
+         NONE},
+        {"stop a running VM",
+         WANT(STOP),
+         {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_STOP,
+         NONE},
+        {"stop a paused VM",
+         WANT(STOP),
+         {.phase = P(PAUSED), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_STOP,
+         NONE},
+        {"pending and Stopped: mark stopped",
+         WANT(STOP),
+         {.phase = P(PENDING), .observed_generation = 1},
+         AGENT_ACTION_STOP,
+         NONE},
+        {"stopped stays stopped",
+         WANT(STOP),
+         {.phase = P(STOPPED), .observed_generation = 1},
+         NONE,
+         NONE},
+        {"failed without VM and Stopped: nothing",
+         WANT(STOP),
+         {.phase = P(FAILED), .observed_generation = 1},
+         NONE,
+         NONE},
+        {"stopped -> Running boots",
+         WANT(RUN),
+         {.phase = P(STOPPED), .observed_generation = 1},
+         AGENT_ACTION_BOOT,
+         NONE},
+        {"pause a running VM",
+         WANT(PAUSE),
+         {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_PAUSE,
+         NONE},
+        {"paused -> Running resumes",
+         WANT(RUN),
+         {.phase = P(PAUSED), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_RESUME,
+         NONE},
+        {"Paused from pending boots first",
+         WANT(PAUSE),
+         {.phase = P(PENDING), .observed_generation = 1},
+         AGENT_ACTION_BOOT,
+         NONE},
+        {"failed, restart Never: stays failed",
+         WANT(RUN),
+         {.phase = P(FAILED), .observed_generation = 1},
+         NONE,
+         NONE},
+        {"failed, OnFailure, back-off over: boots",
+         {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
+         {.phase = P(FAILED), .observed_generation = 1, .retry_at_ns = 1000},
+         AGENT_ACTION_BOOT,
+         NONE},
+        {"failed, OnFailure, back-off pending: waits",
+         {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
+         {.phase = P(FAILED), .observed_generation = 1, .retry_at_ns = 99999},
+         NONE,
+         NONE},
+};
+
+static void test_table(void **state)
+{
+        (void)state;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                const struct plan_case *c = &cases[i];
+                struct agent_plan p = {0};
+                size_t want = (c->first != NONE) + (c->second != NONE);
+
+                assert_int_equal(agent_plan(&c->d, &c->o, 1, 5000, &p), 0);
+                if (p.n != want)
+                        fail_msg("case \"%s\": %zu actions, expected %zu", c->what, p.n, want);
+                if (want > 0 && (int)p.actions[0].kind != c->first)
+                        fail_msg("case \"%s\": first action %s", c->what,
+                                 agent_action_to_string(p.actions[0].kind));
+                if (want > 1 && (int)p.actions[1].kind != c->second)
+                        fail_msg("case \"%s\": second action %s", c->what,
+                                 agent_action_to_string(p.actions[1].kind));
+                for (size_t k = 0; k < p.n; k++)
+                        assert_int_equal(p.actions[k].index, 0);
+                agent_plan_done(&p);
+        }
+}
+
+static void test_many_sessions(void **state)
+{
+        struct agent_desired d[3] = {WANT(RUN), GONE, WANT(RUN)};
+        struct agent_observed o[3] = {
+                {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+                {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
+                {.phase = P(PENDING), .observed_generation = 1},
+        };
+        struct agent_plan p = {0};
+
+        (void)state;
+        assert_int_equal(agent_plan(d, o, 3, 0, &p), 0);
+        assert_int_equal(p.n, 2);
+        assert_int_equal(p.actions[0].index, 1);
+        assert_int_equal(p.actions[0].kind, AGENT_ACTION_DESTROY);
+        assert_int_equal(p.actions[1].index, 2);
+        assert_int_equal(p.actions[1].kind, AGENT_ACTION_BOOT);
+        agent_plan_done(&p);
+        assert_int_equal(agent_plan(d, o, 0, 0, &p), 0);
+        assert_int_equal(p.n, 0);
+        agent_plan_done(&p);
+}
+
+static void test_strings(void **state)
+{
+        (void)state;
+        for (int i = 0; i < _SESSION_PHASE_MAX; i++)
+                assert_int_equal(session_phase_from_string(session_phase_to_string(i)), i);
+        assert_string_equal(session_phase_to_string(SESSION_PHASE_RUNNING), "Running");
+        assert_int_equal(session_phase_from_string("running"), _SESSION_PHASE_INVALID);
+        assert_null(session_phase_to_string(_SESSION_PHASE_MAX));
+        assert_string_equal(agent_action_to_string(AGENT_ACTION_DESTROY), "destroy");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_table),
+                cmocka_unit_test(test_many_sessions),
+                cmocka_unit_test(test_strings),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+int main(void) { return 77; }

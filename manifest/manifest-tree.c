@@ -311,7 +311,8 @@ int mnode_parse_yaml(struct mctx *c, const char *buf, size_t size, struct mnode 
 
         if (!yaml_parser_initialize(&p))
                 return -ENOMEM;
-        yaml_parser_set_input_string(&p, (const unsigned char *)buf, size);
+        /* libyaml asserts on a NULL input */
+        yaml_parser_set_input_string(&p, (const unsigned char *)(buf ? buf : ""), buf ? size : 0);
         /* Forcing UTF-8 makes libyaml reject UTF-16 input instead of silently decoding it. */
         yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING);
         while (r > 0 && !c->oom && c->n_errors < MANIFEST_MAX_DIAG) {

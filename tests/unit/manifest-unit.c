@@ -276,6 +276,9 @@ static void test_limits(void **state)
         manifest_diag_done(&d);
         unlink(tmpl);
 
+        assert_int_equal(manifest_parse_sessions(NULL, 0, "e.yaml", NULL, &v, &n, &d), -EINVAL);
+        assert_diag(&d, (const char *const[]){"e.yaml: no Session document found"}, 1);
+
         /* 32 levels are fine (root map + spec map + 30 lists); 33 are not. */
         memset(buf, 0, 300);
         strcpy(buf, HDR "metadata: {name: a}\nspec: {egress: ");

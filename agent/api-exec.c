@@ -222,6 +222,7 @@ int api_handle_exec(struct MHD_Connection *c, struct api_request *req)
         struct fk_error err = {0};
         struct exec_job *j;
         const char *reason;
+        unsigned status;
         int r;
 
         if (strcmp(req->method, "POST") != 0)
@@ -239,8 +240,8 @@ int api_handle_exec(struct MHD_Connection *c, struct api_request *req)
                 r = agent_daemon_exec_check(req->d, j->ns, j->name, &err);
         if (r < 0) {
                 exec_job_free(j);
-                return api_reply_error(c, api_status_from_errno(r, &reason), reason, NULL, "%s",
-                                       err.msg);
+                status = api_status_from_errno(r, &reason);
+                return api_reply_error(c, status, reason, NULL, "%s", err.msg);
         }
         return start_stream(c, j);
 }

@@ -69,12 +69,15 @@ static int handle_apply(struct MHD_Connection *c, struct api_request *req)
                 return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
                                        "invalid JSON at line %d column %d: %s", jerr.line,
                                        jerr.column, jerr.text);
-        r = json_is_object(j) ? match_url(c, req, j, &ok) : MHD_YES;
-        if (!json_is_object(j) || !ok) {
+        if (!json_is_object(j)) {
                 json_decref(j);
-                return json_is_object(j) ? r
-                                         : api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
-                                                           NULL, "body must be a JSON object");
+                return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
+                                       "body must be a JSON object");
+        }
+        r = match_url(c, req, j, &ok);
+        if (!ok) {
+                json_decref(j);
+                return r;
         }
         r = session_manifest_from_json(j, req->cfg, &m, &diag);
         json_decref(j);

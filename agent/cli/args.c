@@ -98,10 +98,14 @@ int cli_parse_get(int argc, char **argv, struct cli_get_args *ret, struct fk_err
 
         for (int i = 1; i < argc; i++) {
                 r = opt_value(argc, argv, &i, "--output", "-o", &v, err);
-                if (r < 0 || (r > 0 && (r = parse_output(v, &a.output, err)) < 0))
+                if (r < 0)
                         return r;
-                if (r > 0)
+                if (r > 0) {
+                        r = parse_output(v, &a.output, err);
+                        if (r < 0)
+                                return r;
                         continue;
+                }
                 if (argv[i][0] == '-' || (what && a.name))
                         return unknown("get", argv[i], err);
                 if (!what)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The CLI's argument parsers: global options, get, wait, exec, the -f verbs, and their error
  * messages naming the argument; plus the AGE column formatting. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,7 +82,8 @@ static void test_get(void **state)
         assert_false(a.list);
         assert_string_equal(a.name, "hello");
         assert_int_equal(a.output, CLI_OUTPUT_JSON);
-        assert_int_equal(cli_parse_get(4, ARGV("get", "-o=yaml", "session", "x"), &a, &err), 0);
+        assert_int_equal(cli_parse_get(4, ARGV("get", "--output=yaml", "session", "x"), &a, &err),
+                         0);
         assert_int_equal(a.output, CLI_OUTPUT_YAML);
         assert_int_equal(cli_parse_get(3, ARGV("get", "sessions", "--output=json"), &a, &err), 0);
         assert_int_equal(a.output, CLI_OUTPUT_JSON);

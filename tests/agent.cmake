@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: MIT
+# agent (forkletd + forklet): unit tests without root (planner table, CLI arguments, the REST
+# API over a real unix socket with a fake VM backend); integration tests with real QEMU.
+if(CMOCKA_FOUND)
+  fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_agent)
+  fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
+  fk_unit_test(agent-api-test SOURCES unit/agent-api-test.c LIBS fk_cli fk_agent)
+endif()
+
+fk_integration_test(agent-hello
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-hello.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 600)

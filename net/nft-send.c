@@ -64,6 +64,20 @@ static int batch_sendmsg(struct mnl_socket *nl, struct nftnl_batch *batch)
         return 0;
 }
 
+/* Every message is acknowledged: keep acks small (header only) and make room for all of them
+ * (each ack is its own skb, about 1 KiB of truesize),
+ * or a large transaction overruns the receive buffer (ENOBUFS). */
+static int ack_room(struct mnl_socket *nl, uint32_t n_msgs)
+{
+        int one = 1;
+        int size = (int)FK_MIN((uint64_t)n_msgs * 1024 + 65536, (uint64_t)INT32_MAX);
+
+        if (setsockopt(mnl_socket_get_fd(nl), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one)) < 0)
+                return -errno;
+        (void)setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size));
+        return 0;
+}
+
 /* Counts acks in one datagram; records the first error. */
 static void acks_parse(const void *buf, size_t len, uint32_t portid, uint32_t *acks, int *err)
 {
@@ -94,6 +108,9 @@ int net_nft_send(int nsfd, struct net_nft_batch *b)
         int r, err = 0;
 
         r = nsfd < 0 ? mnl_open_here(&nl) : net_netns_run(nsfd, mnl_open_here, &nl);
+        if (r < 0)
+                return r;
+        r = ack_room(nl, b->n_msgs);
         if (r < 0)
                 return r;
         r = batch_sendmsg(nl, b->batch);

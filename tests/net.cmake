@@ -9,3 +9,7 @@ fk_unit_test(net-nft SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-nft.c LIBS fk_
 
 fk_integration_test(net-session COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-session.sh
                     TIMEOUT 180)
+
+# bench/net.c: rule-apply time for 1, 100, 1000 allow entries (run by hand, as root)
+add_executable(bench-net ${CMAKE_SOURCE_DIR}/bench/net.c)
+target_link_libraries(bench-net PRIVATE fk_net)

@@ -126,6 +126,10 @@ check "host route to the session uplink" \
 check "host NAT table out of $UP" sh -c "nft list table inet forklet_$S | grep -q 'oifname \"$UP\" masquerade'"
 check "lease recorded" grep -q "^0 $S\$" "$ST/net/ipam"
 ruleset cidr
+check "net_join_netns: a child sees tap0 and uplink0 without ip -n" \
+        sh -c "'$TOOL' --state '$ST' --prefix '$PFX' --uplink '$UP' --deny 192.0.2.1 exec '$S' \
+        203.0.113.10/32 -- sh -c 'ip link show tap0 && ip link show uplink0'"
+check_not "the node itself has no tap0" ip link show tap0
 
 ip netns add "$G"
 ip -n "$S" link add gx type veth peer name eth0 netns "$G"

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "net/net.h"
@@ -96,6 +98,26 @@ static int parse_opts(struct tool *t, int argc, char **argv)
         return optind;
 }
 
+/* Runs argv in a child that joins the session netns with net_join_netns (as QEMU's pre-exec
+ * hook does); returns the child's exit status or -errno. */
+static int exec_in(struct net_session *s, char **argv)
+{
+        int status, nsfd = net_session_netns_fd(s);
+        pid_t pid = fork();
+
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                if (net_join_netns(nsfd) < 0)
+                        _exit(126);
+                execvp(argv[0], argv);
+                _exit(127);
+        }
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -ECHILD;
+}
+
 static int run(struct tool *t, const char *verb, const char *name, char **rest, int n_rest)
 {
         struct net_session_config c = {.node = &t->node, .name = name};
@@ -143,6 +165,10 @@ static int run(struct tool *t, const char *verb, const char *name, char **rest, 
                         r = net_egress_allow_addr_port(s, fam, a, port, (uint32_t)atoi(extra[1]));
                 if (r < 0 && err.code == 0)
                         fk_error_set(&err, r, "allow %s: %s", extra[0], strerror(-r));
+        } else if (strcmp(verb, "exec") == 0 && n_extra >= 1) {
+                r = exec_in(s, extra);
+                if (r < 0)
+                        fk_error_set(&err, r, "exec %s: %s", extra[0], strerror(-r));
         } else if (strcmp(verb, "teardown") == 0) {
                 r = net_session_teardown(s, &err);
         } else {
@@ -166,7 +192,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: net-tool --state DIR [--pool CIDR] [--uplink IF] "
                                 "[--prefix P] [--deny CIDR]... [--ipv6] VERB NAME [ARGS...]\n"
                                 "verbs: setup|update NAME [ENTRY...], allow-addr NAME ENTRY... "
-                                "-- ADDR TTL [PORT], teardown NAME, orphans PREFIX [KEEP...]\n");
+                                "-- ADDR TTL [PORT], exec NAME ENTRY... -- CMD..., teardown NAME, "
+                                "orphans PREFIX [KEEP...]\n");
                 return 2;
         }
         return run(&t, argv[i], argv[i + 1], argv + i + 2, argc - i - 2);

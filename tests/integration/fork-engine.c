@@ -198,6 +198,10 @@ static int run(const char *image)
         snprintf(pid, sizeof(pid), "%d", atoi(out.data));
         REQUIRE(atoi(pid) > 1, "httpd pid '%s'", pid);
         REQUIRE(sh(&vms[0], GET_SUM, &parent_sum) == 0, "GET in parent");
+        /* The body hash must be the file's, or an empty body would compare equal everywhere. */
+        REQUIRE(sh(&vms[0], "sha256sum < /srv/www/index.html", &out) == 0 &&
+                        strcmp(out.data, parent_sum.data) == 0,
+                "parent GET body sum '%s' != file sum '%s'", parent_sum.data, out.data);
         snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
         REQUIRE(mkdir(ckpt, 0700) == 0, "mkdir ckpt");
         REQUIRE(vmm_checkpoint_save(vms[0].qmp, vms[0].mem, ckpt, CALL_TIMEOUT_MS, &st, &err) >= 0,

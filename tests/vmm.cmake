@@ -11,3 +11,11 @@ if(CMOCKA_FOUND)
   fk_unit_test(vmm-accel-test SOURCES unit/vmm-accel-test.c LIBS fk_vmm)
   fk_unit_test(vmm-process-test SOURCES unit/vmm-process-test.c LIBS fk_vmm)
 endif()
+
+# Integration: real QEMU (TCG) booting the kernel from FORKLET_TEST_KERNEL, the guest image or
+# /boot, with a busybox initramfs each test builds for itself.
+add_library(vmm-it-harness STATIC integration/vmm-harness.c)
+target_link_libraries(vmm-it-harness PUBLIC fk_vmm)
+add_executable(vmm-qemu-test integration/vmm-qemu-test.c)
+target_link_libraries(vmm-qemu-test PRIVATE vmm-it-harness)
+fk_integration_test(vmm-qemu COMMAND vmm-qemu-test TIMEOUT 300)

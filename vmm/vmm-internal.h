@@ -18,6 +18,14 @@ typedef struct json_t json_t; /* jansson */
 int vmm_accel_resolve_at(const char *want, const char *kvm_path, enum vmm_accel *ret,
                          struct fk_error *err);
 
+/* ---- host facts ------------------------------------------------------------------------- */
+
+/* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
+ * thread-safe). Pass it to a TCG guest as "tsc_early_khz=N" in vmm_config.append: without it
+ * the Debian kernel's TSC calibration fails on a loaded host and the boot hangs.
+ * -EOPNOTSUPP off x86. Does not log. (Belongs in vmm.h; see the vmm report.) */
+int vmm_host_tsc_khz(unsigned *ret);
+
 /* ---- QMP wire protocol (pure: no I/O) ------------------------------------------------- */
 
 /* QEMU sends one JSON object per line; a line longer than this is a protocol error. */

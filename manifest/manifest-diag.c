@@ -69,7 +69,7 @@ static void mctx_add_key(struct mctx *c, const struct mnode *n)
 void mctx_finish(struct mctx *c)
 {
         size_t n = c->oom || !c->keys ? 0 : c->diag->n - c->diag_start;
-        char **m = c->diag->messages + c->diag_start;
+        char **m = n ? c->diag->messages + c->diag_start : NULL;
 
         for (size_t i = 1; i < n; i++)
                 for (size_t j = i; j > 0 && c->keys[j - 1] > c->keys[j]; j--) {

@@ -280,7 +280,7 @@ int etcd_watch_wait_ready(struct etcd_watch *w, unsigned timeout_ms)
         pthread_mutex_lock(&w->lock);
         while (!w->ready && !w->compacted && r == 0)
                 r = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-        r = w->ready ? 0 : w->compacted ? -ESTALE : -ETIMEDOUT;
+        r = w->compacted ? -ESTALE : w->ready ? 0 : -ETIMEDOUT;
         pthread_mutex_unlock(&w->lock);
         return r;
 }

@@ -126,7 +126,8 @@ int etcd_watch_new(struct etcd_client *c, const char *key, unsigned flags, int64
                    etcd_watch_fn fn, void *userdata, struct etcd_watch **ret,
                    struct fk_error *reterr);
 /* Waits up to timeout_ms until etcd confirmed the watch (it then sees every later write).
- * 0, -ETIMEDOUT, or -ESTALE if it stopped on compaction. */
+ * 0, -ETIMEDOUT, or -ESTALE if it stopped on compaction (etcd confirms a watch before it
+ * reports the compaction, so 0 does not rule out a COMPACTED event right after). */
 int etcd_watch_wait_ready(struct etcd_watch *w, unsigned timeout_ms);
 /* The revision the watch would resume from now (last delivered + 1). Thread-safe. */
 int64_t etcd_watch_next_revision(struct etcd_watch *w);

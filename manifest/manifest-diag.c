@@ -25,7 +25,8 @@ void manifest_diag_done(struct manifest_diag *d)
         d->n = 0;
 }
 
-static int diag_addv(struct manifest_diag *d, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static int diag_addv(struct manifest_diag *d, const char *fmt,
+                                                           va_list ap)
 {
         char *m, **nv;
 

@@ -174,33 +174,33 @@ static void test_node_errors(void **state)
                            "capacity: {maxSessions: 0, maxForksPerSession: 2000}\n"
                            "controlPlane: {etcd: [\"127.0.0.1:2379\"], prefix: forklet}\n";
         static const char *const want[] = {
-                "n.yaml:3:11: nodeName: invalid node name \"Node_A\": expected a lowercase DNS "
-                "name",
+                ("n.yaml:3:11: nodeName: invalid node name \"Node_A\": expected a lowercase DNS "
+                 "name"),
                 "n.yaml:4:8: accel: unknown accel mode \"kvmm\" (did you mean \"kvm\"?)",
                 "n.yaml:5:11: stateDir: path must not be empty",
-                "n.yaml:6:15: cgroupParent: invalid cgroup path \"../escape\": expected a "
-                "relative path such as \"forklet\" (no \"..\", no leading or trailing '/')",
-                "n.yaml:7:15: api.listen: invalid address \"localhost:80\": expected an IP "
-                "address and port, as in 127.0.0.1:8080",
+                ("n.yaml:6:15: cgroupParent: invalid cgroup path \"../escape\": expected a "
+                 "relative path such as \"forklet\" (no \"..\", no leading or trailing '/')"),
+                ("n.yaml:7:15: api.listen: invalid address \"localhost:80\": expected an IP "
+                 "address and port, as in 127.0.0.1:8080"),
                 "n.yaml:7:31: api.sockt: unknown field \"sockt\" (did you mean \"socket\"?)",
-                "n.yaml:8:23: network.uplinkPool: invalid address \"198.18.0.1/16\": address "
-                "has bits set beyond the /16 prefix",
-                "n.yaml:8:55: network.uplinkInterface: invalid interface name "
-                "\"a-very-long-interface-name\" (at most 15 characters, no '/', ':' or spaces)",
-                "n.yaml:8:98: network.dns[1]: invalid address \"dns.example\": expected an IP "
-                "address",
+                ("n.yaml:8:23: network.uplinkPool: invalid address \"198.18.0.1/16\": address "
+                 "has bits set beyond the /16 prefix"),
+                ("n.yaml:8:55: network.uplinkInterface: invalid interface name "
+                 "\"a-very-long-interface-name\" (at most 15 characters, no '/', ':' or spaces)"),
+                ("n.yaml:8:98: network.dns[1]: invalid address \"dns.example\": expected an IP "
+                 "address"),
                 "n.yaml:10:26: sizeClasses[0].vcpus: 0 is out of range (1..255)",
                 "n.yaml:10:50: sizeClasses[0].cpu: 0 is out of range (0.01..1024)",
                 "n.yaml:11:12: sizeClasses[1].name: duplicate name \"small\"",
                 "n.yaml:12:5: sizeClasses[2].vcpus: required field missing",
-                "n.yaml:12:28: sizeClasses[2].memoryMiB: expected an integer, got a string "
-                "\"1G\"",
+                ("n.yaml:12:28: sizeClasses[2].memoryMiB: expected an integer, got a string "
+                 "\"1G\""),
                 "n.yaml:12:61: sizeClasses[2].ioWeight: 0 is out of range (1..10000)",
                 "n.yaml:13:9: images: at least one image is needed",
                 "n.yaml:14:25: capacity.maxSessions: 0 is out of range (1..100000)",
                 "n.yaml:14:48: capacity.maxForksPerSession: 2000 is out of range (0..1024)",
-                "n.yaml:15:23: controlPlane.etcd[0]: invalid etcd endpoint \"127.0.0.1:2379\": "
-                "expected an http:// or https:// URL",
+                ("n.yaml:15:23: controlPlane.etcd[0]: invalid etcd endpoint \"127.0.0.1:2379\": "
+                 "expected an http:// or https:// URL"),
                 "n.yaml:15:50: controlPlane.prefix: must start with '/' (got \"forklet\")",
         };
         struct node_config *c = NULL;
@@ -219,12 +219,13 @@ static void test_node_errors(void **state)
         text = "apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: a}\n";
         assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &c, &d), -EINVAL);
         assert_diag(&d,
-                    (const char *const[]){"n.yaml:2:7: kind: expected kind \"NodeConfig\", got "
-                                          "\"Session\"",
-                                          "n.yaml:3:1: metadata: unknown field \"metadata\" "
-                                          "(known: apiVersion, kind, nodeName, stateDir, runDir, "
-                                          "accel, manifestDir, api, network, cgroupParent, "
-                                          "sizeClasses, images, capacity, controlPlane)"},
+                    (const char *const[]){("n.yaml:2:7: kind: expected kind \"NodeConfig\", got "
+                                           "\"Session\""),
+                                          ("n.yaml:3:1: metadata: unknown field \"metadata\" "
+                                           "(known: apiVersion, kind, nodeName, stateDir, "
+                                           "runDir, accel, manifestDir, api, network, "
+                                           "cgroupParent, sizeClasses, images, capacity, "
+                                           "controlPlane)")},
                     2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         assert_diag(&d,

@@ -211,8 +211,8 @@ static void test_from_json(void **state)
                               "name", "Bad Name", "labels", "spec", "ports", "80", 80, 80, "env",
                               "X", 1, "sizeClass", "huge", "forks", "from", "x", "count", 1);
         static const char *const want[] = {
-                "<json>: metadata.name: invalid name \"Bad Name\": must contain only lowercase "
-                "letters, digits and '-' (a DNS-1123 label)",
+                ("<json>: metadata.name: invalid name \"Bad Name\": must contain only lowercase "
+                 "letters, digits and '-' (a DNS-1123 label)"),
                 "<json>: metadata.labels: expected a mapping, got a list",
                 "<json>: spec.sizeClass: unknown class \"huge\" (known: small)",
                 "<json>: spec.ports[0]: expected an integer, got a string \"80\"",
@@ -252,7 +252,7 @@ static void test_from_json(void **state)
 static void test_limits(void **state)
 {
         size_t big = MANIFEST_MAX_FILE_SIZE + 1;
-        cleanup_free char *buf = malloc(big + 1), *path = NULL;
+        cleanup_free char *buf = malloc(big + 1);
         struct session_manifest **v = NULL;
         struct manifest_diag d = {0};
         char tmpl[] = "/tmp/fk-manifest-XXXXXX";

@@ -15,20 +15,11 @@
  * in uninterruptible sleep): give it this long before reporting failure. */
 #define VMM_STOP_KILL_GRACE_MS 10000U
 
-/* The guest agent client lives in agent-client.c (another object of this library). A struct
- * vmm_agent only exists if vmm_agent_connect() was linked in, which links this symbol too, so
- * a weak reference cannot miss it when agent is non-NULL; it only keeps binaries that never
- * use the agent from needing that object. */
-extern int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)
-        __attribute__((weak));
-
 static int stop_by_agent(struct vmm_process *p, struct vmm_agent *agent, unsigned step_ms)
 {
         struct fk_error err = {};
         int r;
 
-        if (!vmm_agent_poweroff)
-                return 0;
         r = vmm_agent_poweroff(agent, step_ms, &err);
         if (r < 0) {
                 log_debug("stop pid %d: agent poweroff: %s", (int)vmm_process_pid(p), err.msg);

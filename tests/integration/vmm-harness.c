@@ -161,6 +161,25 @@ void it_setup(const char *test_name)
         it_log("kernel %s, dir %s, append \"%s\"", it_kernel, it_tmp, it_append);
 }
 
+void it_use_image(void)
+{
+        const char *img = getenv("FORKLET_IMAGE_DIR");
+        char *kernel = NULL, *initrd = NULL;
+
+        if (!img || fk_asprintf(&kernel, "%s/vmlinuz", img) < 0 ||
+            fk_asprintf(&initrd, "%s/initrd.img", img) < 0 || access(kernel, R_OK) != 0 ||
+            access(initrd, R_OK) != 0) {
+                free(kernel);
+                free(initrd);
+                skip("no guest image: build the guest-image target (FORKLET_IMAGE_DIR)");
+        }
+        free(it_kernel);
+        free(it_initrd);
+        it_kernel = kernel;
+        it_initrd = initrd;
+        it_log("guest image %s", img);
+}
+
 const char *it_dir(void)
 {
         return it_tmp;

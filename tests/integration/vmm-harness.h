@@ -27,6 +27,9 @@ void it_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * initramfs, and registers cleanup. */
 void it_setup(const char *test_name);
 const char *it_dir(void);
+/* Boots the built guest image (kernel, initrd with the agent as init) instead of the busybox
+ * initramfs; exits 77 when FORKLET_IMAGE_DIR has none. */
+void it_use_image(void);
 
 struct it_vm {
         char *name;

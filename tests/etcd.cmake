@@ -8,7 +8,8 @@ if(CMOCKA_FOUND)
   endforeach()
 
   add_executable(etcd-integration ${CMAKE_CURRENT_LIST_DIR}/integration/etcd-real.c
-                 ${CMAKE_CURRENT_LIST_DIR}/integration/etcd-server.c)
+                 ${CMAKE_CURRENT_LIST_DIR}/integration/etcd-server.c
+                 ${CMAKE_CURRENT_LIST_DIR}/integration/etcd-proxy.c)
   target_link_libraries(etcd-integration PRIVATE fk_etcd PkgConfig::CMOCKA)
   fk_integration_test(etcd-real COMMAND etcd-integration TIMEOUT 240)
 endif()

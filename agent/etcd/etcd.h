@@ -118,7 +118,8 @@ typedef void (*etcd_watch_fn)(enum etcd_event_type type, const struct etcd_kv *k
                               void *userdata);
 
 /* Starts a thread watching key (with ETCD_PREFIX: every key under it) from start_revision
- * (0: from now; usually the revision of a previous etcd_range() + 1). After a disconnect it
+ * (0: from now, fixed when etcd first confirms the watch; usually pass the revision of a previous
+ * etcd_range() + 1 so nothing between list and watch is lost). After a disconnect it
  * reconnects (next endpoint, jittered backoff, forever until freed) and resumes at the last
  * delivered revision + 1. Returns 0 and *ret (caller owns; etcd_watch_free()); c must outlive
  * it. -ENOMEM / -EAGAIN (thread) with reterr filled. */

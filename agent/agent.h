@@ -102,6 +102,9 @@ struct agent_boot_params {
         int accel;                   /* enum vmm_accel */
         unsigned boot_timeout_ms;    /* agent readiness */
         const volatile bool *cancel; /* set when the session is deleted meanwhile */
+        /* Called once QEMU runs (before the guest is ready), so status can show its pid. */
+        void (*spawned)(void *ctx, pid_t pid);
+        void *spawned_ctx;
 };
 
 /* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */

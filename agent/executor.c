@@ -97,6 +97,15 @@ static int job_prepare_dirs(struct job *j, bool fresh_run_dir)
         return r;
 }
 
+static void job_spawned(void *ctx, pid_t pid)
+{
+        struct job *j = ctx;
+
+        pthread_mutex_lock(&j->d->lock);
+        j->s->pid = pid;
+        pthread_mutex_unlock(&j->d->lock);
+}
+
 static void job_boot(struct job *j)
 {
         struct agent_daemon *d = j->d;
@@ -113,6 +122,8 @@ static void job_boot(struct job *j)
                 .accel = d->accel,
                 .boot_timeout_ms = AGENT_BOOT_TIMEOUT_MS,
                 .cancel = &j->s->cancel,
+                .spawned = job_spawned,
+                .spawned_ctx = j,
         };
         void *vm = NULL;
         int r;
@@ -128,6 +139,7 @@ static void job_boot(struct job *j)
                 r = fk_error_set(&err, -ENOMEM, "out of memory");
         }
         if (r < 0) {
+                j->s->pid = 0;
                 session_failed(d, j->s, "BootFailed", err.msg[0] ? err.msg : strerror(-r));
                 return;
         }

@@ -124,6 +124,8 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         fk_strv_free(argv);
         if (r < 0)
                 return r;
+        if (p->spawned)
+                p->spawned(p->spawned_ctx, vmm_process_pid(q->proc));
         r = write_vm_state(p->run_dir, q->proc);
         if (r < 0)
                 return fk_error_set(err, r, "write %s/" VM_STATE_FILE ": %s", p->run_dir,
@@ -134,6 +136,27 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         if (r >= 0)
                 r = wait_ready(q, p, log, err);
         return r;
+}
+
+/* When QEMU died during boot, its last stderr line says why better than a closed socket. */
+static void explain_exit(struct qemu_vm *q, const char *run_dir, struct fk_error *err)
+{
+        cleanup_free char *path = NULL, *buf = NULL;
+        char *line, *end;
+        int r = err->code;
+
+        if (!q->proc || vmm_process_wait(q->proc, 500) != 1)
+                return;
+        if (fk_asprintf(&path, "%s/qemu.log", run_dir) < 0 ||
+            fk_read_file(path, 1024 * 1024, &buf, NULL) < 0)
+                return;
+        end = buf + strlen(buf);
+        while (end > buf && (end[-1] == '\n' || end[-1] == ' '))
+                *--end = '\0';
+        line = strrchr(buf, '\n');
+        line = line ? line + 1 : buf;
+        if (*line)
+                fk_error_set(err, r ? r : -ECHILD, "QEMU exited: %.160s (see %s)", line, path);
 }
 
 static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **ret_vm,
@@ -147,6 +170,7 @@ static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **r
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = spawn(p, q, err);
         if (r < 0) {
+                explain_exit(q, p->run_dir, err);
                 if (q->proc)
                         (void)vmm_stop(q->proc, NULL, q->qmp, 2000);
                 qemu_free(NULL, q);

@@ -72,6 +72,8 @@ static int fake_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
         snprintf(path, sizeof(path), "%s/qmp.sock", p->run_dir);
         snprintf(pid, sizeof(pid), "%d", (int)v->pid);
         (void)fk_write_file_atomic(path, pid, strlen(pid), 0600);
+        if (p->spawned)
+                p->spawned(p->spawned_ctx, v->pid);
         atomic_fetch_add(&f->boots, 1);
         *ret_vm = v;
         return 0;

@@ -1,0 +1,160 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# forkletd + forklet against real QEMU: apply examples/hello.yaml, wait Running, exec (output,
+# stderr, exit status, stdin, env), get -o json, forkletd restart (the VM is adopted, not
+# duplicated), delete (QEMU gone, no files left); then the manifest-directory variant.
+# Usage: agent-hello.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
+# FORKLET_TEST_ACCEL picks the accelerator (default tcg: nested KVM is unreliable on CI hosts).
+set -u
+
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+SRC=${FORKLET_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+IMG=${FORKLET_IMAGE_DIR:-}
+T=/tmp/fk-test-$$
+DPID=
+QEMU_PIDS=()
+
+skip() { echo "SKIP: $*" >&2; exit 77; }
+fail() {
+        echo "FAIL: $*" >&2
+        [ -f "$T/forkletd.log" ] && { echo "--- forkletd.log (tail)" >&2; tail -n 40 "$T/forkletd.log" >&2; }
+        exit 1
+}
+
+[ "$(id -u)" = 0 ] || skip "needs root"
+[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] && [ -f "$IMG/initrd.img" ] ||
+        skip "guest image missing in '$IMG' (cmake --build BUILD --target guest-image)"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+
+cleanup() {
+        local p f
+        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+        for f in "$T"/run/sessions/*/vm.json; do
+                [ -f "$f" ] || continue
+                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
+                [ -n "$p" ] && QEMU_PIDS+=("$p")
+        done
+        for p in "${QEMU_PIDS[@]}"; do
+                # only a QEMU we started (its cmdline names our run dir)
+                grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
+        done
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+mkdir -p "$T/state" "$T/run" "$T/manifests"
+cat >"$T/node.yaml" <<EOF
+apiVersion: forklet.dev/v1alpha1
+kind: NodeConfig
+nodeName: test-$$
+stateDir: $T/state
+runDir: $T/run
+accel: ${FORKLET_TEST_ACCEL:-tcg}
+manifestDir: $T/manifests
+api: {socket: $T/run/api.sock}
+sizeClasses:
+  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
+images:
+  - {name: minimal, dir: $IMG}
+EOF
+export FORKLET_SOCKET=$T/run/api.sock
+
+start_daemon() {
+        "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
+        DPID=$!
+        for _ in $(seq 100); do
+                "$FORKLET" get sessions >/dev/null 2>&1 && return 0
+                kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
+                sleep 0.1
+        done
+        fail "forkletd did not answer on $FORKLET_SOCKET within 10 s"
+}
+
+stop_daemon() {
+        kill "$DPID" && wait "$DPID"
+        DPID=
+}
+
+# field NAME KEY: first integer/string value of "KEY" in `get session NAME -o json`
+field() {
+        "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1
+}
+
+# gone_within SECONDS PID SESSIONKEY: QEMU exited and no run/state files are left
+gone_within() {
+        local i
+        for i in $(seq $(($1 * 4))); do
+                if ! kill -0 "$2" 2>/dev/null && [ ! -e "$T/run/sessions/$3" ] &&
+                        [ ! -e "$T/state/sessions/$3" ]; then
+                        return 0
+                fi
+                sleep 0.25
+        done
+        return 1
+}
+
+start_daemon
+
+# ---- API flow -----------------------------------------------------------------------------
+out=$("$FORKLET" apply -f "$SRC/examples/hello.yaml") || fail "apply"
+[ "$out" = "session/hello created" ] || fail "apply printed '$out'"
+out=$("$FORKLET" apply -f "$SRC/examples/hello.yaml") || fail "re-apply"
+[ "$out" = "session/hello unchanged" ] || fail "re-apply printed '$out'"
+"$FORKLET" wait hello --for=Running --timeout=180 || fail "hello not Running"
+
+pid=$(field hello pid)
+[ -n "$pid" ] && kill -0 "$pid" || fail "status.vm.pid '$pid' is not alive"
+QEMU_PIDS+=("$pid")
+[ "$(field hello phase)" = Running ] || fail "phase is not Running"
+"$FORKLET" get session hello -o json | grep -q '"observedGeneration": 1' || fail "observedGeneration"
+
+kernel=$("$FORKLET" exec hello -- uname -r) || fail "exec uname -r"
+[ -n "$kernel" ] || fail "uname -r printed nothing"
+echo "guest kernel: $kernel"
+
+out=$("$FORKLET" exec hello -- sh -c 'echo out; echo err >&2; exit 3' 2>"$T/stderr")
+rc=$?
+[ "$rc" = 3 ] || fail "exit status $rc, expected 3"
+[ "$out" = out ] || fail "stdout '$out', expected 'out'"
+[ "$(cat "$T/stderr")" = err ] || fail "stderr '$(cat "$T/stderr")', expected 'err'"
+
+out=$("$FORKLET" exec hello -- sh -c 'echo $GREETING') || fail "exec env"
+[ "$out" = hello-from-forklet ] || fail "spec.env not in exec: '$out'"
+out=$(printf 'piped\n' | "$FORKLET" exec hello -i -- cat) || fail "exec -i"
+[ "$out" = piped ] || fail "exec -i echoed '$out'"
+"$FORKLET" exec hello -- /no/such/binary 2>/dev/null
+[ $? = 127 ] || fail "a missing guest binary should exit 127"
+"$FORKLET" logs hello | grep -q . || fail "console log is empty"
+"$FORKLET" get sessions | grep -Eq "^hello +Running +$pid " || fail "get sessions table"
+
+# ---- restart: the running VM is adopted, not booted twice -------------------------------
+stop_daemon
+kill -0 "$pid" || fail "QEMU died with forkletd"
+start_daemon
+"$FORKLET" wait hello --for=Running --timeout=30 || fail "hello not Running after restart"
+[ "$(field hello pid)" = "$pid" ] || fail "restart started a second VM"
+out=$("$FORKLET" exec hello -- echo again) || fail "exec after restart"
+[ "$out" = again ] || fail "exec after restart printed '$out'"
+
+# ---- delete -------------------------------------------------------------------------------
+"$FORKLET" delete hello | grep -qx "session/hello deleted" || fail "delete"
+gone_within 60 "$pid" default.hello || fail "QEMU $pid or session files still there after delete"
+"$FORKLET" get session hello >/dev/null 2>&1 && fail "session still listed after delete"
+
+# ---- manifest directory ----------------------------------------------------------------------
+sed 's/name: hello/name: dirhello/' "$SRC/examples/hello.yaml" >"$T/manifests/.dirhello.tmp"
+mv "$T/manifests/.dirhello.tmp" "$T/manifests/dirhello.yaml"
+"$FORKLET" wait dirhello --for=Running --timeout=180 || fail "dirhello not Running"
+pid2=$(field dirhello pid)
+[ -n "$pid2" ] && kill -0 "$pid2" || fail "dirhello pid '$pid2' not alive"
+QEMU_PIDS+=("$pid2")
+"$FORKLET" delete dirhello 2>/dev/null && fail "deleting a manifest-dir session via the API must fail"
+printf 'kind: [\n' >"$T/manifests/broken.yaml"
+sleep 1
+kill -0 "$DPID" || fail "an invalid manifest file crashed forkletd"
+grep -q "broken.yaml" "$T/forkletd.log" || fail "invalid manifest not reported in the log"
+rm "$T/manifests/dirhello.yaml"
+gone_within 60 "$pid2" default.dirhello || fail "dirhello VM or files still there after rm"
+
+echo "PASS"

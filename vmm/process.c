@@ -287,13 +287,37 @@ static int process_new(pid_t pid, int pidfd, bool is_child, struct vmm_process *
         return 0;
 }
 
+/* Parent side once exec succeeded: wrap pid and pidfd (taken) into a process. On failure the
+ * child is killed and reaped: nobody could supervise it. */
+static int spawn_finish(pid_t pid, int pidfd, const char *binary, struct vmm_process **ret,
+                        struct fk_error *err)
+{
+        struct vmm_process *p = NULL;
+        int r = pidfd;
+
+        if (pidfd >= 0) {
+                r = process_new(pid, pidfd, true, &p);
+                if (r < 0)
+                        close(pidfd);
+        }
+        if (r < 0) {
+                kill(pid, SIGKILL);
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                return fk_error_set(err, r, "spawn %s: %s: %s", binary,
+                                    pidfd < 0 ? "pidfd_open" : "allocate", strerror(-r));
+        }
+        (void)read_start_time(pid, &p->start_time);
+        *ret = p;
+        return 0;
+}
+
 int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn pre_exec,
                       void *userdata, struct vmm_process **ret, struct fk_error *err)
 {
         cleanup_free char *binary = NULL;
         cleanup_close int null_fd = -1, log_fd = -1, pidfd = -1;
         int pipefd[2], r;
-        struct vmm_process *p;
         pid_t pid;
 
         if (!argv || !argv[0] || !ret)
@@ -331,24 +355,7 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
         close(pipefd[0]);
         if (r < 0)
                 return r;
-        if (pidfd < 0) {
-                r = pidfd;
-                kill(pid, SIGKILL);
-                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                return fk_error_set(err, r, "spawn %s: pidfd_open: %s", binary, strerror(-r));
-        }
-        r = process_new(pid, pidfd, true, &p);
-        if (r < 0) {
-                kill(pid, SIGKILL);
-                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                return fk_error_set(err, r, "spawn %s: out of memory", binary);
-        }
-        TAKE_FD(pidfd);
-        (void)read_start_time(pid, &p->start_time);
-        *ret = p;
-        return 0;
+        return spawn_finish(pid, TAKE_FD(pidfd), binary, ret, err);
 }
 
 /* ---- adopt, poll, wait, kill -------------------------------------------------------------- */

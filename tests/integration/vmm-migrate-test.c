@@ -83,101 +83,116 @@ static unsigned first_tick(struct it_vm *vm)
         return p && sscanf(p, "tick %u", &n) == 1 ? n : 0;
 }
 
+struct timings {
+        double stop, save, copy, spawn, load, cont;
+};
+
+/* Checkpoint: stop, device state only (x-ignore-shared skips the shared RAM), copy the RAM
+ * file, resume. Returns the last tick the guest printed before the stop. */
+static unsigned checkpoint(struct it_vm *a, const char *state, const char *ram_copy,
+                           struct timings *t)
+{
+        cleanup_free char *args = NULL, *cmd = NULL;
+        struct stat st;
+        unsigned last;
+        uint64_t t0 = fk_now_mono_ns();
+
+        it_qmp(a, "stop", NULL);
+        t->stop = it_ms_since(t0);
+        last = it_last_tick(a);
+        it_qmp(a, "migrate-set-capabilities", IGNORE_SHARED);
+        CHECK(fk_asprintf(&args, "{\"uri\": \"exec:cat > '%s'\"}", state) >= 0, "oom");
+        t0 = fk_now_mono_ns();
+        it_qmp(a, "migrate", args);
+        wait_migrated(a, 30000);
+        t->save = it_ms_since(t0);
+        t0 = fk_now_mono_ns();
+        CHECK(fk_asprintf(&cmd, "cp --sparse=always '%s' '%s'", a->mem_path, ram_copy) >= 0, "oom");
+        CHECK(system(cmd) == 0, "%s failed", cmd);
+        t->copy = it_ms_since(t0);
+        it_qmp(a, "cont", NULL);
+        it_expect_status(a, "running");
+        CHECK(stat(state, &st) == 0, "stat %s: %m", state);
+        it_log("device state %lld bytes; source last tick before stop: %u", (long long)st.st_size,
+               last);
+        CHECK(st.st_size < (8 << 20), "state file has %lld bytes: RAM was not skipped",
+              (long long)st.st_size);
+        return last;
+}
+
+/* Fork: a new QEMU on the RAM copy, private mapping, new vmgenid, -incoming defer. */
+static void fork_from(struct it_vm *b, const char *state, const char *ram_copy, struct timings *t)
+{
+        cleanup_free char *args = NULL;
+        struct fk_error err = {};
+        char status[32];
+        uint64_t t0;
+
+        it_vm_init(b, "fork");
+        b->cfg.mem_path = ram_copy;
+        b->cfg.mem_share = false;
+        b->cfg.incoming_defer = true;
+        b->cfg.vmgenid = "0f6c1a9e-3b1d-4e8a-9c77-2d5e4f1a0b3c";
+        t0 = fk_now_mono_ns();
+        CHECK(it_vm_spawn(b, &err) >= 0, "spawn: %s", err.msg);
+        it_vm_connect(b);
+        t->spawn = it_ms_since(t0);
+        status_of(b, status, sizeof(status));
+        CHECK(strcmp(status, "inmigrate") == 0, "fork before load: %s", status);
+        it_qmp(b, "migrate-set-capabilities", IGNORE_SHARED);
+        CHECK(fk_asprintf(&args, "{\"uri\": \"exec:cat '%s'\"}", state) >= 0, "oom");
+        t0 = fk_now_mono_ns();
+        it_qmp(b, "migrate-incoming", args);
+        wait_migrated(b, 30000);
+        t->load = it_ms_since(t0);
+        status_of(b, status, sizeof(status));
+        it_log("fork status after migrate-incoming: %s", status);
+        CHECK(strcmp(status, "paused") == 0, "fork after load: %s (want paused)", status);
+        t0 = fk_now_mono_ns();
+        it_qmp(b, "cont", NULL);
+        it_expect_status(b, "running");
+        t->cont = it_ms_since(t0);
+}
+
 int main(void)
 {
         struct it_vm a, b;
         struct fk_error err = {};
-        cleanup_free char *state = NULL, *ram_copy = NULL, *args = NULL, *cmd = NULL;
-        char status[32];
+        cleanup_free char *state = NULL, *ram_copy = NULL, *log = NULL;
+        struct timings t = {};
+        char want[32];
         unsigned last_a;
-        uint64_t t0, h0;
-        struct stat st;
-        double t_stop, t_save, t_copy, t_spawn, t_load, t_cont;
+        uint64_t h0;
 
         it_setup("vmm-migrate");
         CHECK(fk_asprintf(&state, "%s/state", it_dir()) >= 0 &&
                       fk_asprintf(&ram_copy, "%s/ram-copy", it_dir()) >= 0,
               "oom");
-
         it_vm_init(&a, "src");
         a.cfg.vmgenid = "8e3f5d52-5b2c-4a7e-b1a8-6c0d9e2f7a41";
         CHECK(it_vm_spawn(&a, &err) >= 0, "spawn: %s", err.msg);
         it_vm_connect(&a);
         it_wait_console(&a, "tick 2", 90000);
 
-        /* Checkpoint: stop, device state only (x-ignore-shared skips the shared RAM), copy the
-         * RAM file, resume. */
-        t0 = fk_now_mono_ns();
-        it_qmp(&a, "stop", NULL);
-        t_stop = it_ms_since(t0);
-        last_a = it_last_tick(&a);
-        it_qmp(&a, "migrate-set-capabilities", IGNORE_SHARED);
-        CHECK(fk_asprintf(&args, "{\"uri\": \"exec:cat > '%s'\"}", state) >= 0, "oom");
-        t0 = fk_now_mono_ns();
-        it_qmp(&a, "migrate", args);
-        wait_migrated(&a, 30000);
-        t_save = it_ms_since(t0);
-        t0 = fk_now_mono_ns();
-        CHECK(fk_asprintf(&cmd, "cp --sparse=always '%s' '%s'", a.mem_path, ram_copy) >= 0, "oom");
-        CHECK(system(cmd) == 0, "%s failed", cmd);
-        t_copy = it_ms_since(t0);
-        it_qmp(&a, "cont", NULL);
-        it_expect_status(&a, "running");
-        CHECK(stat(state, &st) == 0, "stat %s: %m", state);
-        it_log("device state %lld bytes; source last tick before stop: %u", (long long)st.st_size,
-               last_a);
-        CHECK(st.st_size < (8 << 20), "state file has %lld bytes: RAM was not skipped",
-              (long long)st.st_size);
+        last_a = checkpoint(&a, state, ram_copy, &t);
         h0 = file_hash(ram_copy);
-
-        /* Fork: a new QEMU on the copy, private mapping, new vmgenid. */
-        it_vm_init(&b, "fork");
-        b.cfg.mem_path = ram_copy;
-        b.cfg.mem_share = false;
-        b.cfg.incoming_defer = true;
-        b.cfg.vmgenid = "0f6c1a9e-3b1d-4e8a-9c77-2d5e4f1a0b3c";
-        t0 = fk_now_mono_ns();
-        CHECK(it_vm_spawn(&b, &err) >= 0, "spawn: %s", err.msg);
-        it_vm_connect(&b);
-        t_spawn = it_ms_since(t0);
-        status_of(&b, status, sizeof(status));
-        CHECK(strcmp(status, "inmigrate") == 0, "fork before load: %s", status);
-        it_qmp(&b, "migrate-set-capabilities", IGNORE_SHARED);
-        free(args);
-        CHECK(fk_asprintf(&args, "{\"uri\": \"exec:cat '%s'\"}", state) >= 0, "oom");
-        t0 = fk_now_mono_ns();
-        it_qmp(&b, "migrate-incoming", args);
-        wait_migrated(&b, 30000);
-        t_load = it_ms_since(t0);
-        status_of(&b, status, sizeof(status));
-        it_log("fork status after migrate-incoming: %s", status);
-        CHECK(strcmp(status, "paused") == 0, "fork after load: %s (want paused)", status);
-        t0 = fk_now_mono_ns();
-        it_qmp(&b, "cont", NULL);
-        it_expect_status(&b, "running");
-        t_cont = it_ms_since(t0);
+        fork_from(&b, state, ram_copy, &t);
 
         /* The guest resumed, not rebooted: it keeps counting from where the source stopped. */
-        {
-                char want[32];
-                snprintf(want, sizeof(want), "tick %u", last_a + 2);
-                it_wait_console(&b, want, 30000);
-        }
+        snprintf(want, sizeof(want), "tick %u", last_a + 2);
+        it_wait_console(&b, want, 30000);
         CHECK(first_tick(&b) >= last_a && first_tick(&b) <= last_a + 1,
               "fork's first tick %u, source stopped at %u", first_tick(&b), last_a);
-        {
-                cleanup_free char *log = NULL;
-                CHECK(fk_read_file(b.console, 1 << 20, &log, NULL) >= 0 &&
-                              !strstr(log, "forklet-test-init up"),
-                      "the fork booted from scratch");
-        }
+        CHECK(fk_read_file(b.console, 1 << 20, &log, NULL) >= 0 &&
+                      !strstr(log, "forklet-test-init up"),
+              "the fork booted from scratch");
         /* share=off: the fork's writes stayed private, the checkpoint RAM is intact. */
         CHECK(file_hash(ram_copy) == h0, "the fork wrote into the checkpoint RAM file");
         CHECK(it_last_tick(&a) > last_a, "the source did not continue after cont");
 
         it_log("timings (ms): stop %.1f, save device state %.1f, copy RAM %.1f, "
                "fork spawn+QMP %.1f, migrate-incoming %.1f, cont %.1f",
-               t_stop, t_save, t_copy, t_spawn, t_load, t_cont);
+               t.stop, t.save, t.copy, t.spawn, t.load, t.cont);
         CHECK(vmm_stop(b.proc, NULL, b.qmp, 5000) == 0, "stop fork");
         CHECK(vmm_stop(a.proc, NULL, a.qmp, 5000) == 0, "stop source");
         it_vm_destroy(&b);

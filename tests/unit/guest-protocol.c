@@ -37,8 +37,11 @@ static void test_exec_roundtrip(void **state)
         (void)state;
         char *argv[] = {S("sh"), S("-c"), S("echo hi"), NULL};
         char *env[] = {S("A=1"), S("B=two=2"), NULL};
-        struct guest_msg_exec m = {.flags = GUEST_EXEC_HAS_STDIN, .timeout_ms = 1234,
-                                   .output_cap = 1ull << 40, .cwd = S("/tmp"), .argv = argv,
+        struct guest_msg_exec m = {.flags = GUEST_EXEC_HAS_STDIN,
+                                   .timeout_ms = 1234,
+                                   .output_cap = 1ull << 40,
+                                   .cwd = S("/tmp"),
+                                   .argv = argv,
                                    .env = env};
         struct guest_msg_exec d;
         struct guest_buf b = {0};
@@ -92,9 +95,10 @@ static void test_exec_invalid(void **state)
 static void test_small_messages(void **state)
 {
         (void)state;
-        struct guest_msg_hello h = {.proto_version = 1, .capabilities = 5, .agent_version = S("9.9")};
-        struct guest_msg_exit x = {.exit_code = -1, .signal = 9,
-                                   .flags = GUEST_EXIT_SIGNALED | GUEST_EXIT_TIMED_OUT};
+        struct guest_msg_hello h = {
+                .proto_version = 1, .capabilities = 5, .agent_version = S("9.9")};
+        struct guest_msg_exit x = {
+                .exit_code = -1, .signal = 9, .flags = GUEST_EXIT_SIGNALED | GUEST_EXIT_TIMED_OUT};
         struct guest_msg_hello hd;
         struct guest_msg_exit xd;
         struct guest_msg_error ed;
@@ -143,11 +147,17 @@ static void test_small_messages(void **state)
 static void test_file_identity_path(void **state)
 {
         (void)state;
-        struct guest_msg_file_write w = {.path = S("/w/f"), .mode = 0600, .flags = 1, .offset = 65536,
-                                         .data = (const uint8_t *)"abc", .size = 3};
+        struct guest_msg_file_write w = {.path = S("/w/f"),
+                                         .mode = 0600,
+                                         .flags = 1,
+                                         .offset = 65536,
+                                         .data = (const uint8_t *)"abc",
+                                         .size = 3};
         struct guest_msg_file_read rd = {.path = S("/etc/x"), .offset = 7, .max = 100};
-        struct guest_msg_identity id = {.fork_id = S("f-1"), .hostname = S("h"),
-                                        .entropy = (const uint8_t *)"\0\1\2\3", .entropy_size = 4};
+        struct guest_msg_identity id = {.fork_id = S("f-1"),
+                                        .hostname = S("h"),
+                                        .entropy = (const uint8_t *)"\0\1\2\3",
+                                        .entropy_size = 4};
         struct guest_msg_file_write wd;
         struct guest_msg_file_read rdd;
         struct guest_msg_identity idd;
@@ -218,11 +228,12 @@ static void test_framing(void **state)
 
         big = calloc(1, GUEST_PROTO_MAX_PAYLOAD + 1);
         assert_non_null(big);
-        assert_int_equal(guest_proto_put_raw(&b, GUEST_MSG_STDOUT, 1, big,
-                                             GUEST_PROTO_MAX_PAYLOAD + 1), -EMSGSIZE);
+        assert_int_equal(
+                guest_proto_put_raw(&b, GUEST_MSG_STDOUT, 1, big, GUEST_PROTO_MAX_PAYLOAD + 1),
+                -EMSGSIZE);
         assert_int_equal(b.size, 0);
-        assert_int_equal(guest_proto_put_raw(&b, GUEST_MSG_STDOUT, 1, big,
-                                             GUEST_PROTO_MAX_PAYLOAD), 0);
+        assert_int_equal(guest_proto_put_raw(&b, GUEST_MSG_STDOUT, 1, big, GUEST_PROTO_MAX_PAYLOAD),
+                         0);
         assert_int_equal(guest_proto_frame_check(b.data, b.size, &h), (int)GUEST_PROTO_MAX_FRAME);
         free(big);
         guest_buf_free(&b);
@@ -301,8 +312,10 @@ static void test_hostile_frames(void **state)
         char *argv[] = {S("sh"), S("-c"), S("x"), NULL};
         char *env[] = {S("K=V"), NULL};
         struct guest_msg_exec m = {.cwd = S("/"), .argv = argv, .env = env};
-        struct guest_msg_identity id = {.fork_id = S("a"), .hostname = S("b"),
-                                        .entropy = (const uint8_t *)"zz", .entropy_size = 2};
+        struct guest_msg_identity id = {.fork_id = S("a"),
+                                        .hostname = S("b"),
+                                        .entropy = (const uint8_t *)"zz",
+                                        .entropy_size = 2};
         struct guest_buf seeds[4] = {{0}};
         int accepted = 0;
 

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: MIT
+# Guest agent protocol and host client: unit tests (no root) and the real-QEMU boot test.
+if(CMOCKA_FOUND)
+  fk_unit_test(guest-protocol SOURCES unit/guest-protocol.c LIBS fk_vmm)
+  fk_unit_test(guest-client SOURCES unit/guest-client.c LIBS fk_vmm)
+endif()
+
+add_executable(guest-driver integration/guest-driver.c)
+target_link_libraries(guest-driver PRIVATE fk_vmm)
+fk_integration_test(guest-boot
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-boot.sh $<TARGET_FILE:guest-driver>
+  TIMEOUT 300)

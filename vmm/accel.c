@@ -31,7 +31,7 @@ static int kvm_usable(const char *kvm_path)
         return 0;
 }
 
-int vmm_accel_resolve_at(const char *want, const char *kvm_path, enum vmm_accel *ret,
+int vmm_accel_resolve_at(const char *want, const char *kvm_path, bool probe, enum vmm_accel *ret,
                          struct fk_error *err)
 {
         int r;
@@ -44,7 +44,11 @@ int vmm_accel_resolve_at(const char *want, const char *kvm_path, enum vmm_accel 
                 return 0;
         }
         if (strcmp(want, "auto") == 0) {
-                *ret = kvm_usable(kvm_path) == 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
+                /* auto must not pick a KVM that opens but cannot run a plain guest. */
+                r = kvm_usable(kvm_path);
+                if (r == 0 && probe)
+                        r = vmm_kvm_probe(kvm_path);
+                *ret = r == 0 ? VMM_ACCEL_KVM : VMM_ACCEL_TCG;
                 return 0;
         }
         if (strcmp(want, "kvm") == 0) {
@@ -64,5 +68,5 @@ int vmm_accel_resolve_at(const char *want, const char *kvm_path, enum vmm_accel 
 
 int vmm_accel_resolve(const char *want, enum vmm_accel *ret, struct fk_error *err)
 {
-        return vmm_accel_resolve_at(want, "/dev/kvm", ret, err);
+        return vmm_accel_resolve_at(want, "/dev/kvm", true, ret, err);
 }

@@ -157,7 +157,12 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
         arg(b, "-initrd");
         arg(b, c->initrd);
         arg(b, "-append");
-        if (c->append && c->append[0])
+        /* Under TCG the guest reads the host's TSC; on a loaded host the Debian kernel's own
+         * calibration fails and the boot hangs, so hand it the measured frequency. */
+        if (c->accel == VMM_ACCEL_TCG && c->tsc_khz > 0)
+                argf(b, "%s tsc_early_khz=%u%s%s", VMM_APPEND_BASE, c->tsc_khz,
+                     c->append && c->append[0] ? " " : "", c->append ? c->append : "");
+        else if (c->append && c->append[0])
                 argf(b, "%s %s", VMM_APPEND_BASE, c->append);
         else
                 arg(b, VMM_APPEND_BASE);

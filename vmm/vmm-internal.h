@@ -14,17 +14,15 @@ typedef struct json_t json_t; /* jansson */
 
 /* ---- accel ------------------------------------------------------------------------------ */
 
-/* vmm_accel_resolve() with the KVM device path injectable (unit tests use a temp file). */
-int vmm_accel_resolve_at(const char *want, const char *kvm_path, enum vmm_accel *ret,
+/* vmm_accel_resolve() with the KVM device path injectable (unit tests use a temp file) and the
+ * run probe optional (a temp file cannot run a guest). */
+int vmm_accel_resolve_at(const char *want, const char *kvm_path, bool probe, enum vmm_accel *ret,
                          struct fk_error *err);
+/* 0 when kvm_path runs a tiny real-mode guest and is not a paravirtual-only KVM (PVM), else
+ * -errno (-ENOTSUP: present but unusable for ordinary guests). Takes ~1 ms. Does not log. */
+int vmm_kvm_probe(const char *kvm_path);
 
 /* ---- host facts ------------------------------------------------------------------------- */
-
-/* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
- * thread-safe). Pass it to a TCG guest as "tsc_early_khz=N" in vmm_config.append: without it
- * the Debian kernel's TSC calibration fails on a loaded host and the boot hangs.
- * -EOPNOTSUPP off x86. Does not log. (Belongs in vmm.h; see the vmm report.) */
-int vmm_host_tsc_khz(unsigned *ret);
 
 /* ---- QMP wire protocol (pure: no I/O) ------------------------------------------------- */
 

@@ -46,7 +46,12 @@ struct vmm_config {
         const char *mac;          /* guest MAC with tap */
         bool incoming_defer;      /* -incoming defer (fork / restore) */
         const char *pidfile;      /* NULL: none */
+        unsigned tsc_khz;         /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
 };
+
+/* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
+ * thread-safe), for vmm_config.tsc_khz. -EOPNOTSUPP off x86. Does not log. */
+int vmm_host_tsc_khz(unsigned *ret);
 
 /* Builds the argv (argv[0] = binary). Pure: no I/O, deterministic. *ret is an owned strv.
  * Returns -EINVAL with err filled when a required field is missing. */

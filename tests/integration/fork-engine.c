@@ -125,6 +125,8 @@ static int start_vm(struct vm *vm, const char *name, const char *image, bool for
                  (rnd[8] & 0x3f) | 0x80, rnd[9], rnd[10], rnd[11], rnd[12], rnd[13], rnd[14],
                  rnd[15]);
         REQUIRE(vmm_accel_resolve("auto", &accel, &err) >= 0, "accel: %s", err.msg);
+        unsigned tsc_khz = 0;
+        (void)vmm_host_tsc_khz(&tsc_khz);
         struct vmm_config cfg = {
                 .name = name,
                 .accel = accel,
@@ -139,6 +141,7 @@ static int start_vm(struct vm *vm, const char *name, const char *image, bool for
                 .console_log = vm->console,
                 .vmgenid = guid,
                 .incoming_defer = fork_of_ckpt,
+                .tsc_khz = tsc_khz,
         };
         REQUIRE(vmm_build_argv(&cfg, &argv, &err) >= 0, "argv: %s", err.msg);
         r = vmm_process_spawn(argv, vm->log, NULL, NULL, &vm->proc, &err);
@@ -171,8 +174,22 @@ static void stop_vm(struct vm *vm)
         vm->proc = vmm_process_free(vm->proc);
 }
 
+static void dump_log(const char *path)
+{
+        cleanup_free char *text = NULL;
+
+        if (fk_read_file(path, 1 << 20, &text, NULL) >= 0)
+                fprintf(stderr, "--- %s:\n%s\n---\n", path, text);
+}
+
 static void cleanup(void)
 {
+        if (failures)
+                for (size_t i = 0; i < ARRAY_SIZE(vms); i++)
+                        if (vms[i].dir[0]) {
+                                dump_log(vms[i].log);
+                                dump_log(vms[i].console);
+                        }
         for (size_t i = 0; i < ARRAY_SIZE(vms); i++)
                 stop_vm(&vms[i]);
         if (workdir[0])

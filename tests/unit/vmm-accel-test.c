@@ -30,26 +30,26 @@ static void test_accel(void **state)
         assert_non_null(f);
         fclose(f);
 
-        assert_int_equal(vmm_accel_resolve_at("tcg", dev, &a, &err), 0);
+        assert_int_equal(vmm_accel_resolve_at("tcg", dev, false, &a, &err), 0);
         assert_int_equal(a, VMM_ACCEL_TCG);
-        assert_int_equal(vmm_accel_resolve_at("auto", dev, &a, &err), 0);
+        assert_int_equal(vmm_accel_resolve_at("auto", dev, false, &a, &err), 0);
         assert_int_equal(a, VMM_ACCEL_KVM);
-        assert_int_equal(vmm_accel_resolve_at("kvm", dev, &a, &err), 0);
+        assert_int_equal(vmm_accel_resolve_at("kvm", dev, false, &a, &err), 0);
         assert_int_equal(a, VMM_ACCEL_KVM);
 
-        assert_int_equal(vmm_accel_resolve_at("auto", missing, &a, &err), 0);
+        assert_int_equal(vmm_accel_resolve_at("auto", missing, false, &a, &err), 0);
         assert_int_equal(a, VMM_ACCEL_TCG);
         a = 99;
-        assert_int_equal(vmm_accel_resolve_at("kvm", missing, &a, &err), -ENODEV);
+        assert_int_equal(vmm_accel_resolve_at("kvm", missing, false, &a, &err), -ENODEV);
         assert_int_equal(a, 99);
         assert_int_equal(err.code, -ENODEV);
         assert_non_null(strstr(err.msg, missing));
         assert_non_null(strstr(err.msg, "No such file or directory"));
         assert_non_null(strstr(err.msg, "use accel: auto or tcg"));
 
-        assert_int_equal(vmm_accel_resolve_at("hvf", dev, &a, &err), -EINVAL);
+        assert_int_equal(vmm_accel_resolve_at("hvf", dev, false, &a, &err), -EINVAL);
         assert_non_null(strstr(err.msg, "known: auto, kvm, tcg"));
-        assert_int_equal(vmm_accel_resolve_at(NULL, dev, &a, &err), -EINVAL);
+        assert_int_equal(vmm_accel_resolve_at(NULL, dev, false, &a, &err), -EINVAL);
 
         assert_string_equal(vmm_accel_to_string(VMM_ACCEL_TCG), "tcg");
         assert_string_equal(vmm_accel_to_string(VMM_ACCEL_KVM), "kvm");
@@ -62,12 +62,13 @@ static void test_accel_host(void **state)
 {
         enum vmm_accel a;
         struct fk_error err = {};
-        int usable = access("/dev/kvm", R_OK | W_OK) == 0;
+        int openable = access("/dev/kvm", R_OK | W_OK) == 0;
+        int usable = openable && vmm_kvm_probe("/dev/kvm") == 0;
 
         (void)state;
         assert_int_equal(vmm_accel_resolve("auto", &a, &err), 0);
         assert_int_equal(a, usable ? VMM_ACCEL_KVM : VMM_ACCEL_TCG);
-        assert_int_equal(vmm_accel_resolve("kvm", &a, &err), usable ? 0 : -ENODEV);
+        assert_int_equal(vmm_accel_resolve("kvm", &a, &err), openable ? 0 : -ENODEV);
 }
 
 int main(void)

@@ -4,6 +4,7 @@
  * same bytes, with its own entropy. Needs root, qemu-system-x86_64 and the built image. */
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "vmm/guest/agent-client.h"
 #include "vmm/vmm.h"
 
 #include <errno.h>
@@ -160,6 +161,16 @@ static int start_vm(struct vm *vm, const char *name, const char *image, bool for
                 name, err.msg);
         REQUIRE(vmm_agent_wait_ready(vm->agent, BOOT_TIMEOUT_MS, &err) >= 0, "ready %s: %s", name,
                 err.msg);
+        if (fork_of_ckpt) {
+                /* A copied machine shares the parent's CRNG state: give it its own identity and
+                 * fresh entropy first, as forkletd does. */
+                unsigned char entropy[64];
+
+                REQUIRE(fk_random_bytes(entropy, sizeof(entropy)) >= 0, "getrandom");
+                REQUIRE(vmm_agent_set_identity(vm->agent, name, NULL, entropy, sizeof(entropy),
+                                               CALL_TIMEOUT_MS, &err) >= 0,
+                        "identity %s: %s", name, err.msg);
+        }
         return 0;
 }
 
@@ -238,6 +249,12 @@ static int run(const char *image)
                 snprintf(script, sizeof(script), "cat /proc/%s/comm", pid);
                 CHECK(sh(&vms[i], script, &out) == 0 && strcmp(out.data, "httpd") == 0,
                       "fork %d: pid %s is '%s', want httpd", i - 1, pid, out.data);
+                char want_id[32];
+
+                snprintf(want_id, sizeof(want_id), "fork-%d", i - 1);
+                CHECK(sh(&vms[i], "cat /run/forklet/fork-id", &out) == 0 &&
+                              strcmp(out.data, want_id) == 0,
+                      "fork %d: fork id '%s'", i - 1, out.data);
                 CHECK(sh(&vms[i], GET_STATUS, &out) == 0 && strstr(out.data, " 200 "),
                       "fork %d: status line '%s'", i - 1, out.data);
                 CHECK(sh(&vms[i], GET_SUM, &out) == 0 && strcmp(out.data, parent_sum.data) == 0,

@@ -292,7 +292,8 @@ void ga_exec_start(struct ga *a, uint32_t id, const struct guest_msg_exec *m)
         free(s.envp);
         if (r < 0) {
                 free(x);
-                return ga_reply_error(a, id, -r, "%s: %s", m->argv[0], strerror(-r));
+                return ga_reply_error(a, id, -r, "%s (cwd %s): %s", m->argv[0],
+                                      m->cwd ? m->cwd : "/", strerror(-r));
         }
         x->cap = m->output_cap ? m->output_cap : GA_DEFAULT_OUTPUT_CAP;
         if (m->timeout_ms)

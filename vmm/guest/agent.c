@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,6 +122,10 @@ static void set_connected(struct ga *a, bool c)
         a->connected = c;
         a->out.size = 0;
         inlen = 0;
+        if (!c && a->local && a->port_fd >= 0) {
+                close(a->port_fd);
+                a->port_fd = -1;
+        }
         if (c)
                 send_hello(a);
 }
@@ -130,6 +136,9 @@ static void dispatch(struct ga *a, const struct guest_proto_header *h, const uin
         uint32_t v;
         int r;
 
+        if (a->local && (h->type == GUEST_MSG_SET_IDENTITY || h->type == GUEST_MSG_FSFREEZE ||
+                         h->type == GUEST_MSG_FSTHAW))
+                return ga_reply_error(a, h->id, ENOTSUP, "not in local test mode");
         switch (h->type) {
         case GUEST_MSG_PING:
                 ga_reply_raw(a, GUEST_MSG_PONG, h->id, p, h->length);
@@ -251,16 +260,29 @@ static bool port_hup(struct ga *a)
         return poll(&p, 1, 0) > 0 && (p.revents & POLLHUP);
 }
 
+/* Local mode: the next test client takes the place of the host. */
+static void accept_local(struct ga *a)
+{
+        int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd < 0)
+                return;
+        a->port_fd = fd;
+        set_connected(a, true);
+}
+
 static void loop_once(struct ga *a)
 {
         struct pollfd fds[MAX_POLL];
         int n = 0, timeout = -1, nexec;
 
-        if (!a->connected && !port_hup(a))
+        if (!a->connected && !a->local && !port_hup(a))
                 set_connected(a, true);
         if (a->connected) {
                 fds[n++] = (struct pollfd){.fd = a->port_fd,
                                            .events = POLLIN | (a->out.size ? POLLOUT : 0)};
+        } else if (a->local) {
+                fds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
         } else {
                 timeout = 100; /* no event tells us the host came back: poll for it */
         }
@@ -270,10 +292,12 @@ static void loop_once(struct ga *a)
                 timeout = 10;
         if (poll(fds, (nfds_t)(n + nexec), timeout) < 0 && errno != EINTR)
                 return;
-        if (a->connected && (fds[0].revents & POLLHUP)) {
+        if (!a->connected && a->local && (fds[0].revents & POLLIN)) {
+                accept_local(a);
+        } else if (a->connected && (fds[0].revents & POLLHUP) && !(fds[0].revents & POLLIN)) {
                 set_connected(a, false);
         } else if (a->connected) {
-                if (fds[0].revents & POLLIN)
+                if (fds[0].revents & (POLLIN | POLLHUP))
                         handle_input(a);
                 if (a->connected && (fds[0].revents & POLLOUT))
                         flush_output(a);
@@ -288,13 +312,36 @@ static void loop_once(struct ga *a)
         ga_exec_dispatch(a, fds + n, nexec);
         if (a->connected)
                 flush_output(a);
-        if (a->poweroff_pending && (a->out.size == 0 || ga_now_ms() >= a->poweroff_at_ms))
+        if (a->poweroff_pending && (a->out.size == 0 || ga_now_ms() >= a->poweroff_at_ms)) {
+                if (a->local)
+                        exit(0);
                 ga_poweroff_now();
+        }
 }
 
-static int agent_main(void)
+static int listen_local(const char *path)
 {
-        struct ga a = {.port_fd = -1};
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
+                int r = -errno;
+
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+static int agent_main(const char *listen_path)
+{
+        struct ga a = {.port_fd = -1, .listen_fd = -1};
         sigset_t mask;
 
         signal(SIGPIPE, SIG_IGN);
@@ -306,7 +353,17 @@ static int agent_main(void)
                 fprintf(stderr, "forklet-agent: signalfd: %m\n");
                 return 1;
         }
-        a.port_fd = open_port();
+        if (listen_path) {
+                a.local = true;
+                a.listen_fd = listen_local(listen_path);
+                if (a.listen_fd < 0) {
+                        fprintf(stderr, "forklet-agent: listen on %s: %s\n", listen_path,
+                                strerror(-a.listen_fd));
+                        return 1;
+                }
+        } else {
+                a.port_fd = open_port();
+        }
         fprintf(stderr, "forklet-guest: ready\n");
         for (;;)
                 loop_once(&a);
@@ -314,9 +371,13 @@ static int agent_main(void)
 
 int main(int argc, char **argv)
 {
-        (void)argc;
-        (void)argv;
         if (getpid() == 1)
                 return ga_init_main();
-        return agent_main();
+        if (argc == 3 && strcmp(argv[1], "--listen") == 0)
+                return agent_main(argv[2]);
+        if (argc != 1) {
+                fprintf(stderr, "usage: forklet-agent [--listen SOCKET]\n");
+                return 2;
+        }
+        return agent_main(NULL);
 }

@@ -21,6 +21,11 @@ struct pollfd;
 
 struct ga {
         int port_fd;
+        /* Local test mode (forklet-agent --listen PATH): serve host tests over a unix socket
+         * instead of the virtio port; machine-wide requests (poweroff, identity, freeze) are
+         * refused so a test can never touch the host it runs on. */
+        int listen_fd;
+        bool local;
         bool connected;
         struct guest_buf out; /* frames queued for the host */
         int sigchld_fd;       /* signalfd for SIGCHLD */

@@ -13,3 +13,5 @@ target_link_libraries(guest-driver PRIVATE fk_vmm)
 fk_integration_test(guest-boot
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-boot.sh $<TARGET_FILE:guest-driver>
   TIMEOUT 300)
+fk_integration_test(guest-image
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-image.sh TIMEOUT 120)

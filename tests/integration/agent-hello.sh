@@ -108,6 +108,7 @@ pid=$(field hello pid)
 QEMU_PIDS+=("$pid")
 [ "$(field hello phase)" = Running ] || fail "phase is not Running"
 "$FORKLET" get session hello -o json | grep -q '"observedGeneration": 1' || fail "observedGeneration"
+"$FORKLET" get session hello -o yaml | grep -q "phase: Running" || fail "get -o yaml"
 
 kernel=$("$FORKLET" exec hello -- uname -r) || fail "exec uname -r"
 [ -n "$kernel" ] || fail "uname -r printed nothing"

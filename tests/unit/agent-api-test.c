@@ -180,7 +180,6 @@ static void test_apply_lifecycle(void **state)
         json_t *j = NULL, *st, *cond;
         struct cli_response resp = {0};
         struct fk_error err = {0};
-        char *changed;
 
         assert_int_equal(
                 cli_request(&e->cli, "POST", "/api/v1alpha1/sessions", hello_json, &resp, &err), 0);
@@ -220,7 +219,20 @@ static void test_apply_lifecycle(void **state)
         assert_string_equal(json_string_value(json_object_get(cond, "status")), "True");
         assert_non_null(json_object_get(cond, "lastTransitionTime"));
         json_decref(j);
+}
 
+static void test_reapply(void **state)
+{
+        struct env *e = *state;
+        const char *path = "/api/v1alpha1/namespaces/default/sessions/hello";
+        struct cli_response resp = {0};
+        struct fk_error err = {0};
+        json_t *j = NULL;
+        char *changed;
+
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
+        reconcile(e);
+        assert_int_equal(atomic_load(&e->fake.boots), 1);
         /* Unchanged re-apply: no new VM, no new generation. */
         assert_int_equal(cli_request(&e->cli, "PUT", path, hello_json, &resp, &err), 0);
         assert_int_equal(resp.status, 200);
@@ -547,6 +559,7 @@ int main(void)
                 cmocka_unit_test(test_route_parse),
                 cmocka_unit_test_setup_teardown(test_routes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_apply_lifecycle, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reapply, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_apply_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_and_exit, setup, teardown),

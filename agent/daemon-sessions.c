@@ -126,12 +126,35 @@ int agent_daemon_delete(struct agent_daemon *d, const char *ns, const char *name
 }
 
 /* Merges the items of one valid file into the table. */
-static void sync_file_items(struct agent_daemon *d, struct agent_dir_file *f)
+static bool scan_has_file(const struct agent_dir_scan *scan, const char *path)
+{
+        for (size_t i = 0; i < scan->n; i++)
+                if (strcmp(scan->files[i].path, path) == 0)
+                        return true;
+        return false;
+}
+
+/* A session whose file was renamed (old file gone) moves to the new file, VM untouched. */
+static void take_over(struct agent_session *s, const struct agent_dir_scan *scan, const char *path)
+{
+        char *p;
+
+        if (!s || s->source != AGENT_SOURCE_FILE || !strcmp(s->source_file, path) ||
+            scan_has_file(scan, s->source_file) || !(p = strdup(path)))
+                return;
+        log_info("session %s: now defined by %s (was %s)", s->key, path, s->source_file);
+        free(s->source_file);
+        s->source_file = p;
+}
+
+static void sync_file_items(struct agent_daemon *d, const struct agent_dir_scan *scan,
+                            struct agent_dir_file *f)
 {
         for (size_t k = 0; k < f->n_items; k++) {
                 struct session_manifest *m = f->items[k];
                 struct agent_session *s = agent_daemon_find(d, m->namespace, m->name);
 
+                take_over(s, scan, f->path);
                 if (s && (s->source != AGENT_SOURCE_FILE || strcmp(s->source_file, f->path))) {
                         log_warning("%s: session %s/%s already defined by %s; ignored", f->path,
                                     m->namespace, m->name,
@@ -207,7 +230,7 @@ void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan)
                 if (scan->files[i].errors)
                         sync_file_invalid(d, &scan->files[i]);
                 else
-                        sync_file_items(d, &scan->files[i]);
+                        sync_file_items(d, scan, &scan->files[i]);
         }
         sync_dir_errors(d, scan);
         for (size_t i = 0; i < d->n_sessions; i++) {

@@ -496,6 +496,23 @@ static void rescan(struct env *e)
         reconcile(e);
 }
 
+/* Renaming a manifest file keeps its sessions (and their VMs). */
+static void check_rename_keeps_vms(struct env *e)
+{
+        cleanup_free char *from = NULL, *to = NULL;
+
+        assert_true(fk_asprintf(&from, "%s/manifests/two.yaml", e->dir) > 0);
+        assert_true(fk_asprintf(&to, "%s/manifests/moved.yaml", e->dir) > 0);
+        assert_int_equal(rename(from, to), 0);
+        rescan(e);
+        assert_int_equal(e->d->n_sessions, 2);
+        assert_int_equal(atomic_load(&e->fake.stops), 0);
+        assert_int_equal(rename(to, from), 0);
+        rescan(e);
+        assert_int_equal(atomic_load(&e->fake.stops), 0);
+        assert_int_equal(atomic_load(&e->fake.boots), 2);
+}
+
 static void test_manifest_dir(void **state)
 {
         struct env *e = *state;
@@ -527,6 +544,8 @@ static void test_manifest_dir(void **state)
                              "\"metadata\":{\"name\":\"a\"}}",
                              NULL),
                          409);
+
+        check_rename_keeps_vms(e);
 
         /* A broken file: reported, never fatal; its sessions keep running. */
         write_manifest(e, "bad.yml",

@@ -386,6 +386,40 @@ static void test_exec(void **state)
         assert_int_equal(exec_req(e, "hello", "{\"argv\":[\"cat\"],\"stdin\":\"!!\"}", &l), 400);
 }
 
+static void *exec_block_thread(void *userdata)
+{
+        struct env *e = userdata;
+        struct lines l;
+
+        assert_int_equal(exec_req(e, "hello", "{\"argv\":[\"block\"]}", &l), 200);
+        assert_string_equal(l.out, "done");
+        json_decref(l.last);
+        return NULL;
+}
+
+/* A long exec must not hold up other API calls. */
+static void test_exec_concurrent(void **state)
+{
+        struct env *e = *state;
+        uint64_t t0;
+        pthread_t t;
+
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
+        reconcile(e);
+        assert_int_equal(pthread_create(&t, NULL, exec_block_thread, e), 0);
+        for (int i = 0; i < 500 && !atomic_load(&e->fake.blocked); i++)
+                usleep(10000);
+        assert_true(atomic_load(&e->fake.blocked));
+        t0 = fk_now_mono_ns();
+        assert_int_equal(req(e, "GET", "/healthz", NULL, NULL), 200);
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/sessions", NULL, NULL), 200);
+        reconcile(e);
+        assert_true(fk_now_mono_ns() - t0 < 2000000000ull);
+        assert_false(atomic_load(&e->fake.release));
+        atomic_store(&e->fake.release, true);
+        assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 static void test_delete_and_exit(void **state)
 {
         struct env *e = *state;
@@ -581,6 +615,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_reapply, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_apply_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_concurrent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_and_exit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_running, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_boot_failure, setup, teardown),

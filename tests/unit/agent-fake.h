@@ -26,6 +26,8 @@ struct fake_vm {
 struct fake_backend {
         atomic_int boots, stops, adopts, frees, execs;
         atomic_bool fail_boot;
+        atomic_bool release; /* lets a "block" exec finish */
+        atomic_bool blocked; /* a "block" exec is waiting */
         atomic_int next_pid;
         unsigned last_memory_mib, last_vcpus;
         char last_kernel[512];
@@ -137,6 +139,11 @@ static int fake_exec(void *ud, void *vm, const struct vmm_exec_request *req,
         } else if (strcmp(cmd, "cat") == 0) {
                 if (req->stdin_size)
                         out_fn(1, req->stdin_data, req->stdin_size, out_ud);
+        } else if (strcmp(cmd, "block") == 0) {
+                atomic_store(&f->blocked, true);
+                for (int i = 0; i < 500 && !atomic_load(&f->release); i++)
+                        usleep(10000);
+                out_fn(1, "done", 4, out_ud);
         } else if (strcmp(cmd, "kill") == 0) {
                 ret->signaled = true;
                 ret->signal = 9;

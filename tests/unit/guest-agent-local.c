@@ -20,6 +20,7 @@
 
 #include "common/util.h"
 #include "vmm/guest/agent-client.h"
+#include "vmm/guest/client-internal.h"
 #include "vmm/vmm.h"
 
 #define S(x) ((char *)(x))
@@ -293,6 +294,52 @@ static void test_concurrent_reconnect(void **state)
         out_free(&o);
 }
 
+struct slow {
+        struct vmm_agent *a;
+        int r;
+};
+
+static void *slow_main(void *userdata)
+{
+        struct slow *w = userdata;
+        struct vmm_exec_result res;
+        struct fk_error err = {0};
+        struct out o;
+
+        w->r = sh(w->a, "sleep 3; echo late", NULL, &o, &res, &err);
+        out_free(&o);
+        return NULL;
+}
+
+/* An exec in flight when the channel drops is orphaned in the agent: the caller gets an error,
+ * and a new client (whose request ids start over) can reuse its id at once. */
+static void test_orphaned_exec(void **state)
+{
+        struct env *e = *state;
+        struct slow w = {.a = e->a};
+        struct vmm_exec_result res;
+        struct fk_error err = {0};
+        struct out o;
+        pthread_t t;
+
+        assert_int_equal(pthread_create(&t, NULL, slow_main, &w), 0);
+        usleep(300 * 1000);
+        pthread_mutex_lock(&e->a->lock);
+        unsigned gen = e->a->generation;
+        pthread_mutex_unlock(&e->a->lock);
+        agent_fail_connection(e->a, gen);
+        pthread_join(t, NULL);
+        assert_int_equal(w.r, -ECONNRESET);
+        vmm_agent_free(e->a);
+        assert_int_equal(vmm_agent_connect(e->sock, 5000, &e->a, &err), 0);
+        assert_int_equal(vmm_agent_wait_ready(e->a, 5000, &err), 0);
+        for (int i = 0; i < 6; i++) {
+                assert_int_equal(sh(e->a, "echo fresh", NULL, &o, &res, &err), 0);
+                assert_string_equal(o.s[0].data, "fresh\n");
+                out_free(&o);
+        }
+}
+
 static void test_files_refusals_poweroff(void **state)
 {
         struct env *e = *state;
@@ -332,6 +379,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_timeout_cap, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_detach, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_concurrent_reconnect, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_orphaned_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files_refusals_poweroff, setup, teardown),
         };
 

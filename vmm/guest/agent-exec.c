@@ -251,7 +251,7 @@ out:
 static struct ga_exec *find_exec_id(struct ga *a, uint32_t id)
 {
         for (struct ga_exec *x = a->execs; x; x = x->next)
-                if (x->id == id)
+                if (x->id == id && id != 0)
                         return x;
         return NULL;
 }
@@ -326,13 +326,10 @@ void ga_exec_signal(struct ga *a, uint32_t id, int sig)
                 kill(-x->pid, sig);
 }
 
-int ga_exec_count(const struct ga *a)
+void ga_exec_orphan_all(struct ga *a)
 {
-        int n = 0;
-
-        for (const struct ga_exec *x = a->execs; x; x = x->next)
-                n++;
-        return n;
+        for (struct ga_exec *x = a->execs; x; x = x->next)
+                x->id = 0;
 }
 
 /* ---- the poll loop's side ----------------------------------------------------------------- */
@@ -390,7 +387,7 @@ static void forward_output(struct ga *a, struct ga_exec *x, int *fd, uint16_t ty
                 x->capped = true;
         }
         x->sent += (uint64_t)n;
-        if (n > 0 && a->connected)
+        if (n > 0 && a->connected && x->id)
                 (void)guest_proto_put_raw(&a->out, type, x->id, buf, (size_t)n);
 }
 
@@ -444,7 +441,7 @@ static void finish(struct ga *a, struct ga_exec *x)
                 e.flags |= GUEST_EXIT_TIMED_OUT;
         if (x->capped)
                 e.flags |= GUEST_EXIT_OUTPUT_CAPPED;
-        if (a->connected)
+        if (a->connected && x->id)
                 (void)guest_proto_put_exit(&a->out, x->id, &e);
         close_fd(&x->out_fd);
         close_fd(&x->err_fd);

@@ -122,6 +122,7 @@ static void set_connected(struct ga *a, bool c)
         a->connected = c;
         a->out.size = 0;
         inlen = 0;
+        ga_exec_orphan_all(a);
         if (!c && a->local && a->port_fd >= 0) {
                 close(a->port_fd);
                 a->port_fd = -1;

@@ -52,7 +52,9 @@ int ga_exec_pollfds(struct ga *a, struct pollfd *fds, int max, int *timeout_ms);
  * timeouts and sends EXIT for finished execs. */
 void ga_exec_dispatch(struct ga *a, const struct pollfd *fds, int n);
 void ga_exec_reap(struct ga *a);
-int ga_exec_count(const struct ga *a);
+/* The host side (re)connected or went away: running execs belong to requests no one can
+ * answer any more. They keep running (their timeouts too) but send nothing. */
+void ga_exec_orphan_all(struct ga *a);
 
 /* agent-ops.c: file, identity, freeze and power requests. */
 void ga_op_file_write(struct ga *a, uint32_t id, const void *p, size_t size);

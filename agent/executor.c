@@ -20,7 +20,8 @@ struct job {
         struct agent_daemon *d;
         struct agent_session *s; /* busy while the job runs, so never freed under it */
         enum agent_action_kind kind;
-        struct agent_vm_ref *vm; /* owned reference (stop, pause, resume, destroy) */
+        struct agent_vm_ref *vm;       /* owned reference (stop, pause, resume, destroy) */
+        struct agent_vm_ref *detached; /* the session's reference after a stop, owned */
         char *run_dir, *state_dir, *kernel, *initrd; /* owned */
         unsigned vcpus, memory_mib;
         char key[2 * 64 + 2], name[64];
@@ -31,6 +32,7 @@ static struct job *job_free(struct job *j)
         if (!j)
                 return NULL;
         agent_vm_ref_put(j->vm);
+        agent_vm_ref_put(j->detached);
         free(j->run_dir);
         free(j->state_dir);
         free(j->kernel);
@@ -168,6 +170,8 @@ static void job_stop(struct job *j, bool destroy)
         if (r < 0)
                 log_warning_errno(r, "session %s: remove files: %m", j->key);
         pthread_mutex_lock(&d->lock);
+        /* Freed by job_free, outside the lock (closing QMP and the agent may take a while). */
+        j->detached = TAKE_PTR(j->s->vm);
         session_detach_vm(j->s);
         if (destroy) {
                 log_info("session %s: deleted, VM and files removed", j->s->key);
@@ -215,11 +219,13 @@ static void *job_thread(void *userdata)
                 job_pause_resume(j);
         if (j->s)
                 j->s->busy = false;
+        pthread_mutex_unlock(&d->lock);
+        job_free(j);
+        pthread_mutex_lock(&d->lock);
         d->workers--;
         pthread_cond_broadcast(&d->changed);
         pthread_mutex_unlock(&d->lock);
         agent_daemon_wake(d);
-        job_free(j);
         return NULL;
 }
 

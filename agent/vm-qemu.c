@@ -117,6 +117,10 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .console_log = console,
                 .vmgenid = guid,
         };
+        /* Under TCG the guest calibrates its TSC against emulated timers, which can stall
+         * for minutes on a busy host; handing it the host's frequency avoids that. */
+        if (c.accel == VMM_ACCEL_TCG && vmm_host_tsc_khz(&c.tsc_khz) < 0)
+                c.tsc_khz = 0;
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;

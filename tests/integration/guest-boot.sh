@@ -37,7 +37,10 @@ trap cleanup EXIT INT TERM
 # Under TCG the guest TSC ticks at the host's rate, but on a loaded host the guest kernel's
 # TSC calibration against the PIT fails and boot hangs ("Fast TSC calibration failed"):
 # tell it the rate.
-APPEND="console=ttyS0 quiet panic=-1"
+# Guest network/hostname config on the kernel command line (read by the guest init); the NIC
+# sits on a QEMU hub with nothing else on it, so no packet can leave.
+APPEND="console=ttyS0 quiet panic=-1 forklet.hostname=fk-boot forklet.ip=192.0.2.2/24"
+APPEND="$APPEND forklet.gw=192.0.2.1 forklet.dns=192.0.2.53,192.0.2.54"
 if [ "$ACCEL" = tcg ]; then
         KHZ=$(awk -F: '/^cpu MHz/ { printf "%d", $2 * 1000; exit }' /proc/cpuinfo)
         [ -n "$KHZ" ] && APPEND="$APPEND tsc_early_khz=$KHZ"
@@ -54,6 +57,7 @@ qemu-system-x86_64 -M microvm,accel=$ACCEL,memory-backend=mem -nodefaults -no-us
         -device virtserialport,chardev=agent,name=org.forklet.agent.0 \
         -drive file="$RUN/workspace.img",if=none,id=ws,format=raw \
         -device virtio-blk-device,drive=ws \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-device,netdev=n0 \
         -qmp unix:"$RUN/qmp.sock",server=on,wait=off 2>"$RUN/qemu.err" &
 QPID=$!
 

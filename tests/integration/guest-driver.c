@@ -87,6 +87,26 @@ static void test_basic(struct vmm_agent *a, const char *kver)
               o.data[0]);
 }
 
+/* What guest-boot.sh put on the kernel command line reached the guest's configuration. */
+static void test_boot_config(struct vmm_agent *a)
+{
+        const char *argv[] = {"sh", "-c",
+                              "hostname; ip -4 -o addr show dev eth0 | awk '{print $4}'; "
+                              "ip route | grep default; cat /etc/resolv.conf",
+                              NULL};
+        struct vmm_exec_request req = {.argv = (char *const *)argv};
+        struct vmm_exec_result res;
+        struct fk_error err = {0};
+        struct out o;
+        int r;
+
+        r = run(a, &req, &o, &res, &err);
+        CHECK(r == 0 && strcmp(o.data[0], "fk-boot\n192.0.2.2/24\n"
+                                          "default via 192.0.2.1 dev eth0 \n"
+                                          "nameserver 192.0.2.53\nnameserver 192.0.2.54\n") == 0,
+              "boot config: r=%d out=%s err=%s", r, o.data[0], o.data[1]);
+}
+
 static void test_edges(struct vmm_agent *a)
 {
         const char *cat[] = {"cat", NULL};
@@ -232,6 +252,7 @@ int main(int argc, char **argv)
         printf("guest agent ready %.2f s after connect (version %s)\n",
                (double)(fk_now_mono_ns() - t0) / 1e9, vmm_agent_guest_version(a));
         test_basic(a, argv[2]);
+        test_boot_config(a);
         test_edges(a);
         test_concurrent(a);
         test_detach_files(a);

@@ -83,7 +83,25 @@ static void load_modules(void)
         fclose(f);
 }
 
-static void set_hostname(void)
+/* Finds key=value on the kernel command line (the host's way to configure the guest). */
+static bool cmdline_get(const char *cmdline, const char *key, char *out, size_t size)
+{
+        size_t klen = strlen(key);
+
+        for (const char *p = cmdline; *p;) {
+                size_t len = strcspn(p, " \n");
+
+                if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+                        snprintf(out, size, "%.*s", (int)(len - klen - 1), p + klen + 1);
+                        return true;
+                }
+                p += len;
+                p += strspn(p, " \n");
+        }
+        return false;
+}
+
+static void set_hostname(const char *cmdline)
 {
         char name[65] = "forklet";
         FILE *f = fopen("/etc/hostname", "re");
@@ -93,6 +111,7 @@ static void set_hostname(void)
                         name[strcspn(name, "\n")] = 0;
                 fclose(f);
         }
+        (void)cmdline_get(cmdline, "forklet.hostname", name, sizeof(name));
         if (sethostname(name, strlen(name)) < 0)
                 say(errno, "sethostname %s", name);
 }
@@ -131,6 +150,51 @@ static void mount_workspace(void)
         }
 }
 
+/* Runs a busybox applet and waits for it (before the agent starts, nothing else to reap). */
+static int run(const char *const argv[])
+{
+        int status;
+        pid_t pid = fork();
+
+        if (pid == 0) {
+                execv("/bin/busybox", (char *const *)argv);
+                _exit(127);
+        }
+        if (pid < 0 || waitpid(pid, &status, 0) != pid)
+                return -1;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                say(0, "%s %s %s failed", argv[1], argv[2], argv[3]);
+                return -1;
+        }
+        return 0;
+}
+
+/* forklet.ip=ADDR/PREFIX [forklet.gw=ADDR] [forklet.dns=ADDR[,ADDR]]: static eth0 setup
+ * (virtio_net is a module, so the kernel's own ip= cannot do it). */
+static void setup_network(const char *cmdline)
+{
+        char ip[64], gw[64] = "", dns[256] = "";
+        struct stat st;
+        FILE *f;
+
+        if (!cmdline_get(cmdline, "forklet.ip", ip, sizeof(ip)))
+                return;
+        for (int i = 0; i < 20 && stat("/sys/class/net/eth0", &st) < 0; i++)
+                usleep(50 * 1000);
+        (void)run((const char *const[]){"ip", "link", "set", "eth0", "up", NULL});
+        if (run((const char *const[]){"ip", "addr", "add", ip, "dev", "eth0", NULL}) < 0)
+                return;
+        if (cmdline_get(cmdline, "forklet.gw", gw, sizeof(gw)))
+                (void)run((const char *const[]){"ip", "route", "add", "default", "via", gw, NULL});
+        if (!cmdline_get(cmdline, "forklet.dns", dns, sizeof(dns)) ||
+            !(f = fopen("/etc/resolv.conf", "we")))
+                return;
+        for (char *save = NULL, *tok = strtok_r(dns, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save))
+                fprintf(f, "nameserver %s\n", tok);
+        fclose(f);
+}
+
 static pid_t spawn_agent(void)
 {
         pid_t pid = fork();
@@ -151,8 +215,21 @@ static pid_t spawn_agent(void)
         return pid;
 }
 
+static int read_cmdline(char *buf, size_t size)
+{
+        FILE *f = fopen("/proc/cmdline", "re");
+        bool ok;
+
+        if (!f)
+                return -errno;
+        ok = fgets(buf, (int)size, f) != NULL;
+        fclose(f);
+        return ok ? 0 : -EIO;
+}
+
 int ga_init_main(void)
 {
+        char cmdline[4096];
         pid_t agent;
 
         do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
@@ -163,8 +240,11 @@ int ga_init_main(void)
         do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
         do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         load_modules();
-        set_hostname();
+        if (read_cmdline(cmdline, sizeof(cmdline)) < 0)
+                cmdline[0] = 0;
+        set_hostname(cmdline);
         loopback_up();
+        setup_network(cmdline);
         mount_workspace();
         agent = spawn_agent();
         for (;;) {

@@ -214,8 +214,9 @@ int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_ar
                     struct fk_error *err)
 {
         struct cli_files_args a = {0};
-        bool takes_name = strcmp(verb, "delete") == 0 || strcmp(verb, "logs") == 0;
-        bool takes_files = strcmp(verb, "logs") != 0;
+        bool name_only = strcmp(verb, "logs") == 0 || strcmp(verb, "describe") == 0;
+        bool takes_name = name_only || strcmp(verb, "delete") == 0;
+        bool takes_files = !name_only;
         const char *v;
         int r = 0;
 

@@ -77,7 +77,7 @@ struct cli_files_args {
         const char *name;   /* delete/logs NAME */
         const char *config; /* validate --config */
 };
-/* validate -f F... [--config C]; apply -f F...; delete NAME | -f F...; logs NAME.
+/* validate -f F... [--config C]; apply -f F...; delete NAME | -f F...; logs|describe NAME.
  * verb selects what is allowed. Caller frees ret->files. */
 int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_args *ret,
                     struct fk_error *err);
@@ -119,3 +119,4 @@ int cli_wait(const struct cli *c, int argc, char **argv);
 int cli_exec(const struct cli *c, int argc, char **argv);
 int cli_delete(const struct cli *c, int argc, char **argv);
 int cli_logs(const struct cli *c, int argc, char **argv);
+int cli_describe(const struct cli *c, int argc, char **argv);

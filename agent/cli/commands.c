@@ -12,6 +12,7 @@ const struct cli_command cli_commands[] = {
         {"exec", cli_exec, "exec NAME [-i] [--detach] [--timeout=SECONDS] -- CMD [ARG...]"},
         {"delete", cli_delete, "delete NAME | -f FILE..."},
         {"logs", cli_logs, "logs NAME"},
+        {"describe", cli_describe, "describe NAME"},
         {},
 };
 

@@ -41,6 +41,10 @@ static int on_line(const char *line, void *userdata)
                 st->exit = (int)json_integer_value(v);
         else if ((v = json_object_get(j, "signal")))
                 st->exit = 128 + (int)json_integer_value(v);
+        if (json_is_true(json_object_get(j, "timed_out")))
+                fprintf(stderr, "forklet exec: timed out; the command was killed\n");
+        if (json_is_true(json_object_get(j, "output_capped")))
+                fprintf(stderr, "forklet exec: output was cut at the size limit\n");
         else if ((v = json_object_get(j, "pid"))) {
                 printf("%lld\n", (long long)json_integer_value(v));
                 st->exit = 0;

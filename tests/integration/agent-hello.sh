@@ -109,6 +109,7 @@ QEMU_PIDS+=("$pid")
 [ "$(field hello phase)" = Running ] || fail "phase is not Running"
 "$FORKLET" get session hello -o json | grep -q '"observedGeneration": 1' || fail "observedGeneration"
 "$FORKLET" get session hello -o yaml | grep -q "phase: Running" || fail "get -o yaml"
+"$FORKLET" describe hello | grep -Eq "^Phase: +Running" || fail "describe"
 
 kernel=$("$FORKLET" exec hello -- uname -r) || fail "exec uname -r"
 [ -n "$kernel" ] || fail "uname -r printed nothing"

@@ -197,6 +197,11 @@ static void test_files(void **state)
         assert_int_equal(cli_parse_files(2, ARGV("logs", "hello"), "logs", &a, &err), 0);
         free(a.files);
         assert_int_equal(cli_parse_files(3, ARGV("logs", "a", "b"), "logs", &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_files(2, ARGV("describe", "x"), "describe", &a, &err), 0);
+        assert_string_equal(a.name, "x");
+        free(a.files);
+        assert_int_equal(cli_parse_files(1, ARGV("describe"), "describe", &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "describe: missing NAME"));
 }
 
 static void test_age(void **state)

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/* forklet describe NAME: the session's metadata, spec summary, status and conditions in a form
+ * meant for people (get -o json is the one meant for programs). */
+#include "agent/cli/cli.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *str(const json_t *obj, const char *key)
+{
+        const char *s = json_string_value(json_object_get(obj, key));
+
+        return s ? s : "-";
+}
+
+static void print_conditions(const json_t *status)
+{
+        json_t *conds = json_object_get(status, "conditions"), *c;
+        size_t i;
+
+        printf("Conditions:\n  %-14s %-7s %-12s %-21s %s\n", "TYPE", "STATUS", "REASON", "SINCE",
+               "MESSAGE");
+        json_array_foreach(conds, i, c)
+        {
+                printf("  %-14s %-7s %-12s %-21s %s\n", str(c, "type"), str(c, "status"),
+                       str(c, "reason"), str(c, "lastTransitionTime"), str(c, "message"));
+        }
+}
+
+static void describe(const json_t *s)
+{
+        json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
+        json_t *st = json_object_get(s, "status"), *vm = json_object_get(st, "vm");
+
+        printf("Name:         %s\nNamespace:    %s\nSource:       %s\n", str(meta, "name"),
+               str(meta, "namespace"), str(meta, "source"));
+        printf("Created:      %s\n", str(meta, "creationTimestamp"));
+        if (json_object_get(meta, "deletionTimestamp"))
+                printf("Deleting:     since %s\n", str(meta, "deletionTimestamp"));
+        printf("Generation:   %lld (observed %lld)\n",
+               (long long)json_integer_value(json_object_get(meta, "generation")),
+               (long long)json_integer_value(json_object_get(st, "observedGeneration")));
+        printf("Spec:         sizeClass %s, image %s, state %s\n", str(spec, "sizeClass"),
+               str(spec, "image"), str(spec, "state"));
+        printf("Phase:        %s\n", str(st, "phase"));
+        if (json_is_object(vm))
+                printf("VM:           pid %lld, accel %s\n",
+                       (long long)json_integer_value(json_object_get(vm, "pid")), str(vm, "accel"));
+        printf("Started:      %s\n", str(st, "startedAt"));
+        print_conditions(st);
+}
+
+int cli_describe(const struct cli *c, int argc, char **argv)
+{
+        struct cli_files_args a = {0};
+        struct fk_error err = {0};
+        json_t *j = NULL;
+
+        if (cli_parse_files(argc, argv, "describe", &a, &err) < 0) {
+                fprintf(stderr, "forklet %s\n", err.msg);
+                return CLI_EXIT_USAGE;
+        }
+        free(a.files);
+        if (cli_get_session(c, a.name, &j, &err) < 0) {
+                fprintf(stderr, "forklet describe: %s\n", err.msg);
+                return CLI_EXIT_FAILURE;
+        }
+        describe(j);
+        json_decref(j);
+        return CLI_EXIT_OK;
+}

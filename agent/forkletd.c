@@ -81,9 +81,9 @@ static int load_config(const char *path, struct node_config **ret)
         r = path ? node_config_load_file(path, ret, &diag) : node_config_default(ret);
         for (size_t i = 0; i < diag.n; i++)
                 log_error("%s", diag.messages[i]);
-        manifest_diag_done(&diag);
         if (r < 0 && diag.n == 0)
                 log_error_errno(r, "load node config %s: %m", path ? path : "(default)");
+        manifest_diag_done(&diag);
         return r;
 }
 

@@ -156,8 +156,6 @@ int agent_daemon_start(struct agent_daemon *d);
 void agent_daemon_wake(struct agent_daemon *d);
 /* Stops the reconcile thread and waits for workers. VMs keep running (adopted on restart). */
 void agent_daemon_shutdown(struct agent_daemon *d);
-/* Stops every VM gracefully (for tests and `--stop-on-exit`). */
-void agent_daemon_stop_all(struct agent_daemon *d, unsigned timeout_ms);
 struct agent_daemon *agent_daemon_free(struct agent_daemon *d);
 /* Runs one reconcile pass synchronously (tests; the thread calls it too). */
 int agent_daemon_reconcile(struct agent_daemon *d);

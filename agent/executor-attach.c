@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Using a session's VM from outside the reconcile loop: exec (holding a VM reference so a
- * concurrent stop cannot free it), re-adopting VMs after a restart, and stopping them all. */
+ * concurrent stop cannot free it) and re-adopting VMs after a restart. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -163,27 +163,4 @@ void agent_executor_adopt_all(struct agent_daemon *d)
         }
         pthread_mutex_unlock(&d->lock);
         closedir(dp);
-}
-
-void agent_daemon_stop_all(struct agent_daemon *d, unsigned timeout_ms)
-{
-        pthread_mutex_lock(&d->lock);
-        for (size_t i = 0; i < d->n_sessions; i++) {
-                struct agent_session *s = d->sessions[i];
-                struct agent_vm_ref *vm;
-
-                if (!s->vm || s->busy)
-                        continue;
-                vm = agent_vm_ref_get(s->vm);
-                s->busy = true;
-                pthread_mutex_unlock(&d->lock);
-                (void)d->ops.stop(d->ops.userdata, vm->vm, timeout_ms);
-                agent_vm_ref_put(vm);
-                pthread_mutex_lock(&d->lock);
-                s->vm = agent_vm_ref_put(s->vm);
-                s->pid = 0;
-                s->phase = SESSION_PHASE_STOPPED;
-                s->busy = false;
-        }
-        pthread_mutex_unlock(&d->lock);
 }

@@ -109,6 +109,12 @@ static void on_hello(struct vmm_agent *a, const uint8_t *payload, uint32_t size)
 
         if (guest_proto_get_hello(payload, size, &h) < 0)
                 return;
+        /* A second HELLO on one connection: the guest agent died and init restarted it.
+         * Requests in flight are lost (a command may have run); fail them, don't hang. */
+        if (a->hello)
+                for (struct agent_pending *p = a->pending; p; p = p->next)
+                        if (p->generation == a->generation && !p->error)
+                                p->error = -ECONNRESET;
         guest_msg_hello_done(&a->info);
         a->info = h;
         a->hello = true;

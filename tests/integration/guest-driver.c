@@ -257,6 +257,19 @@ int main(int argc, char **argv)
         test_concurrent(a);
         test_detach_files(a);
 
+        /* Kill the agent from inside: init restarts it, the call in flight fails (no hang),
+         * and the restarted agent serves the next one. */
+        {
+                const char *kill_agent[] = {"sh", "-c", "sleep 0.2; kill -9 $PPID; sleep 5", NULL};
+                struct vmm_exec_request req = {.argv = (char *const *)kill_agent};
+                struct vmm_exec_result res;
+                struct out o;
+
+                r = run(a, &req, &o, &res, &err);
+                CHECK(r == -ECONNRESET, "exec across agent restart: r=%d %s", r, err.msg);
+                test_basic(a, argv[2]);
+        }
+
         /* Hang up and come back: the guest sees POLLHUP, must not exit, and says hello again. */
         vmm_agent_free(a);
         a = NULL;

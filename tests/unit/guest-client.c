@@ -411,6 +411,47 @@ static void test_hostile_guest(void **state)
         fake_stop(f);
 }
 
+/* The agent "restarts" mid-exec: a second HELLO on the same connection. */
+static bool serve_restart(int fd, int conn)
+{
+        struct guest_msg_exec m;
+        uint32_t id;
+
+        (void)conn;
+        send_hello(fd);
+        if (!read_exec(fd, &id, &m))
+                return false;
+        guest_msg_exec_done(&m);
+        send_u32(fd, GUEST_MSG_STARTED, id, 5);
+        send_hello(fd);
+        if (!read_exec(fd, &id, &m)) /* the new agent serves the next request */
+                return false;
+        guest_msg_exec_done(&m);
+        send_u32(fd, GUEST_MSG_STARTED, id, 6);
+        send_exit(fd, id, 0);
+        char tmp;
+        (void)!read(fd, &tmp, 1);
+        return false;
+}
+
+static void test_agent_restart(void **state)
+{
+        (void)state;
+        struct fake *f = fake_start(serve_restart);
+        struct vmm_exec_result res = {0};
+        struct fk_error err = {0};
+        struct vmm_agent *a = NULL;
+        struct out o;
+
+        assert_int_equal(vmm_agent_connect(f->path, 2000, &a, &err), 0);
+        assert_int_equal(vmm_agent_wait_ready(a, 2000, &err), 0);
+        assert_int_equal(exec_argv(a, "x", NULL, 0, &o, &res, &err), -ECONNRESET);
+        assert_int_equal(exec_argv(a, "y", NULL, 0, &o, &res, &err), 0);
+        assert_int_equal(res.pid, 6);
+        vmm_agent_free(a);
+        fake_stop(f);
+}
+
 static bool serve_silent(int fd, int conn)
 {
         char tmp;
@@ -443,9 +484,8 @@ int main(void)
 {
         signal(SIGPIPE, SIG_IGN); /* the fake guest writes to clients that hung up */
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_exec_stream),
-                cmocka_unit_test(test_exec_concurrent),
-                cmocka_unit_test(test_hostile_guest),
+                cmocka_unit_test(test_exec_stream),   cmocka_unit_test(test_exec_concurrent),
+                cmocka_unit_test(test_hostile_guest), cmocka_unit_test(test_agent_restart),
                 cmocka_unit_test(test_not_ready),
         };
 

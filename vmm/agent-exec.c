@@ -178,6 +178,10 @@ int vmm_agent_exec(struct vmm_agent *a, const struct vmm_exec_request *req,
 
         if (!req || !req->argv || !req->argv[0] || !req->argv[0][0])
                 return fk_error_set(err, -EINVAL, "exec: empty argv");
+        for (size_t i = 0; req->env && req->env[i]; i++)
+                if (!strchr(req->env[i], '=') || req->env[i][0] == '=')
+                        return fk_error_set(err, -EINVAL, "exec: env entry \"%s\" is not K=V",
+                                            req->env[i]);
         s.cap = req->output_cap ? req->output_cap : HOST_DEFAULT_OUTPUT_CAP;
         p = agent_pending_begin(a, AGENT_CONNECT_WAIT_MS, &r);
         if (!p)

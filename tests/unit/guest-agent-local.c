@@ -150,6 +150,10 @@ static void test_streams_env(void **state)
         bad = (struct vmm_exec_request){.argv = tru, .cwd = "/no/such/dir"};
         assert_int_equal(vmm_agent_exec(e->a, &bad, collect, &o, &res, &err), -ENOENT);
         assert_non_null(strstr(err.msg, "/no/such/dir"));
+        char *badenv[] = {S("NOVALUE"), NULL};
+        bad = (struct vmm_exec_request){.argv = tru, .env = badenv};
+        assert_int_equal(vmm_agent_exec(e->a, &bad, collect, &o, &res, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "NOVALUE"));
         out_free(&o);
 }
 

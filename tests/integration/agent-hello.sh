@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # forkletd + forklet against real QEMU: apply examples/hello.yaml, wait Running, exec (output,
-# stderr, exit status, stdin, env), get -o json, forkletd restart (the VM is adopted, not
-# duplicated), delete (QEMU gone, no files left); then the manifest-directory variant.
+# stderr, exit status, stdin, env), get -o json|yaml, describe, forkletd restart (the VM is
+# adopted, not duplicated), spec.state Paused/Stopped/Running, delete (QEMU gone, no files
+# left); then the manifest-directory variant.
 # Usage: agent-hello.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 # FORKLET_TEST_ACCEL picks the accelerator (default tcg: nested KVM is unreliable on CI hosts).
 set -u
@@ -81,6 +82,16 @@ field() {
         "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1
 }
 
+# pid_gone_within SECONDS PID
+pid_gone_within() {
+        local i
+        for i in $(seq $(($1 * 4))); do
+                kill -0 "$2" 2>/dev/null || return 0
+                sleep 0.25
+        done
+        return 1
+}
+
 # gone_within SECONDS PID SESSIONKEY: QEMU exited and no run/state files are left
 gone_within() {
         local i
@@ -138,6 +149,29 @@ start_daemon
 [ "$(field hello pid)" = "$pid" ] || fail "restart started a second VM"
 out=$("$FORKLET" exec hello -- echo again) || fail "exec after restart"
 [ "$out" = again ] || fail "exec after restart printed '$out'"
+
+# ---- spec.state: Paused (QMP stop/cont) and Stopped (graceful stop, state kept) -------------
+with_state() {
+        sed "s/^spec:\$/spec:\n  state: $1/" "$SRC/examples/hello.yaml" >"$T/hello-$1.yaml"
+        "$FORKLET" apply -f "$T/hello-$1.yaml"
+}
+[ "$(with_state Paused)" = "session/hello configured" ] || fail "apply state: Paused"
+"$FORKLET" wait hello --for=Paused --timeout=30 || fail "hello not Paused"
+[ "$(field hello pid)" = "$pid" ] || fail "pausing changed the VM"
+"$FORKLET" exec hello -- true 2>/dev/null && fail "exec into a Paused session must fail"
+"$FORKLET" apply -f "$SRC/examples/hello.yaml" >/dev/null || fail "apply state: Running"
+"$FORKLET" wait hello --for=Running --timeout=30 || fail "hello not resumed"
+[ "$("$FORKLET" exec hello -- echo resumed)" = resumed ] || fail "exec after resume"
+[ "$(with_state Stopped)" = "session/hello configured" ] || fail "apply state: Stopped"
+"$FORKLET" wait hello --for=Stopped --timeout=60 || fail "hello not Stopped"
+pid_gone_within 30 "$pid" || fail "QEMU $pid still alive after state: Stopped"
+[ -e "$T/run/sessions/default.hello" ] && fail "run dir left after state: Stopped"
+[ -e "$T/state/sessions/default.hello/session.json" ] || fail "stored session lost on stop"
+"$FORKLET" apply -f "$SRC/examples/hello.yaml" >/dev/null || fail "apply state: Running again"
+"$FORKLET" wait hello --for=Running --timeout=180 || fail "hello not Running after stop"
+pid=$(field hello pid)
+QEMU_PIDS+=("$pid")
+[ "$("$FORKLET" exec hello -- echo rebooted)" = rebooted ] || fail "exec after reboot"
 
 # ---- delete -------------------------------------------------------------------------------
 "$FORKLET" delete hello | grep -qx "session/hello deleted" || fail "delete"

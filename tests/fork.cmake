@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-# The fork engine against real QEMU (root, built image).
+# The fork engine against real QEMU (root, built image), and the harness bench/fork shares.
+add_library(fork-harness STATIC integration/fork-harness.c)
+target_link_libraries(fork-harness PUBLIC fk_vmm)
 add_executable(fork-engine-test integration/fork-engine.c)
-target_link_libraries(fork-engine-test PRIVATE fk_vmm)
+target_link_libraries(fork-engine-test PRIVATE fork-harness)
 fk_integration_test(fork-engine COMMAND fork-engine-test TIMEOUT 900)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet wait NAME --for=PHASE --timeout=S: polls the session; 0 when the phase is reached,
- * 1 on timeout or when it went Failed (with the reason). --for=Deleted waits for it to go. */
+ * 1 on timeout or when it went Failed for good (with the reason; restartPolicy OnFailure keeps
+ * waiting). --for=Deleted waits for it to go. */
 #include "agent/cli/cli.h"
 #include "agent/agent.h"
 #include "common/util.h"
@@ -27,6 +28,15 @@ static const char *ready_message(const json_t *s)
         return NULL;
 }
 
+/* A Failed session with restartPolicy OnFailure will be booted again: keep waiting. */
+static bool restarts(const json_t *s)
+{
+        const char *p =
+                json_string_value(json_object_get(json_object_get(s, "spec"), "restartPolicy"));
+
+        return p && strcmp(p, "OnFailure") == 0;
+}
+
 /* 1 reached, 0 not yet, -1 failed for good (message printed). */
 static int check(const struct cli *c, const struct cli_wait_args *a, bool deleted)
 {
@@ -46,7 +56,7 @@ static int check(const struct cli *c, const struct cli_wait_args *a, bool delete
         r = 0;
         if (!deleted && phase && strcmp(phase, a->phase) == 0)
                 r = 1;
-        else if (!deleted && phase && strcmp(phase, "Failed") == 0) {
+        else if (!deleted && phase && strcmp(phase, "Failed") == 0 && !restarts(j)) {
                 fprintf(stderr, "forklet wait: session/%s is Failed: %s\n", a->name,
                         ready_message(j) ?: "no reason recorded");
                 r = -1;

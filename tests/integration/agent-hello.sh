@@ -193,4 +193,22 @@ grep -q "broken.yaml" "$T/forkletd.log" || fail "invalid manifest not reported i
 rm "$T/manifests/dirhello.yaml"
 gone_within 60 "$pid2" default.dirhello || fail "dirhello VM or files still there after rm"
 
+# ---- QEMU dies: Failed with the reason; restartPolicy OnFailure boots it again ------------
+sed -e 's/name: hello/name: crashy/' -e 's/^spec:$/spec:\n  restartPolicy: OnFailure/' \
+        "$SRC/examples/hello.yaml" >"$T/crashy.yaml"
+"$FORKLET" apply -f "$T/crashy.yaml" >/dev/null || fail "apply crashy"
+"$FORKLET" wait crashy --for=Running --timeout=180 || fail "crashy not Running"
+pid3=$(field crashy pid)
+QEMU_PIDS+=("$pid3")
+kill -9 "$pid3"
+"$FORKLET" wait crashy --for=Failed --timeout=10 >/dev/null ||
+        "$FORKLET" describe crashy | grep -q VMExited || fail "QEMU exit not noticed"
+"$FORKLET" describe crashy | grep -q "SIGKILL\|signal" || fail "exit reason not reported"
+"$FORKLET" wait crashy --for=Running --timeout=180 || fail "OnFailure did not reboot crashy"
+pid4=$(field crashy pid)
+QEMU_PIDS+=("$pid4")
+[ "$pid4" != "$pid3" ] || fail "crashy still reports the dead pid"
+"$FORKLET" delete crashy >/dev/null || fail "delete crashy"
+gone_within 60 "$pid4" default.crashy || fail "crashy VM or files left"
+
 echo "PASS"

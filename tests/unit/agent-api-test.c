@@ -477,6 +477,37 @@ static void test_delete_running(void **state)
         assert_int_equal(e->d->n_sessions, 0);
 }
 
+/* restartPolicy OnFailure: a crashed VM boots again once its back-off (by the fake clock) ends. */
+static void test_restart_on_failure(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *m = NULL;
+        json_t *j = NULL;
+
+        assert_true(fk_asprintf(&m, "%.*s\"restartPolicy\":\"OnFailure\",%s",
+                                (int)(strstr(hello_json, "\"image\"") - hello_json), hello_json,
+                                strstr(hello_json, "\"image\"")) > 0);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", m, NULL), 201);
+        reconcile(e);
+        pthread_mutex_lock(&e->d->lock);
+        fake_vm_crash(e->d->sessions[0]->vm->vm);
+        pthread_mutex_unlock(&e->d->lock);
+        reconcile(e);
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, &j),
+                         200);
+        assert_string_equal(phase_of(j), "Failed");
+        json_decref(j);
+        reconcile(e);
+        assert_int_equal(atomic_load(&e->fake.boots), 1); /* back-off not over */
+        fake_clock_advance(&e->clock, 2);
+        reconcile(e);
+        assert_int_equal(atomic_load(&e->fake.boots), 2);
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, &j),
+                         200);
+        assert_string_equal(phase_of(j), "Running");
+        json_decref(j);
+}
+
 static void test_boot_failure(void **state)
 {
         struct env *e = *state;
@@ -619,6 +650,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_delete_and_exit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_running, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_boot_failure, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_on_failure, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),
         };

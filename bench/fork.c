@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* bench/fork: cold boot of N microVMs vs fork of N from one checkpoint (wall, per-child p50/p90),
+ * memory of an idle fork (PSS of its guest RAM mapping and QEMU's own), checkpoint pause windows
+ * at low and high touched RAM for 256 MiB and 1 GiB guests, and rollback (restore) latency.
+ * Every ratio is against a baseline measured in the same run. Root, QEMU and the image needed.
+ * Usage: bench-fork [N...]   (default: 1 10; the issue's full run is 1 10 30) */
+#include "tests/integration/fork-harness.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_N 64
+
+static char workdir[200];
+static const char *image;
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+        qsort(v, n, sizeof(*v), cmp_double);
+        return v[(size_t)((double)(n - 1) * p + 0.5)];
+}
+
+struct group_result {
+        double wall_ms, p50_ms, p90_ms;
+};
+
+/* Starts n VMs (cold, or forks of ckpt), all spawned first and then awaited. */
+static int run_group(struct fh_vm *vms, unsigned n, const char *tag, const char *ckpt,
+                     struct group_result *res)
+{
+        double per[MAX_N];
+        struct fk_error err = {0};
+        uint64_t t0 = fk_now_mono_ns();
+        int r = 0;
+
+        for (unsigned i = 0; i < n && r >= 0; i++) {
+                char name[48];
+
+                snprintf(name, sizeof(name), "%s-%u", tag, i);
+                r = fh_vm_start(&vms[i], workdir, name, image, 256, ckpt, false, &err);
+        }
+        for (unsigned i = 0; i < n && r >= 0; i++) {
+                char name[48];
+
+                snprintf(name, sizeof(name), "%s-%u", tag, i);
+                r = fh_vm_wait(&vms[i], name, ckpt != NULL, &err);
+                per[i] = (double)(vms[i].ready_ns - vms[i].spawn_ns) / 1e6;
+        }
+        if (r < 0) {
+                fprintf(stderr, "%s: %s\n", tag, err.msg);
+                return r;
+        }
+        res->wall_ms = (double)(fk_now_mono_ns() - t0) / 1e6;
+        res->p50_ms = pct(per, n, 0.5);
+        res->p90_ms = pct(per, n, 0.9);
+        return 0;
+}
+
+static void stop_group(struct fh_vm *vms, unsigned n)
+{
+        for (unsigned i = 0; i < n; i++) {
+                fh_vm_stop(&vms[i]);
+                fk_rm_rf(vms[i].dir);
+                memset(&vms[i], 0, sizeof(vms[i]));
+        }
+}
+
+/* Pss (kB) of the mapping whose path ends in suffix, and of the whole process. */
+static int pss_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_total)
+{
+        char path[64], line[512];
+        long map = 0, total = 0;
+        bool in_map = false;
+        cleanup_fclose FILE *f = NULL;
+
+        snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                long kb;
+                size_t len = strcspn(line, "\n");
+
+                line[len] = '\0';
+                if (strchr(line, '-') && strchr(line, ' ') && strchr(line, ':') == NULL) {
+                        in_map = len >= strlen(suffix) &&
+                                 strcmp(line + len - strlen(suffix), suffix) == 0;
+                        continue;
+                }
+                if (sscanf(line, "Pss: %ld kB", &kb) == 1) {
+                        total += kb;
+                        if (in_map)
+                                map += kb;
+                }
+        }
+        *ret_map = map;
+        *ret_total = total;
+        return 0;
+}
+
+static int checkpoint_once(struct fh_vm *vm, const char *name, struct vmm_checkpoint_stats *st)
+{
+        char dir[300];
+        struct fk_error err = {0};
+        int r;
+
+        snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+        fk_rm_rf(dir);
+        if (mkdir(dir, 0700) < 0)
+                return -errno;
+        r = vmm_checkpoint_save(vm->qmp, vm->mem, dir, 60000, st, &err);
+        if (r < 0)
+                fprintf(stderr, "checkpoint %s: %s\n", name, err.msg);
+        return r;
+}
+
+static int bench_boot_vs_fork(const unsigned *ns, size_t count)
+{
+        static struct fh_vm vms[MAX_N], parent;
+        struct vmm_checkpoint_stats st;
+        struct fk_error err = {0};
+        char ckpt[300];
+        int r;
+
+        r = fh_vm_start(&parent, workdir, "parent", image, 256, NULL, true, &err);
+        if (r < 0)
+                return fprintf(stderr, "parent: %s\n", err.msg), r;
+        r = checkpoint_once(&parent, "ck", &st);
+        if (r < 0)
+                return r;
+        snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
+        printf("\n%-6s %14s %14s %14s %14s %14s %14s %10s\n", "N", "cold wall ms", "cold p50 ms",
+               "cold p90 ms", "fork wall ms", "fork p50 ms", "fork p90 ms", "speedup");
+        for (size_t k = 0; k < count; k++) {
+                struct group_result cold, fork;
+                unsigned n = ns[k];
+
+                r = run_group(vms, n, "cold", NULL, &cold);
+                stop_group(vms, n);
+                if (r < 0)
+                        return r;
+                r = run_group(vms, n, "fork", ckpt, &fork);
+                if (r >= 0 && k == count - 1) {
+                        long map, total;
+
+                        if (pss_kb(vmm_process_pid(vms[0].proc), "/ck/ram", &map, &total) >= 0)
+                                printf("# idle fork memory (N=%u): guest RAM mapping PSS %ld KiB "
+                                       "(%.2f%% of 256 MiB), QEMU's own PSS %ld KiB\n",
+                                       n, map, 100.0 * (double)map / (256.0 * 1024), total - map);
+                }
+                stop_group(vms, n);
+                if (r < 0)
+                        return r;
+                printf("%-6u %14.0f %14.0f %14.0f %14.0f %14.0f %14.0f %9.1fx\n", n, cold.wall_ms,
+                       cold.p50_ms, cold.p90_ms, fork.wall_ms, fork.p50_ms, fork.p90_ms,
+                       cold.wall_ms / fork.wall_ms);
+        }
+        fh_vm_stop(&parent);
+        return 0;
+}
+
+static int bench_pause(unsigned mib)
+{
+        struct vmm_checkpoint_stats low, high;
+        struct fk_error err = {0};
+        struct fh_vm vm = {0};
+        char name[32], script[128];
+        int r;
+
+        snprintf(name, sizeof(name), "pause-%u", mib);
+        r = fh_vm_start(&vm, workdir, name, image, mib, NULL, true, &err);
+        if (r < 0)
+                return fprintf(stderr, "%s: %s\n", name, err.msg), r;
+        r = checkpoint_once(&vm, "ck-low", &low);
+        /* Touch about 60% of RAM with incompressible data in the guest's tmpfs. */
+        snprintf(script, sizeof(script), "head -c %uM /dev/urandom > /run/fill", mib * 6 / 10);
+        if (r >= 0)
+                r = fh_sh(&vm, script, NULL) == 0 ? 0 : -EIO;
+        if (r >= 0)
+                r = checkpoint_once(&vm, "ck-high", &high);
+        fh_vm_stop(&vm);
+        fk_rm_rf(vm.dir);
+        if (r < 0)
+                return r;
+        printf("%-10u %12.1f %14.0f %12.1f %14.0f %8.1fx\n", mib, (double)low.pause_ns / 1e6,
+               (double)low.ram_bytes / 1048576.0, (double)high.pause_ns / 1e6,
+               (double)high.ram_bytes / 1048576.0, (double)high.pause_ns / (double)low.pause_ns);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        unsigned ns[16] = {1, 10};
+        size_t count = 2;
+        int r;
+
+        image = getenv("FORKLET_IMAGE_DIR");
+        if (geteuid() != 0 || !image) {
+                fprintf(stderr, "bench-fork: needs root and FORKLET_IMAGE_DIR (the built image)\n");
+                return 77;
+        }
+        if (argc > 1) {
+                count = 0;
+                for (int i = 1; i < argc && count < ARRAY_SIZE(ns); i++) {
+                        int n = atoi(argv[i]);
+                        if (n < 1 || n > MAX_N)
+                                return fprintf(stderr, "bench-fork: N must be 1..%d\n", MAX_N), 2;
+                        ns[count++] = (unsigned)n;
+                }
+        }
+        snprintf(workdir, sizeof(workdir), "/run/fk-bench-fork-%d", (int)getpid());
+        if (fk_mkdir_p(workdir, 0700) < 0)
+                return perror("mkdir"), 1;
+        printf("# bench/fork: cold boot to agent-ready vs fork from a checkpoint to agent-ready\n");
+        r = bench_boot_vs_fork(ns, count);
+        if (r >= 0) {
+                printf("\n# checkpoint pause window (guest stopped -> running), baseline = low\n");
+                printf("%-10s %12s %14s %12s %14s %9s\n", "guest MiB", "low ms", "low RAM MiB",
+                       "high ms", "high RAM MiB", "high/low");
+                r = bench_pause(256);
+                if (r >= 0)
+                        r = bench_pause(1024);
+        }
+        fk_rm_rf(workdir);
+        return r < 0 ? 1 : 0;
+}

@@ -53,6 +53,9 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
         else if (s && !s->spec)
                 r = fk_error_set(err, -EBUSY, "session %s/%s is being deleted; retry later",
                                  m->namespace, m->name);
+        else if (!s && d->cfg->max_sessions && d->n_sessions >= d->cfg->max_sessions)
+                r = fk_error_set(err, -ENOSPC, "node is full: %zu sessions (capacity.maxSessions)",
+                                 d->n_sessions);
         else if (!s) {
                 s = agent_session_new(m->namespace, m->name);
                 r = s ? agent_daemon_insert(d, s) : -ENOMEM;

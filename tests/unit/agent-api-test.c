@@ -69,7 +69,8 @@ static int setup(void **state)
                                 "manifestDir: %s/manifests\naccel: tcg\n"
                                 "sizeClasses: [{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, "
                                 "pids: 512}]\n"
-                                "images: [{name: minimal, dir: %s/images}]\n",
+                                "images: [{name: minimal, dir: %s/images}]\n"
+                                "capacity: {maxSessions: 3}\n",
                                 e->dir, e->dir, e->dir, e->dir) > 0);
         if (node_config_parse(yaml, strlen(yaml), "node.yaml", &e->cfg, &diag) < 0)
                 fail_msg("node config: %s", diag.n ? diag.messages[0] : "?");
@@ -126,6 +127,11 @@ static void test_routes(void **state)
         struct env *e = *state;
         json_t *j = NULL;
 
+        struct stat st;
+
+        assert_int_equal(stat(e->sock, &st), 0);
+        assert_true(S_ISSOCK(st.st_mode));
+        assert_int_equal(st.st_mode & 0777, 0600);
         assert_int_equal(req(e, "GET", "/healthz", NULL, NULL), 200);
         assert_int_equal(req(e, "GET", "/version", NULL, &j), 200);
         assert_string_equal(json_string_value(json_object_get(j, "apiVersion")),
@@ -267,6 +273,26 @@ static void test_reapply(void **state)
         assert_int_equal(req(e, "GET", "/api/v1alpha1/namespaces/other/sessions", NULL, &j), 200);
         assert_int_equal(json_array_size(json_object_get(j, "items")), 0);
         json_decref(j);
+}
+
+static void test_capacity(void **state)
+{
+        struct env *e = *state;
+        char body[256];
+        json_t *j = NULL;
+
+        for (int i = 0; i < 4; i++) {
+                snprintf(body, sizeof(body),
+                         "{\"apiVersion\":\"forklet.dev/v1alpha1\",\"kind\":\"Session\","
+                         "\"metadata\":{\"name\":\"s%d\"}}",
+                         i);
+                assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", body, &j),
+                                 i < 3 ? 201 : 429);
+                json_decref(j);
+        }
+        /* Re-applying an existing one is still fine at capacity. */
+        body[strlen(body) - 4] = '0';
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", body, NULL), 200);
 }
 
 static void test_apply_errors(void **state)
@@ -645,6 +671,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_apply_lifecycle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reapply, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_apply_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_capacity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_concurrent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_and_exit, setup, teardown),

@@ -39,7 +39,6 @@ int api_reply_json(struct MHD_Connection *c, unsigned status, json_t *j, const c
         if (!text)
                 return MHD_NO;
         len = strlen(text);
-        text[len] = '\0';
         resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
                 free(text);
@@ -283,7 +282,9 @@ int api_server_start(struct agent_daemon *d, const struct node_config *cfg, cons
         }
         s->d = d;
         s->cfg = cfg;
-        s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+        /* poll(), not select(): forkletd holds several fds per session, often past 1024. */
+        s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                          MHD_USE_POLL,
                                   0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                   MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);

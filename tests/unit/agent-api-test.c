@@ -534,6 +534,43 @@ static void test_restart_on_failure(void **state)
         json_decref(j);
 }
 
+/* Deleting a session while it boots cancels the boot and removes it. */
+static void test_delete_while_starting(void **state)
+{
+        struct env *e = *state;
+        json_t *j = NULL;
+        uint64_t t0;
+
+        atomic_store(&e->fake.slow_boot, true);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
+        assert_int_equal(agent_daemon_reconcile(e->d), 0);
+        for (int i = 0; i < 200; i++) {
+                assert_int_equal(
+                        req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, &j),
+                        200);
+                if (json_is_object(json_object_get(json_object_get(j, "status"), "vm")))
+                        break;
+                json_decref(j);
+                j = NULL;
+                usleep(10000);
+        }
+        assert_non_null(j);
+        assert_string_equal(phase_of(j), "Starting");
+        assert_int_equal(json_integer_value(json_object_get(
+                                 json_object_get(json_object_get(j, "status"), "vm"), "pid")),
+                         4242);
+        json_decref(j);
+        t0 = fk_now_mono_ns();
+        assert_int_equal(
+                req(e, "DELETE", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, NULL),
+                200);
+        reconcile(e);
+        reconcile(e);
+        assert_true(fk_now_mono_ns() - t0 < 2000000000ull);
+        assert_int_equal(
+                req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, NULL), 404);
+}
+
 static void test_boot_failure(void **state)
 {
         struct env *e = *state;
@@ -677,6 +714,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_delete_and_exit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_running, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_boot_failure, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_delete_while_starting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_on_failure, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),

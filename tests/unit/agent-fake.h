@@ -26,8 +26,9 @@ struct fake_vm {
 struct fake_backend {
         atomic_int boots, stops, adopts, frees, execs;
         atomic_bool fail_boot;
-        atomic_bool release; /* lets a "block" exec finish */
-        atomic_bool blocked; /* a "block" exec is waiting */
+        atomic_bool slow_boot; /* boot waits for cancel (up to 5 s) */
+        atomic_bool release;   /* lets a "block" exec finish */
+        atomic_bool blocked;   /* a "block" exec is waiting */
         atomic_int next_pid;
         unsigned last_memory_mib, last_vcpus;
         char last_kernel[512];
@@ -65,6 +66,13 @@ static int fake_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
                 return fk_error_set(err, -EIO, "fake boot failure for %s", p->key);
         if (access(p->run_dir, W_OK) < 0 || access(p->state_dir, W_OK) < 0)
                 return fk_error_set(err, -ENOENT, "run/state dir missing");
+        if (atomic_load(&f->slow_boot)) {
+                if (p->spawned)
+                        p->spawned(p->spawned_ctx, 4242);
+                for (int i = 0; i < 500 && !*p->cancel; i++)
+                        usleep(10000);
+                return fk_error_set(err, -ECANCELED, "boot cancelled");
+        }
         v = fake_vm_new(atomic_fetch_add(&f->next_pid, 1));
         if (!v)
                 return -ENOMEM;

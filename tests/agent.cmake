@@ -5,6 +5,7 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_agent)
   fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
   fk_unit_test(agent-api-test SOURCES unit/agent-api-test.c LIBS fk_cli fk_agent)
+  fk_unit_test(agent-daemon-test SOURCES unit/agent-daemon-test.c LIBS fk_cli fk_agent)
 endif()
 
 fk_integration_test(agent-hello

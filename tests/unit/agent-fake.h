@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A fake VM backend and clock for the agent's unit tests: boots are instant, "QEMU" is an
- * eventfd the test can fire, exec answers a few canned commands. Header-only on purpose: it is
- * included by one test file. */
+ * eventfd the test can fire, exec answers a few canned commands. Header-only (static inline)
+ * so each test binary compiles its own copy. */
 #pragma once
 
 #include <errno.h>
@@ -35,7 +35,7 @@ struct fake_backend {
         char last_env[512]; /* env of the last exec, ';'-joined */
 };
 
-static struct fake_vm *fake_vm_new(pid_t pid)
+static inline struct fake_vm *fake_vm_new(pid_t pid)
 {
         struct fake_vm *v = calloc(1, sizeof(*v));
 
@@ -47,7 +47,7 @@ static struct fake_vm *fake_vm_new(pid_t pid)
 }
 
 /* Marks the VM as exited (as if QEMU died) and makes its exit fd readable. */
-static void fake_vm_crash(struct fake_vm *v)
+static inline void fake_vm_crash(struct fake_vm *v)
 {
         uint64_t one = 1;
 
@@ -55,8 +55,8 @@ static void fake_vm_crash(struct fake_vm *v)
         (void)!write(v->efd, &one, sizeof(one));
 }
 
-static int fake_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
-                     struct fk_error *err)
+static inline int fake_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
+                            struct fk_error *err)
 {
         struct fake_backend *f = ud;
         struct fake_vm *v;
@@ -89,7 +89,8 @@ static int fake_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
         return 0;
 }
 
-static int fake_adopt(void *ud, const char *run_dir, int accel, void **ret_vm, struct fk_error *err)
+static inline int fake_adopt(void *ud, const char *run_dir, int accel, void **ret_vm,
+                             struct fk_error *err)
 {
         struct fake_backend *f = ud;
         char path[1024], *buf = NULL;
@@ -108,7 +109,7 @@ static int fake_adopt(void *ud, const char *run_dir, int accel, void **ret_vm, s
         return 0;
 }
 
-static int fake_stop(void *ud, void *vm, unsigned timeout_ms)
+static inline int fake_stop(void *ud, void *vm, unsigned timeout_ms)
 {
         struct fake_backend *f = ud;
 
@@ -118,15 +119,15 @@ static int fake_stop(void *ud, void *vm, unsigned timeout_ms)
         return 0;
 }
 
-static int fake_pause(void *ud, void *vm, struct fk_error *err)
+static inline int fake_pause(void *ud, void *vm, struct fk_error *err)
 {
         (void)ud, (void)vm, (void)err;
         return 0;
 }
 
-static int fake_exec(void *ud, void *vm, const struct vmm_exec_request *req,
-                     int (*out_fn)(int stream, const void *data, size_t size, void *ud),
-                     void *out_ud, struct vmm_exec_result *ret, struct fk_error *err)
+static inline int fake_exec(void *ud, void *vm, const struct vmm_exec_request *req,
+                            int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                            void *out_ud, struct vmm_exec_result *ret, struct fk_error *err)
 {
         struct fake_backend *f = ud;
         const char *cmd = req->argv[0];
@@ -162,17 +163,17 @@ static int fake_exec(void *ud, void *vm, const struct vmm_exec_request *req,
         return 0;
 }
 
-static pid_t fake_pid(void *vm)
+static inline pid_t fake_pid(void *vm)
 {
         return ((struct fake_vm *)vm)->pid;
 }
 
-static int fake_exit_fd(void *vm)
+static inline int fake_exit_fd(void *vm)
 {
         return ((struct fake_vm *)vm)->efd;
 }
 
-static int fake_poll_exit(void *vm, int *ret_status, const char **ret_reason)
+static inline int fake_poll_exit(void *vm, int *ret_status, const char **ret_reason)
 {
         if (!atomic_load(&((struct fake_vm *)vm)->exited))
                 return 0;
@@ -181,7 +182,7 @@ static int fake_poll_exit(void *vm, int *ret_status, const char **ret_reason)
         return 1;
 }
 
-static void fake_free(void *ud, void *vm)
+static inline void fake_free(void *ud, void *vm)
 {
         struct fake_backend *f = ud;
         struct fake_vm *v = vm;
@@ -191,7 +192,7 @@ static void fake_free(void *ud, void *vm)
         free(v);
 }
 
-static struct agent_vm_ops fake_ops(struct fake_backend *f)
+static inline struct agent_vm_ops fake_ops(struct fake_backend *f)
 {
         return (struct agent_vm_ops){
                 .boot = fake_boot,
@@ -213,17 +214,17 @@ struct fake_clock {
         atomic_ullong real_ns, mono_ns;
 };
 
-static uint64_t fake_real(void *ud)
+static inline uint64_t fake_real(void *ud)
 {
         return atomic_load(&((struct fake_clock *)ud)->real_ns);
 }
 
-static uint64_t fake_mono(void *ud)
+static inline uint64_t fake_mono(void *ud)
 {
         return atomic_load(&((struct fake_clock *)ud)->mono_ns);
 }
 
-static void fake_clock_advance(struct fake_clock *c, uint64_t seconds)
+static inline void fake_clock_advance(struct fake_clock *c, uint64_t seconds)
 {
         atomic_fetch_add(&c->real_ns, seconds * 1000000000ull);
         atomic_fetch_add(&c->mono_ns, seconds * 1000000000ull);

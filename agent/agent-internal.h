@@ -87,9 +87,10 @@ struct agent_dir_scan {
 /* Reads every *.yaml / *.yml in dir (a missing dir yields nothing). Does not log. */
 int agent_dir_scan(const char *dir, const struct node_config *cfg, struct agent_dir_scan *ret);
 void agent_dir_scan_done(struct agent_dir_scan *s);
-/* An inotify fd watching dir (created if missing), or -errno. */
-int agent_dir_watch(const char *dir);
-/* Drains pending inotify events; returns 1 if any concerned a manifest file. */
+/* An inotify fd watching dir (created first if missing and create is set), or -errno. */
+int agent_dir_watch(const char *dir, bool create);
+/* Drains pending inotify events: 0 nothing relevant, 1 a manifest file changed, 2 the
+ * directory itself went away (the watch is dead; rescan and watch again). */
 int agent_dir_watch_drain(int fd);
 
 /* The API session store under <stateDir>/sessions/<key>/session.json. */

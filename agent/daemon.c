@@ -223,8 +223,18 @@ int agent_daemon_reconcile(struct agent_daemon *d)
         bool rescan = d->last_scan_ns == 0 || now - d->last_scan_ns >= RESCAN_INTERVAL_NS;
         int r;
 
-        if (d->watch_fd >= 0 && agent_dir_watch_drain(d->watch_fd) > 0)
+        r = d->watch_fd >= 0 ? agent_dir_watch_drain(d->watch_fd) : 0;
+        if (r != 0)
                 rescan = true;
+        if (r == 2 || r < 0) {
+                close(d->watch_fd);
+                d->watch_fd = -1;
+        }
+        /* The manifest dir came back after being removed: watch it again. */
+        if (d->thread_started && d->watch_fd < 0 && access(d->cfg->manifest_dir, F_OK) == 0) {
+                d->watch_fd = agent_dir_watch(d->cfg->manifest_dir, false);
+                rescan = true;
+        }
         pthread_mutex_lock(&d->lock);
         if (rescan) {
                 d->last_scan_ns = now;
@@ -283,7 +293,7 @@ int agent_daemon_start(struct agent_daemon *d)
 {
         int r;
 
-        d->watch_fd = agent_dir_watch(d->cfg->manifest_dir);
+        d->watch_fd = agent_dir_watch(d->cfg->manifest_dir, true);
         if (d->watch_fd < 0)
                 log_warning_errno(d->watch_fd, "watch %s (falling back to periodic rescans): %m",
                                   d->cfg->manifest_dir);

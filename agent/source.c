@@ -131,12 +131,12 @@ void agent_dir_scan_done(struct agent_dir_scan *s)
         s->n = 0;
 }
 
-int agent_dir_watch(const char *dir)
+int agent_dir_watch(const char *dir, bool create)
 {
         cleanup_close int fd = -1;
         int r;
 
-        r = fk_mkdir_p(dir, 0755);
+        r = create ? fk_mkdir_p(dir, 0755) : 0;
         if (r < 0)
                 return r;
         fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -162,10 +162,12 @@ int agent_dir_watch_drain(int fd)
                 for (char *p = buf; p < buf + n;) {
                         const struct inotify_event *ev = (const struct inotify_event *)p;
 
-                        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW))
-                                relevant = 1;
+                        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+                                relevant = 2;
+                        else if (ev->mask & IN_Q_OVERFLOW)
+                                relevant = FK_MAX(relevant, 1);
                         else if (ev->len > 0 && is_manifest_name(ev->name))
-                                relevant = 1;
+                                relevant = FK_MAX(relevant, 1);
                         p += sizeof(*ev) + ev->len;
                 }
         }

@@ -258,6 +258,47 @@ static void test_manifest_dir(void **state)
         assert_int_equal(e->d->n_sessions, 0);
 }
 
+/* Polls GET until the session's HTTP status is want (and Running when 200), up to 5 s. */
+static bool session_becomes(struct env *e, const char *name, long want)
+{
+        cleanup_free char *path = NULL;
+
+        assert_true(fk_asprintf(&path, "/api/v1alpha1/namespaces/default/sessions/%s", name) > 0);
+        for (int i = 0; i < 500; i++) {
+                json_t *j = NULL;
+                long st = req(e, "GET", path, NULL, &j);
+                bool ok = st == want && (want != 200 || strcmp(phase_of(j) ?: "", "Running") == 0);
+
+                json_decref(j);
+                if (ok)
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
+/* With the reconcile thread running, inotify alone (the fake clock never triggers a periodic
+ * rescan) picks up new files, a removed directory, and the directory coming back. */
+static void test_manifest_dir_watch(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *dir = NULL;
+
+        assert_true(fk_asprintf(&dir, "%s/manifests", e->dir) > 0);
+        assert_int_equal(agent_daemon_start(e->d), 0);
+        write_manifest(e, "w.yaml",
+                       "apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: w}\n");
+        assert_true(session_becomes(e, "w", 200));
+        assert_int_equal(fk_rm_rf(dir), 0);
+        assert_true(session_becomes(e, "w", 404));
+        assert_int_equal(atomic_load(&e->fake.stops), 1);
+        assert_int_equal(fk_mkdir_p(dir, 0755), 0);
+        usleep(1200 * 1000); /* let a tick notice the directory and watch it again */
+        write_manifest(e, "w2.yaml",
+                       "apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: w2}\n");
+        assert_true(session_becomes(e, "w2", 200));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -268,6 +309,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_restart_on_failure, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_manifest_dir_watch, setup, teardown),
         };
 
         signal(SIGPIPE, SIG_IGN);

@@ -96,7 +96,10 @@ static int pss_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_total)
                 size_t len = strcspn(line, "\n");
 
                 line[len] = '\0';
-                if (strchr(line, '-') && strchr(line, ' ') && strchr(line, ':') == NULL) {
+                unsigned long lo, hi;
+
+                /* Mapping headers start "lo-hi perms"; field lines are "Name: value". */
+                if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
                         in_map = len >= strlen(suffix) &&
                                  strcmp(line + len - strlen(suffix), suffix) == 0;
                         continue;
@@ -186,10 +189,14 @@ static int bench_pause(unsigned mib)
         if (r < 0)
                 return fprintf(stderr, "%s: %s\n", name, err.msg), r;
         r = checkpoint_once(&vm, "ck-low", &low);
-        /* Touch about 60% of RAM with incompressible data in the guest's tmpfs. */
-        snprintf(script, sizeof(script), "head -c %uM /dev/urandom > /run/fill", mib * 6 / 10);
-        if (r >= 0)
-                r = fh_sh(&vm, script, NULL) == 0 ? 0 : -EIO;
+        /* Touch about 60% of RAM with incompressible data: dd's buffer is one block of that
+         * size, filled from urandom (guest tmpfs is capped at half of RAM, so not a file). */
+        snprintf(script, sizeof(script), "dd if=/dev/urandom of=/dev/null bs=%uM count=1",
+                 mib * 6 / 10);
+        if (r >= 0 && fh_sh(&vm, script, NULL) != 0) {
+                fprintf(stderr, "%s: touching RAM failed\n", name);
+                r = -EIO;
+        }
         if (r >= 0)
                 r = checkpoint_once(&vm, "ck-high", &high);
         fh_vm_stop(&vm);

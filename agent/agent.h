@@ -90,6 +90,8 @@ struct agent_clock {
 extern const struct agent_clock agent_clock_system;
 
 /* Everything needed to boot one session VM. Strings are borrowed for the call. */
+#define AGENT_PRE_EXEC_MAX 4
+
 struct agent_boot_params {
         const char *key;       /* "<namespace>.<name>" */
         const char *name;      /* session name */
@@ -105,6 +107,20 @@ struct agent_boot_params {
         /* Called once QEMU runs (before the guest is ready), so status can show its pid. */
         void (*spawned)(void *ctx, pid_t pid);
         void *spawned_ctx;
+        /* Run in QEMU's child between fork and exec, in order (join the session's cgroup, enter
+         * its netns, drop privileges, ...). Each must be async-signal-safe; the first failure
+         * aborts the spawn with its -errno. Borrowed. */
+        struct agent_pre_exec {
+                int (*fn)(void *userdata);
+                void *userdata;
+        } pre_exec[AGENT_PRE_EXEC_MAX];
+        size_t n_pre_exec;
+        /* Extra kernel command line (e.g. forklet.ip=...), NULL: none. Borrowed. */
+        const char *append;
+        /* Extra QEMU inputs the session owns: workspace disk and tap, NULL: none. Borrowed. */
+        const char *disk;
+        const char *tap;
+        const char *mac;
 };
 
 /* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */

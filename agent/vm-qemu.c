@@ -90,6 +90,19 @@ static int wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, cons
         }
 }
 
+/* vmm_process_spawn takes one hook; run the session's list in order. Async-signal-safe. */
+static int run_pre_exec(void *userdata)
+{
+        const struct agent_boot_params *p = userdata;
+
+        for (size_t i = 0; i < p->n_pre_exec; i++) {
+                int r = p->pre_exec[i].fn(p->pre_exec[i].userdata);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *mem = NULL, *log = NULL;
@@ -116,6 +129,10 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .agent_socket = agent,
                 .console_log = console,
                 .vmgenid = guid,
+                .append = p->append,
+                .disk = p->disk,
+                .tap = p->tap,
+                .mac = p->mac,
         };
         /* Under TCG the guest calibrates its TSC against emulated timers, which can stall
          * for minutes on a busy host; handing it the host's frequency avoids that. */
@@ -124,7 +141,8 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;
-        r = vmm_process_spawn(argv, log, NULL, NULL, &q->proc, err);
+        r = vmm_process_spawn(argv, log, p->n_pre_exec > 0 ? run_pre_exec : NULL, (void *)p,
+                              &q->proc, err);
         fk_strv_free(argv);
         if (r < 0)
                 return r;

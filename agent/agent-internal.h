@@ -100,6 +100,24 @@ int agent_store_remove(const char *state_dir, const char *key);
 int agent_store_load(const char *state_dir, const struct node_config *cfg,
                      struct agent_session ***ret, size_t *ret_n);
 
+/* ---- workspace disk (disk.c): qcow2 overlays under <state>/disk ---------------------------- */
+
+/* <state>/disk (caller frees). */
+int agent_disk_dir(const char *state_dir, char **ret);
+/* The active overlay of the session (caller frees); -ENOENT when none was made yet. */
+int agent_disk_active(const char *state_dir, char **ret);
+/* Records path (a file in <state>/disk) as the active overlay, atomically. */
+int agent_disk_set_active(const char *state_dir, const char *path);
+/* A free name <state>/disk/PREFIX-N.qcow2 (creates the dir; caller frees). */
+int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret);
+/* Virtual size of a qcow2 image (its header) or size of a raw file. */
+int agent_disk_virtual_size(const char *path, uint64_t *ret);
+/* qemu-img create -f qcow2 -u -b backing -F raw|qcow2 path SIZE (format sniffed). err set. */
+int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err);
+/* The active overlay, created over base (the image's raw workspace.img) the first time.
+ * *ret is a heap path. err set on failure. */
+int agent_disk_prepare(const char *state_dir, const char *base, char **ret, struct fk_error *err);
+
 /* Per-session directories (caller frees). */
 int agent_session_run_dir(const char *run_dir, const char *key, char **ret);
 int agent_session_state_dir(const char *state_dir, const char *key, char **ret);

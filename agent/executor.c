@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define AGENT_BOOT_TIMEOUT_MS 120000
 #define AGENT_STOP_STEP_MS    10000
@@ -23,6 +24,7 @@ struct job {
         struct agent_vm_ref *vm;       /* owned reference (stop, pause, resume, destroy) */
         struct agent_vm_ref *detached; /* the session's reference after a stop, owned */
         char *run_dir, *state_dir, *kernel, *initrd; /* owned */
+        char *base_disk;                             /* owned, NULL: image has no workspace */
         unsigned vcpus, memory_mib;
         char key[2 * 64 + 2], name[64];
 };
@@ -37,6 +39,7 @@ static struct job *job_free(struct job *j)
         free(j->state_dir);
         free(j->kernel);
         free(j->initrd);
+        free(j->base_disk);
         free(j);
         return NULL;
 }
@@ -81,8 +84,13 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
         j->vcpus = sc->vcpus;
         j->memory_mib = sc->memory_mib;
         if (fk_asprintf(&j->kernel, "%s/vmlinuz", img->dir) < 0 ||
-            fk_asprintf(&j->initrd, "%s/initrd.img", img->dir) < 0)
+            fk_asprintf(&j->initrd, "%s/initrd.img", img->dir) < 0 ||
+            fk_asprintf(&j->base_disk, "%s/workspace.img", img->dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
+        if (access(j->base_disk, F_OK) < 0) {
+                free(j->base_disk);
+                j->base_disk = NULL;
+        }
         return 0;
 }
 
@@ -127,13 +135,17 @@ static void job_boot(struct job *j)
                 .spawned = job_spawned,
                 .spawned_ctx = j,
         };
+        cleanup_free char *disk = NULL;
         void *vm = NULL;
         int r;
 
         r = job_prepare_dirs(j, true);
         if (r < 0)
                 fk_error_set(&err, r, "create %s: %s", j->run_dir, strerror(-r));
-        else
+        if (r >= 0 && j->base_disk)
+                r = agent_disk_prepare(j->state_dir, j->base_disk, &disk, &err);
+        p.disk = disk;
+        if (r >= 0)
                 r = d->ops.boot(d->ops.userdata, &p, &vm, &err);
         pthread_mutex_lock(&d->lock);
         if (r >= 0 && !(j->s->vm = agent_vm_ref_new(vm, &d->ops))) {

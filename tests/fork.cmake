@@ -5,3 +5,9 @@ target_link_libraries(fork-harness PUBLIC fk_vmm)
 add_executable(fork-engine-test integration/fork-engine.c)
 target_link_libraries(fork-engine-test PRIVATE fork-harness)
 fk_integration_test(fork-engine COMMAND fork-engine-test TIMEOUT 900)
+
+# forkletd + CLI with real QEMU: workspace disk, checkpoints, fork, rollback, snapshots.
+fk_integration_test(fork-disk
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-disk.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 900)

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/* A session's workspace disk: qcow2 overlays under <state>/disk over the image's raw
+ * workspace.img or over a checkpoint's frozen layer, the "active" pointer, and qemu-img. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DISK_ACTIVE_FILE "active"
+#define QCOW2_MAGIC      "QFI\xfb"
+
+extern char **environ;
+
+int agent_disk_dir(const char *state_dir, char **ret)
+{
+        return fk_asprintf(ret, "%s/disk", state_dir);
+}
+
+/* Runs argv (PATH lookup) with stdout/stderr captured; err gets the last output line. */
+static int run_tool(char *const *argv, struct fk_error *err)
+{
+        posix_spawn_file_actions_t fa;
+        int pipefd[2], status = 0, r;
+        char out[1024] = "";
+        size_t n = 0;
+        ssize_t k;
+        pid_t pid;
+
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return fk_error_set(err, -errno, "pipe: %m");
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+        posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+        r = -posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(pipefd[1]);
+        if (r < 0) {
+                close(pipefd[0]);
+                return fk_error_set(err, r, "run %s: %s", argv[0], strerror(-r));
+        }
+        while ((k = read(pipefd[0], out + n, sizeof(out) - 1 - n)) > 0 || (k < 0 && errno == EINTR))
+                if (k > 0 && (n += (size_t)k) >= sizeof(out) - 1)
+                        n = 0; /* keep only the tail */
+        out[n] = '\0';
+        close(pipefd[0]);
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return fk_error_set(err, -errno, "wait for %s: %m", argv[0]);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                return 0;
+        while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+                out[--n] = '\0';
+        return fk_error_set(err, -EIO, "%s failed: %.200s", argv[0],
+                            strrchr(out, '\n') ? strrchr(out, '\n') + 1 : out);
+}
+
+int agent_disk_virtual_size(const char *path, uint64_t *ret)
+{
+        cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+        unsigned char h[32];
+        struct stat st;
+        uint64_t v = 0;
+
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return -errno;
+        if (pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) && memcmp(h, QCOW2_MAGIC, 4) == 0) {
+                for (int i = 24; i < 32; i++) /* big-endian size at offset 24 */
+                        v = (v << 8) | h[i];
+                *ret = v;
+                return 0;
+        }
+        *ret = (uint64_t)st.st_size;
+        return 0;
+}
+
+int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err)
+{
+        char size[32], *argv[14];
+        uint64_t bytes;
+        int r, n = 0;
+        bool qcow2;
+
+        r = agent_disk_virtual_size(backing, &bytes);
+        if (r < 0)
+                return fk_error_set(err, r, "disk layer %s: %s", backing, strerror(-r));
+        {
+                char magic[4] = "";
+                cleanup_close int fd = open(backing, O_RDONLY | O_CLOEXEC);
+
+                qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
+        }
+        snprintf(size, sizeof(size), "%" PRIu64, bytes);
+        argv[n++] = (char *)"qemu-img";
+        argv[n++] = (char *)"create";
+        argv[n++] = (char *)"-q";
+        argv[n++] = (char *)"-f";
+        argv[n++] = (char *)"qcow2";
+        /* -u: do not open the backing file, which a running QEMU may hold locked. */
+        argv[n++] = (char *)"-u";
+        argv[n++] = (char *)"-b";
+        argv[n++] = (char *)backing;
+        argv[n++] = (char *)"-F";
+        argv[n++] = (char *)(qcow2 ? "qcow2" : "raw");
+        argv[n++] = (char *)path;
+        argv[n++] = size;
+        argv[n] = NULL;
+        return run_tool(argv, err);
+}
+
+int agent_disk_active(const char *state_dir, char **ret)
+{
+        cleanup_free char *dir = NULL, *ptr = NULL, *name = NULL;
+        char *path;
+        int r;
+
+        if (agent_disk_dir(state_dir, &dir) < 0 ||
+            fk_asprintf(&ptr, "%s/" DISK_ACTIVE_FILE, dir) < 0)
+                return -ENOMEM;
+        r = fk_read_file(ptr, 4096, &name, NULL);
+        if (r < 0)
+                return r;
+        name[strcspn(name, "\n")] = '\0';
+        if (!name[0] || strchr(name, '/'))
+                return -EINVAL;
+        if (fk_asprintf(&path, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        if (access(path, F_OK) < 0) {
+                r = -errno;
+                free(path);
+                return r;
+        }
+        *ret = path;
+        return 0;
+}
+
+int agent_disk_set_active(const char *state_dir, const char *path)
+{
+        cleanup_free char *dir = NULL, *ptr = NULL;
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+
+        if (agent_disk_dir(state_dir, &dir) < 0 ||
+            fk_asprintf(&ptr, "%s/" DISK_ACTIVE_FILE, dir) < 0)
+                return -ENOMEM;
+        return fk_write_file_atomic(ptr, base, strlen(base), 0600);
+}
+
+int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret)
+{
+        cleanup_free char *dir = NULL;
+        int r;
+
+        if (agent_disk_dir(state_dir, &dir) < 0)
+                return -ENOMEM;
+        r = fk_mkdir_p(dir, 0700);
+        if (r < 0)
+                return r;
+        for (unsigned i = 0; i < 100000; i++) {
+                char *p;
+
+                if (fk_asprintf(&p, "%s/%s-%u.qcow2", dir, prefix, i) < 0)
+                        return -ENOMEM;
+                if (access(p, F_OK) < 0 && errno == ENOENT) {
+                        *ret = p;
+                        return 0;
+                }
+                free(p);
+        }
+        return -ENOSPC;
+}
+
+int agent_disk_prepare(const char *state_dir, const char *base, char **ret, struct fk_error *err)
+{
+        cleanup_free char *path = NULL;
+        int r;
+
+        r = agent_disk_active(state_dir, ret);
+        if (r != -ENOENT)
+                return r < 0 ? fk_error_set(err, r, "workspace disk of %s: %s", state_dir,
+                                            strerror(-r))
+                             : 0;
+        r = agent_disk_next_path(state_dir, "workspace", &path);
+        if (r < 0)
+                return fk_error_set(err, r, "workspace disk in %s: %s", state_dir, strerror(-r));
+        r = agent_disk_create_overlay(path, base, err);
+        if (r < 0)
+                return r;
+        r = agent_disk_set_active(state_dir, path);
+        if (r < 0) {
+                unlink(path);
+                return fk_error_set(err, r, "record active disk: %s", strerror(-r));
+        }
+        *ret = TAKE_PTR(path);
+        return 0;
+}

@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The per-session workspace disk through forkletd: a qcow2 overlay in the session's state dir
+# over the image's workspace.img, mounted on /workspace; kept across stop/start, removed on
+# delete; two sessions do not see each other's files.
+# Usage: fork-disk.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+. "$(dirname "$0")/fork-lib.sh"
+
+start_daemon
+session wsa
+session wsb
+"$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running"
+"$FORKLET" wait wsb --for=Running --timeout=240 || fail "wsb not Running"
+sd=$T/state/sessions/default.wsa
+active=$(cat "$sd/disk/active") || fail "no active disk recorded"
+qemu-img info -U "$sd/disk/$active" | grep -q "backing file: $IMG/workspace.img" ||
+        fail "overlay not backed by the image's workspace.img"
+gsh wsa 'grep -q " /workspace ext4" /proc/mounts' || fail "/workspace not mounted"
+gsh wsa 'echo kept-across-restart >/workspace/note && sync' || fail "write /workspace/note"
+[ "$(gsh wsb 'cat /workspace/note 2>/dev/null')" = "" ] || fail "wsb sees wsa's file"
+
+sed -i 's/^spec:$/spec:\n  state: Stopped/' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null || fail "apply Stopped"
+"$FORKLET" wait wsa --for=Stopped --timeout=60 || fail "wsa not Stopped"
+[ -f "$sd/disk/$active" ] || fail "disk removed on stop"
+sed -i '/state: Stopped/d' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null || fail "apply Running"
+"$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running again"
+[ "$(gsh wsa 'cat /workspace/note')" = kept-across-restart ] || fail "file lost across stop/start"
+
+"$FORKLET" delete wsa >/dev/null || fail "delete"
+gone_within 60 "$sd" || fail "state dir (disk) left after delete"
+[ -f "$IMG/workspace.img" ] || fail "delete removed the image's base disk"
+echo PASS

@@ -158,7 +158,7 @@ static int bench_boot_vs_fork(const unsigned *ns, size_t count)
                         return r;
                 r = run_group(vms, n, "fork", ckpt, &fork);
                 if (r >= 0 && k == count - 1) {
-                        long map, total;
+                        long map = 0, total = 0;
 
                         if (pss_kb(vmm_process_pid(vms[0].proc), "/ck/ram", &map, &total) >= 0)
                                 printf("# idle fork memory (N=%u): guest RAM mapping PSS %ld KiB "

@@ -36,7 +36,7 @@ static int v1_cpu(struct cg_manager *m, const char *name, const struct cg_limits
                   struct fk_error *err)
 {
         uint64_t period = l->cpu_period_us ? l->cpu_period_us : 100000, shares = 1024;
-        struct cg_hier *h;
+        struct cg_hier *h = NULL;
         char buf[32];
         int r = hier_of(m, CG_CTRL_CPU, "cpu", &h, err);
 
@@ -61,7 +61,7 @@ static int v1_cpu(struct cg_manager *m, const char *name, const struct cg_limits
 
 static int v1_io(struct cg_manager *m, const char *name, uint64_t weight, struct fk_error *err)
 {
-        struct cg_hier *h;
+        struct cg_hier *h = NULL;
         const char *file;
         char buf[32];
         int r = hier_of(m, CG_CTRL_BLKIO, "blkio", &h, err);
@@ -85,7 +85,7 @@ static int v1_io(struct cg_manager *m, const char *name, uint64_t weight, struct
 static int v1_apply_limits(struct cg_manager *m, const char *name, const struct cg_limits *l,
                            struct fk_error *err)
 {
-        struct cg_hier *h;
+        struct cg_hier *h = NULL;
         char buf[32];
         int r;
 
@@ -112,7 +112,7 @@ static int v1_set_frozen(struct cg_manager *m, const char *name, bool frozen, st
         const char *want = frozen ? "FROZEN" : "THAWED";
         uint64_t deadline = fk_now_mono_ns() + m->timeout_ns;
         unsigned step = 0;
-        struct cg_hier *h;
+        struct cg_hier *h = NULL;
         int r = hier_of(m, CG_CTRL_FREEZER, "freezer", &h, err);
 
         if (r < 0)
@@ -145,7 +145,7 @@ static int v1_kill(struct cg_manager *m, const char *name, struct fk_error *err)
 static int v1_stats(struct cg_manager *m, const char *name, struct cg_stats *s,
                     struct fk_error *err)
 {
-        struct cg_hier *h;
+        struct cg_hier *h = NULL;
         int r;
 
         if ((r = hier_of(m, CG_CTRL_CPUACCT, "cpuacct", &h, err)) < 0 ||

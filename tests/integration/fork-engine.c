@@ -85,7 +85,7 @@ static void check_fork(int i, const char *pid, const char *parent_sum)
         struct fh_out out;
 
         /* The first command: the server must already be there, at the same pid. */
-        snprintf(script, sizeof(script), "cat /proc/%s/comm", pid);
+        snprintf(script, sizeof(script), "cat /proc/%d/comm", atoi(pid));
         CHECK(fh_sh(&vms[i], script, &out) == 0 && strcmp(out.data, "httpd") == 0,
               "fork %d: pid %s is '%s', want httpd", i - 1, pid, out.data);
         snprintf(want_id, sizeof(want_id), "fork-%d", i - 1);

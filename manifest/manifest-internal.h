@@ -119,6 +119,9 @@ int manifest_resolve_path(const char *base_dir, const char *p, char **ret);
 int node_config_init_defaults(struct node_config *c);
 int node_config_finish(struct node_config *c);
 /* Checks apiVersion and kind of a document root (reports problems). */
+/* A string-to-string map at n: label rules (is_env false) or environment names (true). */
+void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,
+                         struct kv **ret, size_t *ret_n);
 int manifest_decode_header(struct mctx *c, const struct mnode *root, const char *kind);
 /* Decodes one Session tree; on reported errors returns -EINVAL. */
 int session_decode(struct mctx *c, const struct mnode *root, const struct node_config *cfg,

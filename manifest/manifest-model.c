@@ -80,6 +80,7 @@ struct session_manifest *session_manifest_free(struct session_manifest *m)
                 free(m->checkpoints[i].name);
         free(m->checkpoints);
         free(m->forks_from);
+        kvs_free(m->node_selector, m->n_node_selector);
         free(m->source);
         free(m);
         return NULL;
@@ -110,7 +111,8 @@ static int kvs_copy(const struct kv *kv, size_t n, struct kv **ret)
 static int copy_arrays(const struct session_manifest *m, struct session_manifest *c)
 {
         if (kvs_copy(m->labels, m->n_labels, &c->labels) < 0 ||
-            kvs_copy(m->env, m->n_env, &c->env) < 0)
+            kvs_copy(m->env, m->n_env, &c->env) < 0 ||
+            kvs_copy(m->node_selector, m->n_node_selector, &c->node_selector) < 0)
                 return -ENOMEM;
         c->egress = calloc(m->n_egress + 1, sizeof(*c->egress));
         c->ports = calloc(m->n_ports + 1, sizeof(*c->ports));
@@ -141,7 +143,7 @@ int session_manifest_copy(const struct session_manifest *m, struct session_manif
         if (!c)
                 return -ENOMEM;
         *c = *m;
-        c->labels = c->env = NULL;
+        c->labels = c->env = c->node_selector = NULL;
         c->egress = NULL;
         c->ports = NULL;
         c->after_start = NULL;
@@ -208,7 +210,8 @@ bool session_manifest_equal(const struct session_manifest *a, const struct sessi
                a->state == b->state && a->restart_policy == b->restart_policy &&
                kvs_eq(a->env, a->n_env, b->env, b->n_env) && lists_eq(a, b) &&
                a->has_forks == b->has_forks && str_eq(a->forks_from, b->forks_from) &&
-               a->forks_count == b->forks_count;
+               a->forks_count == b->forks_count &&
+               kvs_eq(a->node_selector, a->n_node_selector, b->node_selector, b->n_node_selector);
 }
 
 /* json_object_set_new that remembers a failure. */
@@ -259,6 +262,9 @@ static json_t *spec_lists_json(const struct session_manifest *m, json_t *s, bool
                     json_pack("{s:s?,s:I}", "from", m->forks_from, "count",
                               (json_int_t)m->forks_count),
                     ok);
+        /* Only when set, so manifests without it render as before. */
+        if (m->n_node_selector)
+                set(s, "nodeSelector", kvs_json(m->node_selector, m->n_node_selector, ok), ok);
         return s;
 }
 

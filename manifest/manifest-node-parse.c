@@ -16,7 +16,7 @@
 static const char *const top_fields[] = {"apiVersion", "kind",         "nodeName",    "stateDir",
                                          "runDir",     "accel",        "manifestDir", "api",
                                          "network",    "cgroupParent", "sizeClasses", "images",
-                                         "capacity",   "controlPlane", NULL};
+                                         "capacity",   "controlPlane", "labels",      NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
@@ -377,6 +377,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 decode_capacity(n, v);
         if ((v = opt(root, "controlPlane")))
                 decode_control_plane(n, v);
+        if ((v = opt(root, "labels")))
+                manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
 }
 
 static int parse_docs(struct nctx *n, const char *buf, size_t size)

@@ -37,6 +37,11 @@ struct node_config *node_config_free(struct node_config *c)
         free(c->images);
         fk_strv_free(c->etcd);
         free(c->etcd_prefix);
+        for (size_t i = 0; i < c->n_labels; i++) {
+                free(c->labels[i].key);
+                free(c->labels[i].value);
+        }
+        free(c->labels);
         free(c->source);
         free(c);
         return NULL;

@@ -13,9 +13,9 @@
 
 static const char *const top_fields[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
 static const char *const meta_fields[] = {"name", "namespace", "labels", NULL};
-static const char *const spec_fields[] = {"sizeClass",   "image",  "state", "restartPolicy",
-                                          "env",         "egress", "ports", "lifecycle",
-                                          "checkpoints", "forks",  NULL};
+static const char *const spec_fields[] = {"sizeClass",   "image",  "state",        "restartPolicy",
+                                          "env",         "egress", "ports",        "lifecycle",
+                                          "checkpoints", "forks",  "nodeSelector", NULL};
 static const char *const lifecycle_fields[] = {"afterStart", NULL};
 static const char *const checkpoint_fields[] = {"name", NULL};
 static const char *const forks_fields[] = {"from", "count", NULL};
@@ -84,8 +84,8 @@ static int kv_push(struct mctx *c, struct kv **arr, size_t *n, const char *k, co
 }
 
 /* labels (is_env false) or env (is_env true): a string-to-string map. */
-static void decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,
-                       struct kv **ret, size_t *ret_n)
+void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,
+                         struct kv **ret, size_t *ret_n)
 {
         char p[MPATH_MAX];
 
@@ -127,7 +127,7 @@ static void decode_metadata(struct mctx *c, const struct mnode *meta, struct ses
         decode_name(c, meta, "metadata", "namespace", false, &m->namespace);
         v = opt(meta, "labels");
         if (v)
-                decode_kvs(c, v, "metadata.labels", false, &m->labels, &m->n_labels);
+                manifest_decode_kvs(c, v, "metadata.labels", false, &m->labels, &m->n_labels);
 }
 
 static void decode_egress(struct mctx *c, const struct mnode *n, struct session_manifest *m)
@@ -358,7 +358,7 @@ static void decode_spec(struct mctx *c, const struct mnode *spec, const struct n
         decode_enum(c, spec, "restartPolicy", "restart policy", policies, ARRAY_SIZE(policies), &e);
         m->restart_policy = (enum restart_policy)e;
         if ((v = opt(spec, "env")))
-                decode_kvs(c, v, "spec.env", true, &m->env, &m->n_env);
+                manifest_decode_kvs(c, v, "spec.env", true, &m->env, &m->n_env);
         if ((v = opt(spec, "egress")))
                 decode_egress(c, v, m);
         if ((v = opt(spec, "ports")))
@@ -369,6 +369,9 @@ static void decode_spec(struct mctx *c, const struct mnode *spec, const struct n
                 decode_checkpoints(c, v, m);
         if ((v = opt(spec, "forks")))
                 decode_forks(c, v, cfg, m);
+        if ((v = opt(spec, "nodeSelector")))
+                manifest_decode_kvs(c, v, "spec.nodeSelector", false, &m->node_selector,
+                                    &m->n_node_selector);
 }
 
 static int session_defaults(struct session_manifest *m)

@@ -85,6 +85,8 @@ struct session_manifest {
         bool has_forks;
         char *forks_from; /* owned, names an entry of checkpoints */
         unsigned forks_count;
+        struct kv *node_selector; /* owned array; cluster: node labels required (empty: any) */
+        size_t n_node_selector;
         /* where it came from (for messages); not rendered */
         char *source; /* owned file name or "<api>" */
         unsigned source_line;
@@ -136,7 +138,9 @@ struct node_config {
         unsigned max_forks_per_session; /* default 32 */
         char **etcd;                    /* owned strv, empty: standalone */
         char *etcd_prefix;              /* owned, default "/forklet" */
-        char *source;                   /* owned file name */
+        struct kv *labels;              /* owned array: node labels (cluster nodeSelector) */
+        size_t n_labels;
+        char *source; /* owned file name */
 };
 
 /* All errors found in one input, each "FILE:LINE:COL: path: message". */

@@ -225,13 +225,37 @@ static void test_node_errors(void **state)
                                            "(known: apiVersion, kind, nodeName, stateDir, "
                                            "runDir, accel, manifestDir, api, network, "
                                            "cgroupParent, sizeClasses, images, capacity, "
-                                           "controlPlane)")},
+                                           "controlPlane, labels)")},
                     2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         assert_diag(&d,
                     (const char *const[]){"/nonexistent/node.yaml: cannot read: No such file or "
                                           "directory"},
                     1);
+}
+
+/* Node labels (matched by spec.nodeSelector in cluster mode) follow the label rules. */
+static void test_node_labels(void **state)
+{
+        struct node_config *c = NULL;
+        struct manifest_diag d = {0};
+        const char *text = NHDR "images: [{name: minimal, dir: /i}]\n"
+                                "labels: {zone: lab-1, disk: ssd}\n";
+
+        (void)state;
+        assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &c, &d), 0);
+        assert_int_equal(c->n_labels, 2);
+        assert_string_equal(c->labels[0].key, "zone");
+        assert_string_equal(c->labels[0].value, "lab-1");
+        assert_string_equal(c->labels[1].key, "disk");
+        node_config_free(c);
+        c = NULL;
+        text = NHDR "images: [{name: minimal, dir: /i}]\nlabels: {zone: \"a b\"}\n";
+        assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &c, &d), -EINVAL);
+        assert_null(c);
+        assert_int_equal(d.n, 1);
+        assert_non_null(strstr(d.messages[0], "labels.zone: invalid label value \"a b\""));
+        manifest_diag_done(&d);
 }
 
 static void test_config_limits(void **state)
@@ -267,7 +291,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_node_defaults), cmocka_unit_test(test_node_relative_paths),
                 cmocka_unit_test(test_node_example),  cmocka_unit_test(test_node_errors),
-                cmocka_unit_test(test_config_limits),
+                cmocka_unit_test(test_config_limits), cmocka_unit_test(test_node_labels),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 enum agent_source {
         AGENT_SOURCE_API,
         AGENT_SOURCE_FILE,
+        AGENT_SOURCE_CLUSTER, /* assigned by the control plane (agent/daemon-cluster.c) */
 };
 
 enum agent_condition_type {

@@ -50,6 +50,11 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
                 r = fk_error_set(err, -EEXIST,
                                  "session %s/%s is defined by %s; edit that file instead",
                                  m->namespace, m->name, s->source_file);
+        else if (s && s->source == AGENT_SOURCE_CLUSTER) /* cluster mode */
+                r = fk_error_set(err, -EEXIST,
+                                 "session %s/%s is assigned by the control plane; apply it "
+                                 "with forklet --etcd instead",
+                                 m->namespace, m->name);
         else if (s && !s->spec)
                 r = fk_error_set(err, -EBUSY, "session %s/%s is being deleted; retry later",
                                  m->namespace, m->name);
@@ -112,6 +117,11 @@ int agent_daemon_delete(struct agent_daemon *d, const char *ns, const char *name
                 r = fk_error_set(err, -EPERM,
                                  "session %s/%s is defined by %s; remove that file instead", ns,
                                  name, s->source_file);
+        else if (s->source == AGENT_SOURCE_CLUSTER && s->spec) /* cluster mode */
+                r = fk_error_set(err, -EPERM,
+                                 "session %s/%s is assigned by the control plane; delete it "
+                                 "with forklet --etcd instead",
+                                 ns, name);
         else if (s->spec) {
                 s->spec = session_manifest_free(s->spec);
                 s->deleted_ns = now_real(d);
@@ -161,7 +171,9 @@ static void sync_file_items(struct agent_daemon *d, const struct agent_dir_scan 
                 if (s && (s->source != AGENT_SOURCE_FILE || strcmp(s->source_file, f->path))) {
                         log_warning("%s: session %s/%s already defined by %s; ignored", f->path,
                                     m->namespace, m->name,
-                                    s->source == AGENT_SOURCE_FILE ? s->source_file : "the API");
+                                    s->source == AGENT_SOURCE_FILE      ? s->source_file
+                                    : s->source == AGENT_SOURCE_CLUSTER ? "the control plane"
+                                                                        : "the API");
                         continue;
                 }
                 if (!s) {

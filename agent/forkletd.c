@@ -2,6 +2,7 @@
 /* forkletd: parses arguments, loads the node config, wires the daemon, the API server and the
  * signal handling together. VMs keep running across a forkletd restart (they are adopted). */
 #include "agent/agent.h"
+#include "agent/cluster.h"
 #include "common/log.h"
 #include "manifest/manifest.h"
 #include "vmm/vmm.h"
@@ -91,6 +92,7 @@ static int run(const struct node_config *cfg, sigset_t *mask)
 {
         struct agent_daemon *d = NULL;
         struct api_server *api = NULL;
+        struct cluster_agent *cluster = NULL;
         struct fk_error err = {0};
         enum vmm_accel accel;
         int r, sig = 0;
@@ -109,12 +111,18 @@ static int run(const struct node_config *cfg, sigset_t *mask)
                 agent_daemon_free(d);
                 return r;
         }
-        r = agent_daemon_start(d);
+        /* Cluster mode (agent/cluster.h): register with etcd and sync assigned sessions.
+         * Standalone (controlPlane.etcd empty) skips this entirely. */
+        if (cfg->etcd && cfg->etcd[0])
+                r = cluster_agent_start(d, cfg, NULL, &cluster);
+        if (r >= 0)
+                r = agent_daemon_start(d);
         if (r >= 0) {
                 log_info("serving the API on %s", cfg->api_socket);
                 (void)sigwait(mask, &sig);
                 log_info("received %s, shutting down (VMs keep running)", strsignal(sig));
         }
+        cluster_agent_stop(cluster);
         api_server_stop(api);
         agent_daemon_free(d);
         return r;

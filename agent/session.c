@@ -145,9 +145,10 @@ static int metadata_extend(json_t *meta, const struct agent_session *s)
         r |= json_object_set_new(meta, "creationTimestamp", time_json(s->created_ns));
         if (s->deleted_ns)
                 r |= json_object_set_new(meta, "deletionTimestamp", time_json(s->deleted_ns));
-        r |= json_object_set_new(
-                meta, "source",
-                json_string(s->source == AGENT_SOURCE_FILE ? s->source_file : "api"));
+        r |= json_object_set_new(meta, "source",
+                                 json_string(s->source == AGENT_SOURCE_FILE      ? s->source_file
+                                             : s->source == AGENT_SOURCE_CLUSTER ? "cluster"
+                                                                                 : "api"));
         return r ? -ENOMEM : 0;
 }
 

@@ -38,9 +38,11 @@ int agent_store_save(const char *state_dir, const struct agent_session *s)
         r = fk_mkdir_p(dir, 0700);
         if (r < 0)
                 return r;
-        j = json_pack("{s:o, s:I, s:I}", "manifest", session_manifest_to_json(s->spec),
+        /* cluster: "source" marks sessions assigned by the control plane (re-synced at start) */
+        j = json_pack("{s:o, s:I, s:I, s:s}", "manifest", session_manifest_to_json(s->spec),
                       "generation", (json_int_t)s->generation, "createdNs",
-                      (json_int_t)s->created_ns);
+                      (json_int_t)s->created_ns, "source",
+                      s->source == AGENT_SOURCE_CLUSTER ? "cluster" : "api");
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -96,6 +98,9 @@ static int store_load_one(const char *path, const struct node_config *cfg,
         }
         s->spec = m;
         s->source = AGENT_SOURCE_API;
+        if (json_is_string(json_object_get(j, "source")) &&
+            strcmp(json_string_value(json_object_get(j, "source")), "cluster") == 0)
+                s->source = AGENT_SOURCE_CLUSTER; /* cluster mode */
         s->generation = (uint64_t)json_integer_value(json_object_get(j, "generation"));
         s->created_ns = (uint64_t)json_integer_value(json_object_get(j, "createdNs"));
         if (s->generation == 0)

@@ -62,7 +62,10 @@ int cli_parse_global(int argc, char **argv, const char *env_socket, struct cli *
 
         for (i = 1; i < argc && argv[i][0] == '-'; i++) {
                 if ((r = opt_value(argc, argv, &i, "--socket", NULL, &c.socket, err)) != 0 ||
-                    (r = opt_value(argc, argv, &i, "--namespace", "-n", &c.namespace, err)) != 0) {
+                    (r = opt_value(argc, argv, &i, "--namespace", "-n", &c.namespace, err)) != 0 ||
+                    (r = opt_value(argc, argv, &i, "--etcd", NULL, &c.etcd, err)) != 0 ||
+                    (r = opt_value(argc, argv, &i, "--etcd-prefix", NULL, &c.etcd_prefix, err)) !=
+                            0) {
                         if (r < 0)
                                 return r;
                         continue;

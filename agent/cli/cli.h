@@ -23,6 +23,9 @@ enum {
 struct cli {
         const char *socket;    /* --socket, $FORKLET_SOCKET, or CLI_DEFAULT_SOCKET */
         const char *namespace; /* -n/--namespace, default "default" */
+        /* cluster mode (agent/cli/cluster*.c): --etcd URL[,URL] or $FORKLET_ETCD; NULL: off */
+        const char *etcd;
+        const char *etcd_prefix; /* --etcd-prefix, $FORKLET_ETCD_PREFIX, default /forklet */
 };
 
 struct cli_command {
@@ -110,6 +113,10 @@ int cli_get_session(const struct cli *c, const char *name, json_t **ret, struct 
 
 /* Age of an RFC 3339 timestamp relative to now_s ("42s", "5m", "3h", "2d"); "-" if unknown. */
 void cli_format_age(const char *rfc3339, long long now_s, char *buf, size_t size);
+
+/* Cluster mode: apply/get/delete/wait against etcd; node-local verbs (exec, logs, ...) run
+ * against the API of the node the named session is placed on. */
+int cli_cluster_run(const struct cli *c, const struct cli_command *cmd, int argc, char **argv);
 
 /* verbs */
 int cli_validate(const struct cli *c, int argc, char **argv);

@@ -17,6 +17,9 @@ static void usage(FILE *f)
                 "  --socket PATH       forkletd's API socket (default $FORKLET_SOCKET or "
                 "%s)\n"
                 "  -n, --namespace NS  namespace of NAME arguments (default \"default\")\n"
+                "  --etcd URL[,URL]    cluster mode: talk to etcd (default $FORKLET_ETCD)\n"
+                "  --etcd-prefix P     cluster key prefix (default $FORKLET_ETCD_PREFIX or "
+                "/forklet)\n"
                 "  -h, --help          this text;  --version  the version\n"
                 "\nExit status: 0 success, 1 failure (error printed), 2 usage error;\n"
                 "exec returns the guest command's status (128+N if killed by signal N,\n"
@@ -55,7 +58,15 @@ int main(int argc, char **argv)
                 return CLI_EXIT_USAGE;
         }
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        r = cmd->run(&c, argc - verb, argv + verb);
+        /* cluster mode (agent/cli/cluster.c) */
+        if (!c.etcd)
+                c.etcd = getenv("FORKLET_ETCD");
+        if (!c.etcd_prefix)
+                c.etcd_prefix = getenv("FORKLET_ETCD_PREFIX");
+        if (c.etcd && *c.etcd)
+                r = cli_cluster_run(&c, cmd, argc - verb, argv + verb);
+        else
+                r = cmd->run(&c, argc - verb, argv + verb);
         curl_global_cleanup();
         return r;
 }

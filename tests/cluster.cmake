@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: MIT
+# cluster mode: unit tests of the key layout, node status and placement (no etcd); integration
+# tests with a real etcd: two schedulers racing over fake nodes (no VMs), and three forkletd
+# with real QEMU sessions placed by forklet-scheduler.
+if(CMOCKA_FOUND)
+  fk_unit_test(cluster-unit SOURCES unit/cluster-unit.c LIBS fk_sched fk_cluster)
+endif()
+
+fk_integration_test(cluster-sched-race
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-sched-race.sh
+          $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
+  TIMEOUT 300)

@@ -10,3 +10,8 @@ fk_integration_test(cluster-sched-race
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-sched-race.sh
           $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
   TIMEOUT 300)
+
+fk_integration_test(cluster-vms
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-vms.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
+  TIMEOUT 1200)

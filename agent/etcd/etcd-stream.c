@@ -52,7 +52,9 @@ int etcd_stream_feed(struct etcd_stream *s, const void *data, size_t len)
 
 static void stream_consume(struct etcd_stream *s, size_t n)
 {
-        memmove(s->buf, s->buf + n, s->len - n);
+        /* memmove with a NULL buffer is undefined even for 0 bytes */
+        if (s->len > n)
+                memmove(s->buf, s->buf + n, s->len - n);
         s->len -= n;
         s->scanned = 0;
 }

@@ -62,6 +62,7 @@ struct agent_session {
         bool busy;
         volatile bool cancel; /* read by a boot in flight */
         bool seen;            /* scratch for the manifest-dir sync */
+        int audited_phase;    /* phase last written to the audit log, -1: none yet */
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -140,6 +141,9 @@ struct agent_daemon {
         bool thread_started;
         atomic_bool quit;
         uint64_t last_scan_ns;
+        struct agent_audit *audit; /* owned, NULL when the log cannot be opened */
+        pthread_cond_t watch_cond; /* broadcast after each reconcile pass (API watchers) */
+        uint64_t revision;         /* counts reconcile passes, under lock */
 };
 
 /* Under d->lock. */
@@ -155,6 +159,15 @@ void agent_executor_check_exits(struct agent_daemon *d);
 /* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
 void agent_executor_adopt_all(struct agent_daemon *d);
 
+/* Operations (ops engineer's files): journal recovery, orphan cleanup and the audit of phase
+ * transitions. recover_all and audit_transitions run under d->lock; at_start takes it. */
+void agent_journal_recover_all(struct agent_daemon *d);
+void agent_recover_at_start(struct agent_daemon *d);
+void agent_audit_transitions(struct agent_daemon *d);
+/* Audits a daemon-side event (caller "forkletd"); thread-safe, no lock needed. */
+void agent_daemon_audit(struct agent_daemon *d, const char *ns, const char *name,
+                        const char *action, const char *result, double latency_s);
+
 /* ---- API internals ----------------------------------------------------------------------- */
 
 struct MHD_Connection;
@@ -165,10 +178,63 @@ struct api_request {
         const struct node_config *cfg;
         struct api_route route;
         const char *method; /* borrowed from MHD */
+        const char *url;    /* borrowed from MHD (path only) */
         char *body;         /* owned, NUL-terminated */
         size_t body_size;
         bool too_large;
+        bool tcp;           /* arrived on the TCP listener */
+        char caller[64];    /* "uid:N" or "token:ID" for the audit log */
+        uint64_t t0_ns;     /* monotonic arrival time */
 };
+
+/* ---- API authentication, idempotency, operational endpoints (api-auth.c, api-idem.c,
+ * api-watch.c) ------------------------------------------------------------------------- */
+
+#define API_TOKEN_MIN 32
+
+struct api_token {
+        char value[1024];
+        size_t size;
+        char id[2 * AGENT_SHA256_SIZE + 1]; /* first 12 hex digits of SHA-256(value) */
+};
+/* Loads a bearer token: a file of mode 0600 or stricter, >= API_TOKEN_MIN printable bytes
+ * (a trailing newline is ignored). Errors in err. */
+int api_token_load(const char *path, struct api_token *ret, struct fk_error *err);
+/* Constant-time in the length of the expected token. */
+bool api_token_equal(const struct api_token *t, const char *given);
+/* TCP: checks "Authorization: Bearer" (-EACCES); unix: the peer's uid. Fills caller. */
+int api_authenticate(struct MHD_Connection *c, bool tcp, const struct api_token *t, char *caller,
+                     size_t size);
+struct sockaddr_in;
+/* "127.x.y.z:PORT" -> address; other hosts are refused (-EPERM). */
+int api_parse_listen(const char *listen, struct sockaddr_in *ret, struct fk_error *err);
+
+/* A reply as sent (status, JSON text, X-Forklet-Apply), for Idempotency-Key replays and the
+ * audit. api_reply_json notes every reply in the thread's active capture. */
+struct api_capture {
+        unsigned status;
+        char *body;  /* owned */
+        char *apply; /* owned */
+};
+void api_capture_begin(struct api_capture *c);
+void api_capture_end(void);
+void api_capture_note(unsigned status, const char *text, const char *apply);
+void api_capture_done(struct api_capture *c);
+struct api_idem;
+struct api_idem *api_idem_new(void);
+struct api_idem *api_idem_free(struct api_idem *m);
+/* 0: first use (the caller must api_idem_finish), 1: *ret_replay filled (caller frees with
+ * api_capture_done), -EINVAL: key reused for another request, -ENOSPC: table full. */
+int api_idem_begin(struct api_idem *m, const char *key, const char *fingerprint,
+                   struct api_capture *ret_replay);
+/* Stores result (taken) for replays; a streamed reply (no body) forgets the key. */
+void api_idem_finish(struct api_idem *m, const char *key, struct api_capture *result);
+int api_reply_capture(struct MHD_Connection *c, const struct api_capture *cap);
+int api_handle_metrics(struct MHD_Connection *c, struct api_request *req);
+int api_handle_audit_verify(struct MHD_Connection *c, struct api_request *req);
+/* Streams session events until the client leaves or *stopping is set. */
+int api_handle_watch(struct MHD_Connection *c, struct api_request *req,
+                     const atomic_bool *stopping);
 
 /* Queue a reply (status + JSON, reference stolen) on the connection. Return MHD_YES/NO. */
 int api_reply_json(struct MHD_Connection *c, unsigned status, json_t *j, const char *apply_result);

@@ -76,11 +76,15 @@ void api_route_parse(const char *path, struct api_route *ret)
                 r.kind = API_ROUTE_HEALTHZ;
         else if (n == 1 && strcmp(seg[0], "version") == 0)
                 r.kind = API_ROUTE_VERSION;
+        else if (n == 1 && strcmp(seg[0], "metrics") == 0)
+                r.kind = API_ROUTE_METRICS;
         else if (n >= 3 && strcmp(seg[0], "api") == 0 && strcmp(seg[1], "v1alpha1") == 0) {
                 if (n == 3 && strcmp(seg[2], "sessions") == 0)
                         r.kind = API_ROUTE_SESSIONS;
                 else if (n == 3 && strcmp(seg[2], "node") == 0)
                         r.kind = API_ROUTE_NODE;
+                else if (n == 4 && strcmp(seg[2], "audit") == 0 && strcmp(seg[3], "verify") == 0)
+                        r.kind = API_ROUTE_AUDIT_VERIFY;
                 else if (n >= 5 && n <= 7 && strcmp(seg[2], "namespaces") == 0 &&
                          strcmp(seg[4], "sessions") == 0)
                         route_session(seg, n, &r);

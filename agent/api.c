@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,11 +22,25 @@
 #define FORKLET_VERSION "0.0.0"
 #endif
 
+#define API_CONNECTION_MEMORY (32u * 1024) /* request line + headers must fit */
+#define API_CONNECTION_LIMIT  512
+#define API_IDEM_KEY_MAX      255
+
+struct api_server;
+struct api_listener {
+        struct api_server *s;
+        bool tcp;
+};
+
 struct api_server {
-        struct MHD_Daemon *mhd;
+        struct MHD_Daemon *mhd, *tcp;
         struct agent_daemon *d;
         const struct node_config *cfg;
         char *path; /* owned */
+        struct api_listener unix_l, tcp_l;
+        struct api_token token;
+        struct api_idem *idem; /* owned */
+        atomic_bool stopping;
 };
 
 int api_reply_json(struct MHD_Connection *c, unsigned status, json_t *j, const char *apply_result)
@@ -39,6 +54,7 @@ int api_reply_json(struct MHD_Connection *c, unsigned status, json_t *j, const c
         if (!text)
                 return MHD_NO;
         len = strlen(text);
+        api_capture_note(status, text, apply_result);
         resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
                 free(text);
@@ -136,9 +152,24 @@ static int dispatch_simple(struct MHD_Connection *c, struct api_request *req)
         }
 }
 
-static int dispatch(struct MHD_Connection *c, struct api_request *req)
+static bool want_watch(struct MHD_Connection *c, struct api_request *req)
 {
+        const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
+
+        return strcmp(req->method, "GET") == 0 && w &&
+               (strcmp(w, "1") == 0 || strcmp(w, "true") == 0) &&
+               (req->route.kind == API_ROUTE_SESSIONS || req->route.kind == API_ROUTE_NS_SESSIONS);
+}
+
+static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_request *req)
+{
+        if (want_watch(c, req))
+                return api_handle_watch(c, req, &s->stopping);
         switch (req->route.kind) {
+        case API_ROUTE_METRICS:
+                return api_handle_metrics(c, req);
+        case API_ROUTE_AUDIT_VERIFY:
+                return api_handle_audit_verify(c, req);
         case API_ROUTE_HEALTHZ:
         case API_ROUTE_VERSION:
         case API_ROUTE_NODE:
@@ -177,11 +208,144 @@ static int collect_body(struct api_request *req, const char *data, size_t size)
         return 0;
 }
 
+/* The session a request acted on: from the URL, else from the reply (apply by POST). */
+static void audit_session(const struct api_request *req, const struct api_capture *cap, char *buf,
+                          size_t size)
+{
+        json_t *j = NULL, *meta;
+
+        buf[0] = '\0';
+        if (req->route.name[0]) {
+                snprintf(buf, size, "%s/%s", req->route.ns, req->route.name);
+                return;
+        }
+        if (cap->body && (j = json_loads(cap->body, 0, NULL))) {
+                meta = json_object_get(j, "metadata");
+                if (json_is_string(json_object_get(meta, "name")))
+                        snprintf(buf, size, "%s/%s",
+                                 json_string_value(json_object_get(meta, "namespace")),
+                                 json_string_value(json_object_get(meta, "name")));
+        }
+        json_decref(j);
+}
+
+static void audit_request(struct MHD_Connection *c, struct api_server *s,
+                          const struct api_request *req, const struct api_capture *cap, int r)
+{
+        char action[320], result[16], session[2 * API_PATH_SEGMENT_MAX + 2];
+
+        (void)c;
+        if (!s->d->audit)
+                return;
+        snprintf(action, sizeof(action), "%s %s", req->method, req->url);
+        snprintf(result, sizeof(result), "%u",
+                 cap->status    ? cap->status
+                 : r == MHD_YES ? 200
+                                : 500);
+        audit_session(req, cap, session, sizeof(session));
+        (void)agent_audit_append(s->d->audit,
+                                 &(struct agent_audit_entry){
+                                         .caller = req->caller,
+                                         .session = session[0] ? session : NULL,
+                                         .action = action,
+                                         .result = result,
+                                         .latency_s = (double)(fk_now_mono_ns() - req->t0_ns) / 1e9,
+                                 });
+}
+
+/* Idempotency-Key: 1 when a reply was sent here (replay or refusal), 0 to go on (*ret_key
+ * set when the result must be stored). */
+static int idem_start(struct MHD_Connection *c, struct api_server *s, struct api_request *req,
+                      char **ret_key, int *ret_mhd)
+{
+        const char *k = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+        struct api_capture replay = {0};
+        cleanup_free char *key = NULL, *fp_in = NULL;
+        char fp[2 * AGENT_SHA256_SIZE + 1];
+        int r;
+
+        if (!k || strcmp(req->method, "POST") != 0)
+                return 0;
+        if (!*k || strlen(k) > API_IDEM_KEY_MAX) {
+                *ret_mhd = api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
+                                           "Idempotency-Key must be 1 to %d characters",
+                                           API_IDEM_KEY_MAX);
+                return 1;
+        }
+        if (fk_asprintf(&key, "%s %s", req->caller, k) < 0 ||
+            fk_asprintf(&fp_in, "%s\n%s\n", req->method, req->url) < 0)
+                return -ENOMEM;
+        {
+                struct agent_sha256 h;
+                uint8_t d[AGENT_SHA256_SIZE];
+
+                agent_sha256_init(&h);
+                agent_sha256_update(&h, fp_in, strlen(fp_in));
+                agent_sha256_update(&h, req->body ? req->body : "", req->body_size);
+                agent_sha256_final(&h, d);
+                fk_hex(d, sizeof(d), fp);
+        }
+        r = api_idem_begin(s->idem, key, fp, &replay);
+        if (r == 0) {
+                *ret_key = TAKE_PTR(key);
+                return 0;
+        }
+        if (r == 1)
+                *ret_mhd = api_reply_capture(c, &replay);
+        else if (r == -EINVAL)
+                *ret_mhd = api_reply_error(
+                        c, MHD_HTTP_UNPROCESSABLE_CONTENT, "IdempotencyKeyReused", NULL,
+                        "Idempotency-Key \"%s\" was used for another request", k);
+        else
+                *ret_mhd = api_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Unavailable", NULL,
+                                           "Idempotency-Key table: %s", strerror(-r));
+        api_capture_done(&replay);
+        return 1;
+}
+
+static int serve(struct MHD_Connection *c, struct api_server *s, struct api_request *req)
+{
+        bool mutating = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
+        cleanup_free char *key = NULL;
+        struct api_capture cap;
+        int r = MHD_NO;
+
+        api_capture_begin(&cap);
+        if (idem_start(c, s, req, &key, &r) == 0)
+                r = dispatch(c, s, req);
+        api_capture_end();
+        if (mutating)
+                audit_request(c, s, req, &cap, r);
+        if (key)
+                api_idem_finish(s->idem, key, &cap);
+        api_capture_done(&cap);
+        return r;
+}
+
+static int reply_unauthorized(struct MHD_Connection *c)
+{
+        struct MHD_Response *resp;
+        static const char body[] = "{\"kind\": \"Status\", \"code\": 401, \"reason\": "
+                                   "\"Unauthorized\", \"message\": \"missing or wrong bearer "
+                                   "token\", \"details\": []}";
+        int r;
+
+        resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+        MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+        r = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
-        struct api_server *s = cls;
+        struct api_listener *l = cls;
+        struct api_server *s = l->s;
         struct api_request *req = *con_cls;
         const char *cl;
 
@@ -193,8 +357,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 req->d = s->d;
                 req->cfg = s->cfg;
                 req->method = method;
+                req->url = url;
+                req->tcp = l->tcp;
+                req->t0_ns = fk_now_mono_ns();
                 api_route_parse(url, &req->route);
                 *con_cls = req;
+                /* Refuse before reading any body. */
+                if (api_authenticate(c, l->tcp, &s->token, req->caller, sizeof(req->caller)) < 0)
+                        return (enum MHD_Result)reply_unauthorized(c);
                 cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
                 if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY)
                         req->too_large = true;
@@ -210,7 +380,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 return (enum MHD_Result)api_reply_error(
                         c, MHD_HTTP_CONTENT_TOO_LARGE, "RequestEntityTooLarge", NULL,
                         "request body exceeds %u bytes", API_MAX_BODY);
-        return (enum MHD_Result)dispatch(c, req);
+        return (enum MHD_Result)serve(c, s, req);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -255,6 +425,70 @@ static int bind_unix(const char *path, struct fk_error *err)
         return TAKE_FD(fd);
 }
 
+static struct MHD_Daemon *start_mhd(struct api_listener *l, int fd, const struct sockaddr *sa)
+{
+        unsigned flags =
+                MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+
+        /* poll(), not select(): forkletd holds several fds per session, often past 1024. */
+        if (fd >= 0)
+                return MHD_start_daemon(flags, 0, NULL, NULL, on_request, l,
+                                        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+                                        on_completed, l->s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
+                                        MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                        (size_t)API_CONNECTION_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
+                                        (unsigned)API_CONNECTION_LIMIT, MHD_OPTION_END);
+        return MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_SOCK_ADDR, sa,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l->s,
+                                MHD_OPTION_CONNECTION_TIMEOUT, 0u,
+                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONNECTION_MEMORY,
+                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTION_LIMIT,
+                                MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+}
+
+/* The optional TCP listener: loopback only, and only with a valid token. */
+static int start_tcp(struct api_server *s, struct fk_error *err)
+{
+        struct sockaddr_in sa;
+        int r;
+
+        if (!s->cfg->api_listen)
+                return 0;
+        if (!s->cfg->api_token_file)
+                return fk_error_set(err, -EINVAL,
+                                    "api.listen is set but api.tokenFile is not: refusing to "
+                                    "serve TCP without a token");
+        r = api_token_load(s->cfg->api_token_file, &s->token, err);
+        if (r < 0)
+                return r;
+        r = api_parse_listen(s->cfg->api_listen, &sa, err);
+        if (r < 0)
+                return r;
+        s->tcp_l = (struct api_listener){.s = s, .tcp = true};
+        s->tcp = start_mhd(&s->tcp_l, -1, (const struct sockaddr *)&sa);
+        if (!s->tcp)
+                return fk_error_set(err, -EADDRINUSE, "cannot listen on %s", s->cfg->api_listen);
+        return 0;
+}
+
+static struct api_server *server_free(struct api_server *s)
+{
+        if (!s)
+                return NULL;
+        atomic_store(&s->stopping, true);
+        if (s->tcp)
+                MHD_stop_daemon(s->tcp);
+        if (s->mhd) {
+                MHD_stop_daemon(s->mhd);
+                unlink(s->path);
+        }
+        api_idem_free(s->idem);
+        explicit_bzero(&s->token, sizeof(s->token));
+        free(s->path);
+        free(s);
+        return NULL;
+}
+
 int api_server_start(struct agent_daemon *d, const struct node_config *cfg, const char *path,
                      struct api_server **ret, struct fk_error *err)
 {
@@ -271,28 +505,29 @@ int api_server_start(struct agent_daemon *d, const struct node_config *cfg, cons
                 if (r < 0)
                         return fk_error_set(err, r, "create %s: %s", dir, strerror(-r));
         }
-        fd = bind_unix(path, err);
-        if (fd < 0)
-                return fd;
         s = calloc(1, sizeof(*s));
-        if (!s || !(s->path = strdup(path))) {
-                free(s);
-                close(fd);
+        if (!s || !(s->path = strdup(path)) || !(s->idem = api_idem_new())) {
+                server_free(s);
                 return fk_error_set(err, -ENOMEM, "out of memory");
         }
         s->d = d;
         s->cfg = cfg;
-        /* poll(), not select(): forkletd holds several fds per session, often past 1024. */
-        s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                          MHD_USE_POLL,
-                                  0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);
+        s->unix_l = (struct api_listener){.s = s, .tcp = false};
+        r = start_tcp(s, err);
+        if (r < 0) {
+                server_free(s);
+                return r;
+        }
+        fd = bind_unix(path, err);
+        if (fd < 0) {
+                server_free(s);
+                return fd;
+        }
+        s->mhd = start_mhd(&s->unix_l, fd, NULL);
         if (!s->mhd) {
                 close(fd);
                 unlink(path);
-                free(s->path);
-                free(s);
+                server_free(s);
                 return fk_error_set(err, -EIO, "libmicrohttpd failed to start on %s", path);
         }
         *ret = s;
@@ -301,11 +536,5 @@ int api_server_start(struct agent_daemon *d, const struct node_config *cfg, cons
 
 struct api_server *api_server_stop(struct api_server *s)
 {
-        if (!s)
-                return NULL;
-        MHD_stop_daemon(s->mhd);
-        unlink(s->path);
-        free(s->path);
-        free(s);
-        return NULL;
+        return server_free(s);
 }

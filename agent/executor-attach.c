@@ -63,7 +63,9 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
         if (r < 0)
                 return r;
         copy.env = env;
+        uint64_t t0 = fk_now_mono_ns();
         r = d->ops.exec(d->ops.userdata, vm->vm, &copy, out_fn, out_userdata, ret, err);
+        agent_metrics_op_done(AGENT_OP_EXEC, r, t0);
         agent_vm_ref_put(vm);
         fk_strv_free(env);
         return r;

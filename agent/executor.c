@@ -55,6 +55,7 @@ static void session_failed(struct agent_daemon *d, struct agent_session *s, cons
         unsigned shift = s->failures < 6 ? s->failures : 6;
         uint64_t backoff = FK_MIN(1ull << shift, AGENT_BACKOFF_MAX_S);
 
+        agent_metrics_reconcile_error();
         s->phase = SESSION_PHASE_FAILED;
         s->started_ns = 0;
         s->failures++;
@@ -116,6 +117,18 @@ static void job_spawned(void *ctx, pid_t pid)
         pthread_mutex_unlock(&j->d->lock);
 }
 
+/* ops.boot inside a journal entry, so a restart finds a boot the crash interrupted. */
+static int boot_journaled(struct agent_daemon *d, struct job *j, const struct agent_boot_params *p,
+                          void **ret_vm, struct fk_error *err)
+{
+        cleanup_free char *jid = agent_boot_journal_begin(d, j->key, j->run_dir);
+        int r;
+
+        r = d->ops.boot(d->ops.userdata, p, ret_vm, err);
+        agent_boot_journal_end(d, jid);
+        return r;
+}
+
 static void job_boot(struct job *j)
 {
         struct agent_daemon *d = j->d;
@@ -136,6 +149,7 @@ static void job_boot(struct job *j)
                 .spawned_ctx = j,
         };
         cleanup_free char *disk = NULL;
+        uint64_t t0 = fk_now_mono_ns();
         void *vm = NULL;
         int r;
 
@@ -146,7 +160,8 @@ static void job_boot(struct job *j)
                 r = agent_disk_prepare(j->state_dir, j->base_disk, &disk, &err);
         p.disk = disk;
         if (r >= 0)
-                r = d->ops.boot(d->ops.userdata, &p, &vm, &err);
+                r = boot_journaled(d, j, &p, &vm, &err);
+        agent_metrics_op_done(AGENT_OP_BOOT, r, t0);
         pthread_mutex_lock(&d->lock);
         if (r >= 0 && !(j->s->vm = agent_vm_ref_new(vm, &d->ops))) {
                 d->ops.free(d->ops.userdata, vm);
@@ -172,7 +187,10 @@ static void job_stop(struct job *j, bool destroy)
         int r;
 
         if (j->vm) {
+                uint64_t t0 = fk_now_mono_ns();
+
                 r = d->ops.stop(d->ops.userdata, j->vm->vm, AGENT_STOP_STEP_MS);
+                agent_metrics_op_done(AGENT_OP_STOP, r, t0);
                 if (r < 0)
                         log_warning_errno(r, "session %s: stop: %m", j->key);
         }
@@ -204,8 +222,11 @@ static void job_pause_resume(struct job *j)
         struct fk_error err = {0};
         int r;
 
+        uint64_t t0 = fk_now_mono_ns();
+
         r = pause ? d->ops.pause(d->ops.userdata, j->vm->vm, &err)
                   : d->ops.resume(d->ops.userdata, j->vm->vm, &err);
+        agent_metrics_op_done(pause ? AGENT_OP_PAUSE : AGENT_OP_RESUME, r, t0);
         pthread_mutex_lock(&d->lock);
         if (r < 0) {
                 log_error("session %s: %s: %s", j->s->key, agent_action_to_string(j->kind),

@@ -118,9 +118,13 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         if (r >= 0)
                 r = agent_daemon_start(d);
         if (r >= 0) {
-                log_info("serving the API on %s", cfg->api_socket);
+                log_info("serving the API on %s%s%s", cfg->api_socket,
+                         cfg->api_listen ? " and " : "", cfg->api_listen ? cfg->api_listen : "");
+                if (agent_sd_notify("READY=1\nSTATUS=serving the API") < 0)
+                        log_warning("cannot notify systemd on $NOTIFY_SOCKET");
                 (void)sigwait(mask, &sig);
                 log_info("received %s, shutting down (VMs keep running)", strsignal(sig));
+                (void)agent_sd_notify("STOPPING=1");
         }
         cluster_agent_stop(cluster);
         api_server_stop(api);

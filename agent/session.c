@@ -59,6 +59,7 @@ struct agent_session *agent_session_new(const char *ns, const char *name)
         if (!s->namespace || !s->name || fk_asprintf(&s->key, "%s.%s", ns, name) < 0)
                 return agent_session_free(s);
         s->phase = SESSION_PHASE_PENDING;
+        s->audited_phase = -1;
         return s;
 }
 

@@ -85,6 +85,13 @@ struct cli_files_args {
 int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_args *ret,
                     struct fk_error *err);
 
+struct cli_audit_args {
+        const char *file; /* --file: verify locally; NULL: ask the daemon */
+        enum cli_output output;
+};
+/* audit verify [--file PATH] [-o json|yaml] */
+int cli_parse_audit(int argc, char **argv, struct cli_audit_args *ret, struct fk_error *err);
+
 /* ---- client --------------------------------------------------------------------------------- */
 
 struct cli_response {
@@ -127,3 +134,4 @@ int cli_exec(const struct cli *c, int argc, char **argv);
 int cli_delete(const struct cli *c, int argc, char **argv);
 int cli_logs(const struct cli *c, int argc, char **argv);
 int cli_describe(const struct cli *c, int argc, char **argv);
+int cli_audit(const struct cli *c, int argc, char **argv);

@@ -13,6 +13,7 @@ const struct cli_command cli_commands[] = {
         {"delete", cli_delete, "delete NAME | -f FILE..."},
         {"logs", cli_logs, "logs NAME"},
         {"describe", cli_describe, "describe NAME"},
+        {"audit", cli_audit, "audit verify [--file PATH] [-o json|yaml]"},
         {},
 };
 

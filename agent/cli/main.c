@@ -21,7 +21,8 @@ static void usage(FILE *f)
                 "  --etcd-prefix P     cluster key prefix (default $FORKLET_ETCD_PREFIX or "
                 "/forklet)\n"
                 "  -h, --help          this text;  --version  the version\n"
-                "\nExit status: 0 success, 1 failure (error printed), 2 usage error;\n"
+                "\nExit status: 0 success, 1 failure (error printed; for audit verify: the\n"
+                "chain is broken), 2 usage error;\n"
                 "exec returns the guest command's status (128+N if killed by signal N,\n"
                 "127 if it could not be started).\n",
                 CLI_DEFAULT_SOCKET);

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/* Prometheus metrics: process-wide counters and operation latency histograms that any part of
+ * forkletd feeds, and the text exposition of them plus the daemon's sessions by phase. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef FORKLET_VERSION
+#define FORKLET_VERSION "0.0.0"
+#endif
+
+static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                 2.5,   5,    10,    30,   60,  120,  300};
+#define N_BUCKETS ARRAY_SIZE(buckets)
+
+struct histogram {
+        uint64_t counts[N_BUCKETS]; /* non-cumulative; summed when rendered */
+        uint64_t count;
+        double sum;
+};
+
+static struct {
+        pthread_mutex_t lock;
+        struct histogram ops[_AGENT_OP_MAX];
+        uint64_t failed[_AGENT_OP_MAX];
+        uint64_t reconcile_errors, forks, checkpoint_bytes;
+        int (*stats_fn)(void *userdata, const char *key, struct agent_session_stats *ret);
+        void *stats_userdata;
+} m = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+const char *agent_op_to_string(enum agent_op op)
+{
+        static const char *const t[_AGENT_OP_MAX] = {
+                "boot", "exec", "stop", "pause", "resume", "checkpoint", "fork", "rollback",
+        };
+
+        return op < _AGENT_OP_MAX ? t[op] : NULL;
+}
+
+void agent_metrics_observe(enum agent_op op, double seconds)
+{
+        size_t b = 0;
+
+        if (op >= _AGENT_OP_MAX || !(seconds >= 0))
+                return;
+        while (b < N_BUCKETS && seconds > buckets[b])
+                b++;
+        pthread_mutex_lock(&m.lock);
+        if (b < N_BUCKETS)
+                m.ops[op].counts[b]++;
+        m.ops[op].count++;
+        m.ops[op].sum += seconds;
+        pthread_mutex_unlock(&m.lock);
+}
+
+static void add(uint64_t *counter, uint64_t n)
+{
+        pthread_mutex_lock(&m.lock);
+        *counter += n;
+        pthread_mutex_unlock(&m.lock);
+}
+
+void agent_metrics_failed(enum agent_op op)
+{
+        if (op < _AGENT_OP_MAX)
+                add(&m.failed[op], 1);
+}
+
+void agent_metrics_reconcile_error(void)
+{
+        add(&m.reconcile_errors, 1);
+}
+
+void agent_metrics_add_forks(unsigned n)
+{
+        add(&m.forks, n);
+}
+
+void agent_metrics_add_checkpoint_bytes(uint64_t bytes)
+{
+        add(&m.checkpoint_bytes, bytes);
+}
+
+void agent_metrics_set_session_stats_hook(int (*fn)(void *userdata, const char *key,
+                                                    struct agent_session_stats *ret),
+                                          void *userdata)
+{
+        pthread_mutex_lock(&m.lock);
+        m.stats_fn = fn;
+        m.stats_userdata = userdata;
+        pthread_mutex_unlock(&m.lock);
+}
+
+void agent_metrics_reset(void)
+{
+        pthread_mutex_lock(&m.lock);
+        memset(m.ops, 0, sizeof(m.ops));
+        memset(m.failed, 0, sizeof(m.failed));
+        m.reconcile_errors = m.forks = m.checkpoint_bytes = 0;
+        pthread_mutex_unlock(&m.lock);
+}
+
+static void header(FILE *f, const char *name, const char *type, const char *help)
+{
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_histograms(FILE *f)
+{
+        const char *name = "forklet_operation_duration_seconds";
+
+        header(f, name, "histogram", "Wall time of finished operations.");
+        for (int op = 0; op < _AGENT_OP_MAX; op++) {
+                const struct histogram *h = &m.ops[op];
+                uint64_t cum = 0;
+
+                for (size_t b = 0; b < N_BUCKETS; b++) {
+                        cum += h->counts[b];
+                        fprintf(f, "%s_bucket{op=\"%s\",le=\"%g\"} %llu\n", name,
+                                agent_op_to_string(op), buckets[b], (unsigned long long)cum);
+                }
+                fprintf(f, "%s_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", name, agent_op_to_string(op),
+                        (unsigned long long)h->count);
+                fprintf(f, "%s_sum{op=\"%s\"} %.9g\n", name, agent_op_to_string(op), h->sum);
+                fprintf(f, "%s_count{op=\"%s\"} %llu\n", name, agent_op_to_string(op),
+                        (unsigned long long)h->count);
+        }
+        header(f, "forklet_operation_failures_total", "counter", "Operations that failed.");
+        for (int op = 0; op < _AGENT_OP_MAX; op++)
+                fprintf(f, "forklet_operation_failures_total{op=\"%s\"} %llu\n",
+                        agent_op_to_string(op), (unsigned long long)m.failed[op]);
+}
+
+static void render_counters(FILE *f)
+{
+        header(f, "forklet_reconcile_errors_total", "counter",
+               "Reconcile actions that failed (boot failures, VM exits, executor errors).");
+        fprintf(f, "forklet_reconcile_errors_total %llu\n", (unsigned long long)m.reconcile_errors);
+        header(f, "forklet_forks_total", "counter", "Forked sessions created.");
+        fprintf(f, "forklet_forks_total %llu\n", (unsigned long long)m.forks);
+        header(f, "forklet_checkpoint_bytes_total", "counter", "Bytes written into checkpoints.");
+        fprintf(f, "forklet_checkpoint_bytes_total %llu\n", (unsigned long long)m.checkpoint_bytes);
+}
+
+/* Sessions by phase; per-session usage through the hook (under d->lock). */
+static void render_sessions(FILE *f, struct agent_daemon *d)
+{
+        size_t by_phase[_SESSION_PHASE_MAX] = {0};
+
+        for (size_t i = 0; i < d->n_sessions; i++)
+                if (d->sessions[i]->phase >= 0 && d->sessions[i]->phase < _SESSION_PHASE_MAX)
+                        by_phase[d->sessions[i]->phase]++;
+        header(f, "forklet_sessions", "gauge", "Sessions known to this node by phase.");
+        for (int p = 0; p < _SESSION_PHASE_MAX; p++)
+                fprintf(f, "forklet_sessions{phase=\"%s\"} %zu\n", session_phase_to_string(p),
+                        by_phase[p]);
+        if (!m.stats_fn)
+                return;
+        header(f, "forklet_session_cpu_seconds_total", "counter", "CPU time used by a session.");
+        header(f, "forklet_session_memory_bytes", "gauge", "Memory charged to a session.");
+        header(f, "forklet_session_pids", "gauge", "Tasks in a session's cgroup.");
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                const struct agent_session *s = d->sessions[i];
+                struct agent_session_stats st = {0};
+                char l[160];
+
+                if (m.stats_fn(m.stats_userdata, s->key, &st) < 0)
+                        continue;
+                snprintf(l, sizeof(l), "{namespace=\"%s\",name=\"%s\"}", s->namespace, s->name);
+                fprintf(f, "forklet_session_cpu_seconds_total%s %.9g\n", l,
+                        (double)st.cpu_usage_ns / 1e9);
+                fprintf(f, "forklet_session_memory_bytes%s %llu\n", l,
+                        (unsigned long long)st.memory_bytes);
+                fprintf(f, "forklet_session_pids%s %llu\n", l, (unsigned long long)st.pids);
+        }
+}
+
+static size_t count_fds(void)
+{
+        DIR *dp = opendir("/proc/self/fd");
+        struct dirent *de;
+        size_t n = 0;
+
+        if (!dp)
+                return 0;
+        while ((de = readdir(dp)))
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(dp);
+        return n > 0 ? n - 1 : 0; /* the DIR's own fd */
+}
+
+static void render_process(FILE *f)
+{
+        unsigned long long size = 0, resident = 0;
+        FILE *st = fopen("/proc/self/statm", "re");
+
+        if (st) {
+                if (fscanf(st, "%llu %llu", &size, &resident) != 2)
+                        resident = 0;
+                fclose(st);
+        }
+        header(f, "process_open_fds", "gauge", "Open file descriptors of forkletd.");
+        fprintf(f, "process_open_fds %zu\n", count_fds());
+        header(f, "process_resident_memory_bytes", "gauge", "Resident memory of forkletd.");
+        fprintf(f, "process_resident_memory_bytes %llu\n",
+                resident * (unsigned long long)sysconf(_SC_PAGESIZE));
+        header(f, "forklet_build_info", "gauge", "forkletd version (always 1).");
+        fprintf(f, "forklet_build_info{version=\"%s\"} 1\n", FORKLET_VERSION);
+}
+
+int agent_daemon_metrics_text(struct agent_daemon *d, char **ret)
+{
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return -ENOMEM;
+        pthread_mutex_lock(&d->lock);
+        pthread_mutex_lock(&m.lock);
+        render_sessions(f, d);
+        render_histograms(f);
+        render_counters(f);
+        pthread_mutex_unlock(&m.lock);
+        pthread_mutex_unlock(&d->lock);
+        render_process(f);
+        if (fclose(f) != 0 || !buf) {
+                free(buf);
+                return -ENOMEM;
+        }
+        *ret = buf;
+        return 0;
+}
+
+void agent_metrics_op_done(enum agent_op op, int r, uint64_t t0_mono_ns)
+{
+        if (r < 0)
+                agent_metrics_failed(op);
+        else
+                agent_metrics_observe(op, (double)(fk_now_mono_ns() - t0_mono_ns) / 1e9);
+}

@@ -6,6 +6,8 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
   fk_unit_test(agent-api-test SOURCES unit/agent-api-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-daemon-test SOURCES unit/agent-daemon-test.c LIBS fk_cli fk_agent)
+  fk_unit_test(agent-ops-test SOURCES unit/agent-ops-test.c LIBS fk_agent)
+  fk_unit_test(agent-ops-api-test SOURCES unit/agent-ops-api-test.c LIBS fk_cli fk_agent)
 endif()
 
 fk_integration_test(agent-hello

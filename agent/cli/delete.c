@@ -24,6 +24,8 @@ static int delete_one(const struct cli *c, const char *ns, const char *name)
         }
         if (resp.status == 200)
                 printf("session/%s deleted\n", name);
+        else if (resp.status == 404)
+                printf("session/%s already gone\n", name); /* delete is idempotent */
         else {
                 cli_print_api_error("forklet delete", &resp);
                 ret = CLI_EXIT_FAILURE;

@@ -135,9 +135,15 @@ static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base)
         while ((de = readdir(dp))) {
                 cleanup_free char *path = NULL;
 
+                cleanup_free char *stored = NULL;
+
                 if (de->d_name[0] == '.' || find_key(d, de->d_name))
                         continue;
-                if (fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0)
+                if (fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0 ||
+                    fk_asprintf(&stored, "%s/session.json", path) < 0)
+                        continue;
+                /* A stored session that failed to load: keep it for the operator. */
+                if (access(stored, F_OK) == 0)
                         continue;
                 log_notice("removing %s (belongs to no session)", path);
                 if (fk_rm_rf(path) >= 0)
@@ -155,7 +161,12 @@ void agent_recover_at_start(struct agent_daemon *d)
         pthread_mutex_lock(&d->lock);
         agent_journal_recover_all(d);
         procs = kill_orphan_qemus(d);
-        dirs = remove_orphan_dirs(d, d->cfg->run_dir) + remove_orphan_dirs(d, d->cfg->state_dir);
+        dirs = remove_orphan_dirs(d, d->cfg->run_dir);
+        /* An invalid manifest file hides its sessions: their disks are not orphans. */
+        if (d->dir_errors && d->dir_errors[0])
+                log_notice("invalid manifest files: not removing unowned state dirs this time");
+        else
+                dirs += remove_orphan_dirs(d, d->cfg->state_dir);
         pthread_mutex_unlock(&d->lock);
         if (procs || dirs)
                 log_info("recovery: %zu orphan QEMU process(es) killed, %zu orphan dir(s) removed",

@@ -14,3 +14,8 @@ fk_integration_test(agent-hello
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-hello.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 600)
+
+fk_integration_test(agent-ops
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-ops.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 1200)

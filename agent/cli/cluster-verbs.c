@@ -247,7 +247,7 @@ int cli_cluster_delete(struct cli_cluster *k, int argc, char **argv)
         return ret;
 }
 
-/* 1: reached, 0: not yet, -1: cannot be reached any more (Failed/Lost while waiting else). */
+/* 1: the session is in phase want (or gone, for "Deleted"), 0: not yet. */
 static int wait_check(json_t *all, const char *id, const char *want)
 {
         json_t *s = json_object_get(all, id);

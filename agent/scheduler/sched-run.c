@@ -78,6 +78,7 @@ static int put_status(struct run *r, struct sched_session *s, json_t *st)
 {
         cleanup_free char *text = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS), *key = NULL;
         struct fk_error err = {0};
+        json_t *j;
         int e;
 
         json_decref(st);
@@ -89,7 +90,7 @@ static int put_status(struct run *r, struct sched_session *s, json_t *st)
         if (e < 0)
                 return log_warning_errno(e, "status of %s/%s: %s", s->ns, s->name, err.msg);
         /* Remember it now so the next pass does not write it again before the watch says. */
-        json_t *j = json_loads(text, 0, NULL);
+        j = json_loads(text, 0, NULL);
         free(s->status);
         free(s->phase);
         s->status = TAKE_PTR(text);

@@ -17,6 +17,7 @@ enum agent_source {
 enum agent_condition_type {
         AGENT_COND_READY,
         AGENT_COND_MANIFEST_VALID,
+        AGENT_COND_RESOURCES, /* size class applied live, or waiting for a restart */
         _AGENT_COND_MAX,
 };
 
@@ -38,6 +39,19 @@ struct agent_vm_ref *agent_vm_ref_new(void *vm, const struct agent_vm_ops *ops);
 struct agent_vm_ref *agent_vm_ref_get(struct agent_vm_ref *r);
 /* Drops one reference; the last one frees the VM through ops. Returns NULL. */
 struct agent_vm_ref *agent_vm_ref_put(struct agent_vm_ref *r);
+
+/* What resource control knows about a session (resources.c). */
+struct agent_session_res {
+        bool fork;                  /* RAM copy-on-write on a checkpoint: charged by PSS */
+        bool has_cgroup;            /* its cgroup exists (created at boot, removed at teardown) */
+        bool frozen;                /* frozen by pause */
+        char *cgroup_path;          /* owned, as /proc/PID/cgroup shows it, NULL without */
+        struct agent_charge charge; /* held while admitted; set at boot */
+        /* The shape it booted with: vcpus and RAM change only with a restart. */
+        unsigned vcpus, memory_mib;
+        char class_name[64]; /* size class last applied to the cgroup */
+        char last_short[32]; /* the Insufficient* reason last logged, "" when admitted */
+};
 
 struct agent_session {
         char *namespace; /* owned */
@@ -63,6 +77,7 @@ struct agent_session {
         volatile bool cancel; /* read by a boot in flight */
         bool seen;            /* scratch for the manifest-dir sync */
         int audited_phase;    /* phase last written to the audit log, -1: none yet */
+        struct agent_session_res res;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -141,9 +156,11 @@ struct agent_daemon {
         bool thread_started;
         atomic_bool quit;
         uint64_t last_scan_ns;
-        struct agent_audit *audit; /* owned, NULL when the log cannot be opened */
-        pthread_cond_t watch_cond; /* broadcast after each reconcile pass (API watchers) */
-        uint64_t revision;         /* counts reconcile passes, under lock */
+        struct agent_audit *audit;        /* owned, NULL when the log cannot be opened */
+        pthread_cond_t watch_cond;        /* broadcast after each reconcile pass (API watchers) */
+        uint64_t revision;                /* counts reconcile passes, under lock */
+        struct cg_manager *cg;            /* borrowed, NULL: no resource control */
+        struct agent_node_resources node; /* host totals and the config's reserve */
 };
 
 /* Under d->lock. */
@@ -168,6 +185,44 @@ void agent_audit_transitions(struct agent_daemon *d);
 void agent_daemon_audit(struct agent_daemon *d, const char *ns, const char *name,
                         const char *action, const char *result, double latency_s);
 
+/* ---- resource control (resources.c, admission.c) ------------------------------------------ */
+
+struct cg_limits;
+struct cg_join;
+struct size_class;
+
+/* cgroup limits of a size class: CPU quota (class cpu), weight 100 per core, memory.max =
+ * RAM + qemuOverheadMiB, memory.high = max - overhead/4, pids, ioWeight. Pure. */
+void agent_resources_limits(const struct node_config *cfg, const struct size_class *sc,
+                            struct cg_limits *ret);
+/* Before a boot (worker thread, no lock): kills leftovers in the session's cgroup, creates it
+ * with the class limits and prepares the pre-exec join (*ret caller-owned). 0 without
+ * resource control (*ret NULL). Errors in err. */
+int agent_resources_prepare(struct agent_daemon *d, const char *key, const struct size_class *sc,
+                            struct cg_join **ret, struct fk_error *err);
+/* After the processes are gone (or to force them): thaws, kills what is left, removes the
+ * cgroup. Logs warnings. No-op without resource control. */
+void agent_resources_teardown(struct agent_daemon *d, const char *key);
+/* Freeze (pause) or thaw (resume) the session's cgroup; 0 without resource control. */
+int agent_resources_freeze(struct agent_daemon *d, const char *key, bool frozen,
+                           struct fk_error *err);
+/* Adds status.cgroup and status.resources (live counters) to a Session's status object
+ * (under d->lock). */
+void agent_resources_status(struct agent_daemon *d, const struct agent_session *s, json_t *status);
+/* A changed size class on a running session (under d->lock): applies CPU, pids and io
+ * live, sets the Resources condition (RestartRequired when vcpus or RAM differ). */
+void agent_resources_resize(struct agent_daemon *d, struct agent_session *s);
+/* The capacity charge of s while admitted (forks re-measured by PSS). Under d->lock. */
+struct agent_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s);
+/* The node's capacity now (under d->lock). */
+void agent_daemon_capacity(struct agent_daemon *d, struct agent_capacity *ret);
+/* Whether s may boot now (under d->lock). -ENOSPC: it stays Pending with an Insufficient*
+ * condition (set here); 0: admitted, s->res.charge set. */
+int agent_daemon_admit(struct agent_daemon *d, struct agent_session *s,
+                       const struct size_class *sc);
+/* Node capacity as JSON for /api/v1alpha1/node (under d->lock). */
+json_t *agent_capacity_json(struct agent_daemon *d);
+
 /* ---- API internals ----------------------------------------------------------------------- */
 
 struct MHD_Connection;
@@ -182,9 +237,9 @@ struct api_request {
         char *body;         /* owned, NUL-terminated */
         size_t body_size;
         bool too_large;
-        bool tcp;           /* arrived on the TCP listener */
-        char caller[64];    /* "uid:N" or "token:ID" for the audit log */
-        uint64_t t0_ns;     /* monotonic arrival time */
+        bool tcp;        /* arrived on the TCP listener */
+        char caller[64]; /* "uid:N" or "token:ID" for the audit log */
+        uint64_t t0_ns;  /* monotonic arrival time */
 };
 
 /* ---- API authentication, idempotency, operational endpoints (api-auth.c, api-idem.c,

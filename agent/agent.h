@@ -79,6 +79,63 @@ int agent_plan(const struct agent_desired *desired, const struct agent_observed 
                uint64_t now_mono_ns, struct agent_plan *ret);
 void agent_plan_done(struct agent_plan *p);
 
+/* ---- node capacity and admission (pure) ------------------------------------------------------ */
+
+enum agent_resource {
+        AGENT_RESOURCE_MEMORY,
+        AGENT_RESOURCE_CPU,
+        AGENT_RESOURCE_SESSIONS,
+        _AGENT_RESOURCE_MAX,
+};
+/* "InsufficientMemory", "InsufficientCPU", "InsufficientSessions" (static). */
+const char *agent_resource_reason(enum agent_resource r);
+
+/* What the node has and what the config holds back from sessions. */
+struct agent_node_resources {
+        uint64_t host_memory_bytes; /* MemTotal */
+        unsigned host_cpus;         /* CPUs forkletd may run on */
+        uint64_t reserve_memory_bytes;
+        unsigned cpu_overcommit_percent; /* 100: one vCPU per host CPU */
+        unsigned max_sessions;           /* session slots; 0: unlimited */
+};
+
+/* What one session holds while it is admitted (Starting, Running, Paused). */
+struct agent_charge {
+        unsigned vcpus;
+        uint64_t memory_bytes;
+};
+
+/* Per-session inputs of agent_charge_for. */
+struct agent_charge_input {
+        unsigned vcpus;
+        unsigned memory_mib;        /* guest RAM */
+        unsigned qemu_overhead_mib; /* measured QEMU overhead beyond guest RAM */
+        bool fork;                  /* RAM copy-on-write on a checkpoint */
+        unsigned fork_memory_percent;
+        uint64_t pss_bytes; /* fork: measured PSS of its QEMU, 0 when not known yet */
+};
+
+/* A session is charged what its cgroup may use: guest RAM + QEMU overhead (memory.max). A
+ * fork shares its RAM with the checkpoint until it writes, so it is charged
+ * overhead + fork_memory_percent of RAM, or its measured PSS when that is larger. */
+struct agent_charge agent_charge_for(const struct agent_charge_input *in);
+
+struct agent_capacity {
+        struct agent_charge allocatable, used;
+        unsigned allocatable_sessions, used_sessions; /* allocatable 0: unlimited */
+};
+
+/* Allocatable = host - reserve (memory; never below 0), host CPUs * overcommit (vCPUs),
+ * max_sessions (slots); used = the sum of held[0..n). Pure. */
+void agent_capacity_compute(const struct agent_node_resources *node,
+                            const struct agent_charge *held, size_t n, struct agent_capacity *ret);
+/* 0 when want fits next to what is used; -ENOSPC and *ret_short (the first resource that is
+ * short, in the order sessions, memory, CPU) otherwise. Pure. */
+int agent_capacity_admit(const struct agent_capacity *c, const struct agent_charge *want,
+                         enum agent_resource *ret_short);
+/* How many more sessions charged one each fit (UINT_MAX when nothing bounds it). Pure. */
+unsigned agent_capacity_fits(const struct agent_capacity *c, const struct agent_charge *one);
+
 /* ---- injected clock and VM operations -------------------------------------------------------- */
 
 struct agent_clock {
@@ -166,6 +223,14 @@ const char *agent_apply_result_to_string(enum agent_apply_result r);
  * stored under stateDir. Does not start threads. Logs what it does. */
 int agent_daemon_new(const struct node_config *cfg, int accel, const struct agent_vm_ops *ops,
                      const struct agent_clock *clock, struct agent_daemon **ret);
+struct cg_manager;
+/* Before agent_daemon_new: thaws the cgroups of sessions that have a run dir, so VMs a previous
+ * forkletd paused (QMP stop + freeze) can be reached again for adoption. Logs. */
+void agent_cgroups_thaw_for_adoption(struct cg_manager *cg, const struct node_config *cfg);
+/* Gives the daemon resource control before agent_daemon_start (cg borrowed, outlives d):
+ * session cgroups from now on, and leftovers of sessions this node no longer knows are
+ * removed (only when empty or holding QEMUs of this node's runDir). Logs. */
+void agent_daemon_set_cgroups(struct agent_daemon *d, struct cg_manager *cg);
 /* Starts the reconcile thread (which also watches the manifest directory). */
 int agent_daemon_start(struct agent_daemon *d);
 /* Asks the reconcile loop to run soon (thread-safe). */

@@ -2,6 +2,7 @@
 /* What the API and the manifest directory do to the session table: apply, delete, merge a
  * directory scan, and read-only views (Session, SessionList, node) as JSON. */
 #include "agent/agent-internal.h"
+#include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -24,6 +25,13 @@ const char *agent_apply_result_to_string(enum agent_apply_result r)
 static uint64_t now_real(struct agent_daemon *d)
 {
         return d->clock.now_real_ns(d->clock.userdata);
+}
+
+/* Sessions beyond maxSessions wait Pending (InsufficientSessions); the table itself stops
+ * at four times that so a runaway client cannot grow it without bound. */
+static unsigned agent_table_limit(const struct node_config *cfg)
+{
+        return cfg->max_sessions ? 4 * cfg->max_sessions : 4096;
 }
 
 /* Replaces the desired spec of s (takes m); returns whether anything changed. */
@@ -58,9 +66,11 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
         else if (s && !s->spec)
                 r = fk_error_set(err, -EBUSY, "session %s/%s is being deleted; retry later",
                                  m->namespace, m->name);
-        else if (!s && d->cfg->max_sessions && d->n_sessions >= d->cfg->max_sessions)
-                r = fk_error_set(err, -ENOSPC, "node is full: %zu sessions (capacity.maxSessions)",
-                                 d->n_sessions);
+        else if (!s && d->n_sessions >= agent_table_limit(d->cfg))
+                r = fk_error_set(err, -ENOSPC,
+                                 "node is full: %zu sessions known, %u may wait for admission "
+                                 "(4 x capacity.maxSessions)",
+                                 d->n_sessions, agent_table_limit(d->cfg));
         else if (!s) {
                 s = agent_session_new(m->namespace, m->name);
                 r = s ? agent_daemon_insert(d, s) : -ENOMEM;
@@ -260,6 +270,16 @@ void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan)
         }
 }
 
+/* The Session with live resource counters (under the lock). */
+static json_t *session_json(struct agent_daemon *d, const struct agent_session *s)
+{
+        json_t *j = agent_session_to_json(s, d->accel);
+
+        if (j)
+                agent_resources_status(d, s, json_object_get(j, "status"));
+        return j;
+}
+
 int agent_daemon_session_json(struct agent_daemon *d, const char *ns, const char *name,
                               json_t **ret)
 {
@@ -269,7 +289,7 @@ int agent_daemon_session_json(struct agent_daemon *d, const char *ns, const char
         pthread_mutex_lock(&d->lock);
         s = agent_daemon_find(d, ns, name);
         if (s)
-                j = agent_session_to_json(s, d->accel);
+                j = session_json(d, s);
         pthread_mutex_unlock(&d->lock);
         if (!s)
                 return -ENOENT;
@@ -287,7 +307,7 @@ int agent_daemon_list_json(struct agent_daemon *d, json_t **ret)
                 return -ENOMEM;
         pthread_mutex_lock(&d->lock);
         for (size_t i = 0; i < d->n_sessions; i++)
-                json_array_append_new(items, agent_session_to_json(d->sessions[i], d->accel));
+                json_array_append_new(items, session_json(d, d->sessions[i]));
         pthread_mutex_unlock(&d->lock);
         j = json_pack("{s:s, s:s, s:o}", "apiVersion", MANIFEST_API_VERSION, "kind", "SessionList",
                       "items", items);
@@ -295,6 +315,15 @@ int agent_daemon_list_json(struct agent_daemon *d, json_t **ret)
                 return -ENOMEM;
         *ret = j;
         return 0;
+}
+
+static json_t *cgroups_json(struct agent_daemon *d)
+{
+        if (!d->cg)
+                return json_pack("{s:b}", "enabled", 0);
+        return json_pack("{s:b, s:s, s:s}", "enabled", 1, "version",
+                         cg_version_to_string(cg_manager_version(d->cg)), "parent",
+                         cg_manager_parent_path(d->cg));
 }
 
 int agent_daemon_node_json(struct agent_daemon *d, json_t **ret)
@@ -313,6 +342,9 @@ int agent_daemon_node_json(struct agent_daemon *d, json_t **ret)
                       (json_int_t)d->n_sessions, "conditions", "type", "ManifestsValid", "status",
                       json_array_size(errs) ? "False" : "True", "reason",
                       json_array_size(errs) ? "Invalid" : "Valid", "messages", errs);
+        if (j && (json_object_set_new(j, "capacity", agent_capacity_json(d)) < 0 ||
+                  json_object_set_new(j, "cgroups", cgroups_json(d)) < 0))
+                j = (json_decref(j), NULL);
         pthread_mutex_unlock(&d->lock);
         if (!j)
                 return -ENOMEM;

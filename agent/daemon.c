@@ -2,12 +2,14 @@
 /* The daemon: the mutex-protected session table, the reconcile pass (plan + execute) and the
  * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
 #include "agent/agent-internal.h"
+#include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +141,23 @@ static void daemon_rescan(struct agent_daemon *d)
         agent_dir_scan_done(&scan);
 }
 
+/* Host totals for admission; without them (no /proc) nothing but maxSessions is enforced. */
+static void daemon_node_resources(struct agent_daemon *d)
+{
+        struct cg_capacity cap = {0};
+        struct fk_error err = {0};
+
+        if (cg_node_capacity(NULL, &cap, &err) < 0)
+                log_warning("node capacity: %s; admitting by maxSessions only", err.msg);
+        d->node = (struct agent_node_resources){
+                .host_memory_bytes = cap.memory_bytes ? cap.memory_bytes : UINT64_MAX,
+                .host_cpus = cap.cpus ? cap.cpus : UINT_MAX / 10000,
+                .reserve_memory_bytes = (uint64_t)d->cfg->reserve_memory_mib * 1024 * 1024,
+                .cpu_overcommit_percent = d->cfg->cpu_overcommit_percent,
+                .max_sessions = d->cfg->max_sessions,
+        };
+}
+
 int agent_daemon_new(const struct node_config *cfg, int accel, const struct agent_vm_ops *ops,
                      const struct agent_clock *clock, struct agent_daemon **ret)
 {
@@ -156,6 +175,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         d->ops = *ops;
         d->clock = *clock;
         d->watch_fd = -1;
+        daemon_node_resources(d);
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->changed, NULL);
         pthread_cond_init(&d->watch_cond, NULL);

@@ -2,6 +2,7 @@
 /* The executor: carries out planned actions through the VM ops (long ones in a worker thread
  * per action, the session marked busy meanwhile) and notices QEMU exits. */
 #include "agent/agent-internal.h"
+#include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -26,6 +27,7 @@ struct job {
         char *run_dir, *state_dir, *kernel, *initrd; /* owned */
         char *base_disk;                             /* owned, NULL: image has no workspace */
         unsigned vcpus, memory_mib;
+        const struct size_class *sc; /* borrowed from the (immutable) node config */
         char key[2 * 64 + 2], name[64];
 };
 
@@ -82,6 +84,7 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                 return fk_error_set(err, -ENOENT, "unknown size class \"%s\"", s->spec->size_class);
         if (!img)
                 return fk_error_set(err, -ENOENT, "unknown image \"%s\"", s->spec->image);
+        j->sc = sc;
         j->vcpus = sc->vcpus;
         j->memory_mib = sc->memory_mib;
         if (fk_asprintf(&j->kernel, "%s/vmlinuz", img->dir) < 0 ||
@@ -129,6 +132,34 @@ static int boot_journaled(struct agent_daemon *d, struct job *j, const struct ag
         return r;
 }
 
+/* Records the cgroup the VM runs in (under the lock). */
+static void session_set_cgroup(struct agent_daemon *d, struct agent_session *s, bool on)
+{
+        free(s->res.cgroup_path);
+        s->res.cgroup_path = NULL;
+        s->res.has_cgroup =
+                on && d->cg && cg_manager_cgroup_path(d->cg, s->key, &s->res.cgroup_path) >= 0;
+}
+
+/* The session's cgroup is made and joined by QEMU before exec; gone again on failure. */
+static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_boot_params *p,
+                          void **ret_vm, struct fk_error *err)
+{
+        struct cg_join *join = NULL;
+        int r;
+
+        r = agent_resources_prepare(d, j->key, j->sc, &join, err);
+        if (r < 0)
+                return r;
+        if (join)
+                p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){cg_join_pre_exec, join};
+        r = boot_journaled(d, j, p, ret_vm, err);
+        cg_join_free(join);
+        if (r < 0)
+                agent_resources_teardown(d, j->key);
+        return r;
+}
+
 static void job_boot(struct job *j)
 {
         struct agent_daemon *d = j->d;
@@ -160,9 +191,10 @@ static void job_boot(struct job *j)
                 r = agent_disk_prepare(j->state_dir, j->base_disk, &disk, &err);
         p.disk = disk;
         if (r >= 0)
-                r = boot_journaled(d, j, &p, &vm, &err);
+                r = boot_in_cgroup(d, j, &p, &vm, &err);
         agent_metrics_op_done(AGENT_OP_BOOT, r, t0);
         pthread_mutex_lock(&d->lock);
+        session_set_cgroup(d, j->s, r >= 0);
         if (r >= 0 && !(j->s->vm = agent_vm_ref_new(vm, &d->ops))) {
                 d->ops.free(d->ops.userdata, vm);
                 r = fk_error_set(&err, -ENOMEM, "out of memory");
@@ -189,11 +221,15 @@ static void job_stop(struct job *j, bool destroy)
         if (j->vm) {
                 uint64_t t0 = fk_now_mono_ns();
 
+                /* a paused VM is frozen: let it see the poweroff */
+                (void)agent_resources_freeze(d, j->key, false, NULL);
                 r = d->ops.stop(d->ops.userdata, j->vm->vm, AGENT_STOP_STEP_MS);
                 agent_metrics_op_done(AGENT_OP_STOP, r, t0);
                 if (r < 0)
-                        log_warning_errno(r, "session %s: stop: %m", j->key);
+                        log_warning_errno(r, "session %s: stop: %m; killing its cgroup", j->key);
         }
+        /* force-stop and cleanup: whatever is left in the cgroup dies, then it goes */
+        agent_resources_teardown(d, j->key);
         r = fk_rm_rf(j->run_dir);
         if (r >= 0 && destroy)
                 r = fk_rm_rf(j->state_dir);
@@ -203,6 +239,8 @@ static void job_stop(struct job *j, bool destroy)
         /* Freed by job_free, outside the lock (closing QMP and the agent may take a while). */
         j->detached = TAKE_PTR(j->s->vm);
         session_detach_vm(j->s);
+        session_set_cgroup(d, j->s, false);
+        j->s->res.frozen = false;
         if (destroy) {
                 log_info("session %s: deleted, VM and files removed", j->s->key);
                 agent_daemon_remove(d, j->s);
@@ -224,10 +262,20 @@ static void job_pause_resume(struct job *j)
 
         uint64_t t0 = fk_now_mono_ns();
 
-        r = pause ? d->ops.pause(d->ops.userdata, j->vm->vm, &err)
-                  : d->ops.resume(d->ops.userdata, j->vm->vm, &err);
+        /* QMP stop first (the guest halts cleanly), then freeze every QEMU thread; on
+         * resume thaw first, since a frozen QEMU cannot answer QMP. */
+        if (pause) {
+                r = d->ops.pause(d->ops.userdata, j->vm->vm, &err);
+                if (r >= 0)
+                        r = agent_resources_freeze(d, j->key, true, &err);
+        } else {
+                r = agent_resources_freeze(d, j->key, false, &err);
+                if (r >= 0)
+                        r = d->ops.resume(d->ops.userdata, j->vm->vm, &err);
+        }
         agent_metrics_op_done(pause ? AGENT_OP_PAUSE : AGENT_OP_RESUME, r, t0);
         pthread_mutex_lock(&d->lock);
+        j->s->res.frozen = pause && r >= 0;
         if (r < 0) {
                 log_error("session %s: %s: %s", j->s->key, agent_action_to_string(j->kind),
                           err.msg[0] ? err.msg : strerror(-r));
@@ -319,6 +367,13 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
                 session_failed(d, s, "InvalidSpec", err.msg);
                 return 0;
         }
+        if (agent_daemon_admit(d, s, j->sc) < 0) {
+                job_free(j);
+                return 0;
+        }
+        s->res.vcpus = j->vcpus;
+        s->res.memory_mib = j->memory_mib;
+        snprintf(s->res.class_name, sizeof(s->res.class_name), "%s", j->sc->name);
         s->phase = SESSION_PHASE_STARTING;
         s->cancel = false;
         agent_session_set_condition(s, AGENT_COND_READY, "False", "Booting", now_real(d),
@@ -335,6 +390,11 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum age
         switch (k) {
         case AGENT_ACTION_OBSERVE:
                 s->observed_generation = s->generation;
+                if (s->vm && s->spec && strcmp(s->spec->size_class, s->res.class_name) != 0) {
+                        agent_resources_resize(d, s);
+                        snprintf(s->res.class_name, sizeof(s->res.class_name), "%s",
+                                 s->spec->size_class);
+                }
                 return 0;
         case AGENT_ACTION_BOOT:
                 return executor_boot(d, s);
@@ -376,5 +436,7 @@ void agent_executor_check_exits(struct agent_daemon *d)
                          reason ? reason : "unknown", status);
                 session_detach_vm(s);
                 session_failed(d, s, "VMExited", msg);
+                agent_resources_teardown(d, s->key);
+                session_set_cgroup(d, s, false);
         }
 }

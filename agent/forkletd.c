@@ -3,6 +3,7 @@
  * signal handling together. VMs keep running across a forkletd restart (they are adopted). */
 #include "agent/agent.h"
 #include "agent/cluster.h"
+#include "cgroups/cgroups.h"
 #include "common/log.h"
 #include "manifest/manifest.h"
 #include "vmm/vmm.h"
@@ -88,8 +89,28 @@ static int load_config(const char *path, struct node_config **ret)
         return r;
 }
 
+/* One cgroup per session under cgroupParent at the hierarchy root (a delegated subtree on
+ * systemd hosts). Without it (not root, no controllers) sessions run uncontrolled. */
+static struct cg_manager *open_cgroups(const struct node_config *cfg)
+{
+        struct cg_options o = {.parent = cfg->cgroup_parent};
+        struct cg_manager *m = NULL;
+        struct fk_error err = {0};
+        int r;
+
+        r = cg_manager_new(&o, &m, &err);
+        if (r < 0) {
+                log_warning("cgroups: %s; sessions run without resource limits", err.msg);
+                return NULL;
+        }
+        log_info("cgroups %s: sessions under %s", cg_version_to_string(cg_manager_version(m)),
+                 cg_manager_parent_path(m));
+        return m;
+}
+
 static int run(const struct node_config *cfg, sigset_t *mask)
 {
+        struct cg_manager *cg = NULL;
         struct agent_daemon *d = NULL;
         struct api_server *api = NULL;
         struct cluster_agent *cluster = NULL;
@@ -102,13 +123,19 @@ static int run(const struct node_config *cfg, sigset_t *mask)
                 return log_error_errno(r, "accelerator: %s", err.msg);
         log_info("node %s: accel %s, state %s, run %s, manifests %s", cfg->node_name,
                  vmm_accel_to_string(accel), cfg->state_dir, cfg->run_dir, cfg->manifest_dir);
+        cg = open_cgroups(cfg);
+        agent_cgroups_thaw_for_adoption(cg, cfg);
         r = agent_daemon_new(cfg, accel, &agent_vm_ops_qemu, &agent_clock_system, &d);
-        if (r < 0)
+        if (r < 0) {
+                cg_manager_free(cg);
                 return r;
+        }
+        agent_daemon_set_cgroups(d, cg);
         r = api_server_start(d, cfg, cfg->api_socket, &api, &err);
         if (r < 0) {
                 log_error_errno(r, "API: %s", err.msg);
                 agent_daemon_free(d);
+                cg_manager_free(cg);
                 return r;
         }
         /* Cluster mode (agent/cluster.h): register with etcd and sync assigned sessions.
@@ -129,6 +156,7 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         cluster_agent_stop(cluster);
         api_server_stop(api);
         agent_daemon_free(d);
+        cg_manager_free(cg);
         return r;
 }
 

@@ -16,6 +16,7 @@
 static const char *const condition_names[_AGENT_COND_MAX] = {
         [AGENT_COND_READY] = "Ready",
         [AGENT_COND_MANIFEST_VALID] = "ManifestValid",
+        [AGENT_COND_RESOURCES] = "ResourcesApplied",
 };
 
 struct agent_vm_ref *agent_vm_ref_new(void *vm, const struct agent_vm_ops *ops)
@@ -69,6 +70,7 @@ struct agent_session *agent_session_free(struct agent_session *s)
                 return NULL;
         agent_vm_ref_put(s->vm);
         session_manifest_free(s->spec);
+        free(s->res.cgroup_path);
         free(s->source_file);
         free(s->key);
         free(s->name);

@@ -22,7 +22,12 @@ static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns",
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
                                            "pids", "ioWeight", NULL};
 static const char *const image_fields[] = {"name", "dir", NULL};
-static const char *const cap_fields[] = {"reserveMemoryMiB", "maxSessions", "maxForksPerSession",
+static const char *const cap_fields[] = {"reserveMemoryMiB",
+                                         "maxSessions",
+                                         "maxForksPerSession",
+                                         "cpuOvercommitPercent",
+                                         "qemuOverheadMiB",
+                                         "forkMemoryPercent",
                                          NULL};
 static const char *const cp_fields[] = {"etcd", "prefix", NULL};
 
@@ -172,6 +177,10 @@ static void decode_capacity(struct nctx *n, const struct mnode *v)
                 {"maxSessions", 1, 100000, offsetof(struct node_config, max_sessions)},
                 {"maxForksPerSession", 0, 1024,
                  offsetof(struct node_config, max_forks_per_session)},
+                {"cpuOvercommitPercent", 10, 10000,
+                 offsetof(struct node_config, cpu_overcommit_percent)},
+                {"qemuOverheadMiB", 0, 1u << 20, offsetof(struct node_config, qemu_overhead_mib)},
+                {"forkMemoryPercent", 0, 100, offsetof(struct node_config, fork_memory_percent)},
         };
         char p[MPATH_MAX];
 

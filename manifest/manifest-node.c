@@ -137,6 +137,9 @@ int node_config_init_defaults(struct node_config *c)
         c->reserve_memory_mib = 1024;
         c->max_sessions = 64;
         c->max_forks_per_session = 32;
+        c->cpu_overcommit_percent = 400;
+        c->qemu_overhead_mib = 128;
+        c->fork_memory_percent = 25;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
         if (!c->node_name || !c->state_dir || !c->run_dir || !c->manifest_dir || !c->uplink_pool ||

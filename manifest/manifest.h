@@ -136,9 +136,18 @@ struct node_config {
         unsigned reserve_memory_mib;    /* default 1024 */
         unsigned max_sessions;          /* default 64 */
         unsigned max_forks_per_session; /* default 32 */
-        char **etcd;                    /* owned strv, empty: standalone */
-        char *etcd_prefix;              /* owned, default "/forklet" */
-        struct kv *labels;              /* owned array: node labels (cluster nodeSelector) */
+        /* Allocatable vCPUs = host CPUs * cpuOvercommitPercent / 100 (CPU is compressible:
+         * quotas cap each session, weights share the rest). Default 400. */
+        unsigned cpu_overcommit_percent;
+        /* QEMU's own memory beyond guest RAM, added to memory.max and to the capacity charge
+         * (measured: bench/qemu-overhead.sh). Default 128. */
+        unsigned qemu_overhead_mib;
+        /* Share of guest RAM a fork is charged at admission, before its PSS is known (its
+         * RAM is copy-on-write on the checkpoint). Default 25. */
+        unsigned fork_memory_percent;
+        char **etcd;       /* owned strv, empty: standalone */
+        char *etcd_prefix; /* owned, default "/forklet" */
+        struct kv *labels; /* owned array: node labels (cluster nodeSelector) */
         size_t n_labels;
         char *source; /* owned file name */
 };

@@ -8,6 +8,8 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-daemon-test SOURCES unit/agent-daemon-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-ops-test SOURCES unit/agent-ops-test.c LIBS fk_agent)
   fk_unit_test(agent-ops-api-test SOURCES unit/agent-ops-api-test.c LIBS fk_cli fk_agent)
+  fk_unit_test(agent-admission-test SOURCES unit/agent-admission-test.c LIBS fk_cli fk_agent)
+  fk_unit_test(agent-capacity-test SOURCES unit/agent-capacity-test.c LIBS fk_agent)
 endif()
 
 fk_integration_test(agent-hello
@@ -19,3 +21,8 @@ fk_integration_test(agent-ops
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-ops.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 1200)
+
+fk_integration_test(agent-resources
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-resources.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 900)

@@ -135,3 +135,6 @@ int cli_delete(const struct cli *c, int argc, char **argv);
 int cli_logs(const struct cli *c, int argc, char **argv);
 int cli_describe(const struct cli *c, int argc, char **argv);
 int cli_audit(const struct cli *c, int argc, char **argv);
+int cli_node(const struct cli *c, int argc, char **argv);
+/* node [-o json|yaml]. Pure. */
+int cli_parse_node(int argc, char **argv, enum cli_output *ret, struct fk_error *err);

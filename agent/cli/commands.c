@@ -14,6 +14,7 @@ const struct cli_command cli_commands[] = {
         {"logs", cli_logs, "logs NAME"},
         {"describe", cli_describe, "describe NAME"},
         {"audit", cli_audit, "audit verify [--file PATH] [-o json|yaml]"},
+        {"node", cli_node, "node [-o json|yaml]"},
         {},
 };
 

@@ -33,6 +33,7 @@ static void describe(const json_t *s)
 {
         json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
         json_t *st = json_object_get(s, "status"), *vm = json_object_get(st, "vm");
+        json_t *res = json_object_get(st, "resources");
 
         printf("Name:         %s\nNamespace:    %s\nSource:       %s\n", str(meta, "name"),
                str(meta, "namespace"), str(meta, "source"));
@@ -49,6 +50,16 @@ static void describe(const json_t *s)
                 printf("VM:           pid %lld, accel %s\n",
                        (long long)json_integer_value(json_object_get(vm, "pid")), str(vm, "accel"));
         printf("Started:      %s\n", str(st, "startedAt"));
+        if (json_is_string(json_object_get(st, "cgroup")))
+                printf("Cgroup:       %s\n", str(st, "cgroup"));
+        if (json_is_object(res))
+                printf("Resources:    cpu %.3f s, memory %lld MiB (peak %lld MiB), %lld pids, "
+                       "%lld OOM kills\n",
+                       (double)json_integer_value(json_object_get(res, "cpuUsageNs")) / 1e9,
+                       (long long)json_integer_value(json_object_get(res, "memoryCurrent")) >> 20,
+                       (long long)json_integer_value(json_object_get(res, "memoryPeak")) >> 20,
+                       (long long)json_integer_value(json_object_get(res, "pids")),
+                       (long long)json_integer_value(json_object_get(res, "oomKills")));
         print_conditions(st);
 }
 

@@ -41,6 +41,10 @@ cleanup() {
                 grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
         rm -rf "$T"
+        # session cgroups go with their sessions; the parent is ours to remove
+        for p in /sys/fs/cgroup/*/fk-test-hello-$$ /sys/fs/cgroup/fk-test-hello-$$; do
+                [ -d "$p" ] && rmdir "$p" 2>/dev/null
+        done
 }
 trap cleanup EXIT
 
@@ -54,6 +58,7 @@ runDir: $T/run
 accel: ${FORKLET_TEST_ACCEL:-tcg}
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock}
+cgroupParent: fk-test-hello-$$
 sizeClasses:
   - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
 images:

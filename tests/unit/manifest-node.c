@@ -71,6 +71,9 @@ static void test_node_defaults(void **state)
         assert_int_equal(c->max_forks_per_session, 32);
         assert_int_equal(c->max_sessions, 64);
         assert_int_equal(c->reserve_memory_mib, 1024);
+        assert_int_equal(c->cpu_overcommit_percent, 400);
+        assert_int_equal(c->qemu_overhead_mib, 128);
+        assert_int_equal(c->fork_memory_percent, 25);
         assert_string_equal(c->etcd_prefix, "/forklet");
         assert_int_equal(fk_strv_length(c->etcd), 0);
         assert_non_null(node_config_find_size_class(c, "small"));

@@ -1,0 +1,218 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Resource control through forkletd on the real cgroup v1 hierarchy: a leftover cgroup of a
+# vanished session is removed at start; the session's QEMU and every thread of it sit in its
+# cgroup with its class's limits; a guest busy loop on a 0.5-CPU class uses about half a core
+# (cpuacct); pause freezes (FROZEN, no CPU), resume thaws; a class change applies CPU live and
+# asks for a restart for RAM; admission keeps a second session Pending (InsufficientMemory)
+# until the first is deleted; teardown leaves no cgroup directory behind.
+# Usage: agent-resources.sh FORKLETD FORKLET   (root; exit 77 without image, QEMU or cgroup v1)
+set -u
+
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+IMG=${FORKLET_IMAGE_DIR:-}
+T=/tmp/fk-res-$$
+PARENT=fk-test-res-$$
+CG=/sys/fs/cgroup
+CTRLS="cpu cpuacct memory pids freezer blkio"
+DPID=
+SLEEPER=
+
+skip() { echo "SKIP: $*" >&2; exit 77; }
+fail() {
+        echo "FAIL: $*" >&2
+        [ -f "$T/forkletd.log" ] && { echo "--- forkletd.log (tail)" >&2; tail -n 30 "$T/forkletd.log" >&2; }
+        exit 1
+}
+
+[ "$(id -u)" = 0 ] || skip "needs root"
+[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] || skip "guest image missing in '$IMG'"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+for c in $CTRLS; do [ -f "$CG/$c/cgroup.procs" ] || skip "cgroup v1 $c not mounted at $CG/$c"; done
+
+cleanup() {
+        local f p c d
+        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+        [ -n "$SLEEPER" ] && kill -9 "$SLEEPER" 2>/dev/null
+        for f in "$T"/run/sessions/*/vm.json; do
+                [ -f "$f" ] || continue
+                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
+                [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
+        done
+        sleep 0.5
+        for c in $CTRLS; do
+                [ -d "$CG/$c/$PARENT" ] || continue
+                [ "$c" = freezer ] && for d in "$CG/$c/$PARENT"/*/; do
+                        [ -f "$d/freezer.state" ] && echo THAWED >"$d/freezer.state"
+                done
+                for d in "$CG/$c/$PARENT"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+                rmdir "$CG/$c/$PARENT" 2>/dev/null
+        done
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+mem_total_mib=$(awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo)
+# room for one session of 256 MiB + 128 MiB QEMU overhead, not for two
+reserve=$((mem_total_mib - 600))
+mkdir -p "$T/state" "$T/run" "$T/manifests"
+cat >"$T/node.yaml" <<EOF
+apiVersion: forklet.dev/v1alpha1
+kind: NodeConfig
+nodeName: test-res-$$
+stateDir: $T/state
+runDir: $T/run
+accel: ${FORKLET_TEST_ACCEL:-tcg}
+manifestDir: $T/manifests
+api: {socket: $T/run/api.sock}
+cgroupParent: $PARENT
+sizeClasses:
+  - {name: half, vcpus: 1, memoryMiB: 256, cpu: 0.5, pids: 512}
+  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
+  - {name: bigger, vcpus: 1, memoryMiB: 512, cpu: 1.0, pids: 1024}
+images:
+  - {name: minimal, dir: $IMG}
+capacity: {reserveMemoryMiB: $reserve, qemuOverheadMiB: 128}
+EOF
+export FORKLET_SOCKET=$T/run/api.sock
+
+session() { # NAME CLASS [STATE]
+        cat >"$T/$1.yaml" <<EOF
+apiVersion: forklet.dev/v1alpha1
+kind: Session
+metadata: {name: $1}
+spec: {sizeClass: $2, image: minimal, state: ${3:-Running}}
+EOF
+        "$FORKLET" apply -f "$T/$1.yaml" >/dev/null || fail "apply $1 ($2, ${3:-Running})"
+}
+json() { "$FORKLET" get session "$1" -o json; }
+# jq-free field access: python3 is part of the Debian base the tests run on
+jget() { json "$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$2"; }
+ready_reason() { jget "$1" '["status"]["conditions"][0]["reason"]'; }
+cond() { # NAME TYPE -> "STATUS REASON"
+        json "$1" | python3 -c "import json,sys
+for c in json.load(sys.stdin)['status']['conditions']:
+    if c['type'] == sys.argv[1]: print(c['status'], c['reason'])" "$2"
+}
+usage() { cat "$CG/cpuacct/$PARENT/$1/cpuacct.usage"; }
+cgdirs() { local c; for c in $CTRLS; do [ -d "$CG/$c/$PARENT/$1" ] && echo "$c"; done; }
+
+# ---- a leftover of a vanished session: one of "our" processes in a cgroup nobody knows ----
+for c in $CTRLS; do mkdir -p "$CG/$c/$PARENT/default.vanished"; done
+bash -c "exec -a $T/run/sessions/default.vanished/qemu sleep 600" &
+SLEEPER=$!
+for c in $CTRLS; do echo "$SLEEPER" >"$CG/$c/$PARENT/default.vanished/cgroup.procs"; done
+
+"$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do
+        "$FORKLET" get sessions >/dev/null 2>&1 && break
+        kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
+        sleep 0.1
+done
+for _ in $(seq 20); do kill -0 "$SLEEPER" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$SLEEPER" 2>/dev/null && fail "the leftover's process survived forkletd's start"
+wait "$SLEEPER" 2>/dev/null
+SLEEPER=
+[ -z "$(cgdirs default.vanished)" ] || fail "leftover cgroup still in: $(cgdirs default.vanished)"
+echo "ok: leftover cgroup of a vanished session removed at start"
+
+"$FORKLET" node | grep -q "Cgroups: *v1 under $CG/memory/$PARENT" || fail "forklet node: cgroups"
+"$FORKLET" node -o json | grep -q '"allocatable"' || fail "forklet node -o json: capacity"
+
+# ---- the session's QEMU and all its threads in its cgroup, limits from its class ----------
+session busy half
+"$FORKLET" wait busy --for=Running --timeout=240 || fail "busy not Running"
+pid=$(jget busy '["status"]["vm"]["pid"]')
+[ "$(jget busy '["status"]["cgroup"]')" = "/$PARENT/default.busy" ] || fail "status.cgroup"
+ntask=0
+for t in /proc/"$pid"/task/*; do
+        for c in cpu cpuacct memory pids freezer; do
+                grep -Eq "^[0-9]+:([a-z,]*,)?$c(,[a-z,]*)?:/$PARENT/default.busy\$" "$t/cgroup" ||
+                        fail "thread ${t##*/} of QEMU $pid is not in $c:/$PARENT/default.busy"
+        done
+        ntask=$((ntask + 1))
+done
+[ "$ntask" -ge 2 ] || fail "QEMU $pid has only $ntask thread(s)"
+grep -qx "$pid" "$CG/memory/$PARENT/default.busy/cgroup.procs" || fail "pid not in cgroup.procs"
+echo "ok: QEMU $pid and its $ntask threads are in /$PARENT/default.busy"
+d=$CG
+[ "$(cat $d/memory/$PARENT/default.busy/memory.limit_in_bytes)" = $(((256 + 128) << 20)) ] ||
+        fail "memory.limit_in_bytes $(cat $d/memory/$PARENT/default.busy/memory.limit_in_bytes)"
+[ "$(cat $d/memory/$PARENT/default.busy/memory.soft_limit_in_bytes)" = $(((256 + 96) << 20)) ] ||
+        fail "memory.soft_limit_in_bytes"
+[ "$(cat $d/cpu/$PARENT/default.busy/cpu.cfs_period_us)" = 100000 ] || fail "cfs_period_us"
+[ "$(cat $d/cpu/$PARENT/default.busy/cpu.cfs_quota_us)" = 50000 ] || fail "cfs_quota_us"
+[ "$(cat $d/cpu/$PARENT/default.busy/cpu.shares)" = 512 ] || fail "cpu.shares"
+[ "$(cat $d/pids/$PARENT/default.busy/pids.max)" = 512 ] || fail "pids.max"
+echo "ok: limits match class half (384 MiB max, 0.5 CPU, weight 50, 512 pids)"
+[ "$(jget busy '["status"]["resources"]["memoryCurrent"] > 0')" = True ] || fail "memoryCurrent"
+[ "$(jget busy '["status"]["resources"]["pids"] >= 2')" = True ] || fail "resources.pids"
+[ "$(jget busy '["status"]["resources"]["oomKills"]')" = 0 ] || fail "oomKills"
+
+# ---- a guest busy loop on a 0.5 CPU quota: about half a core -------------------------------
+"$FORKLET" exec busy --detach -- sh -c 'while :; do :; done' >/dev/null || fail "exec busy loop"
+sleep 2
+u0=$(usage default.busy) t0=$(date +%s%N)
+sleep 6
+u1=$(usage default.busy) t1=$(date +%s%N)
+share=$(((u1 - u0) * 1000 / (t1 - t0)))
+echo "busy loop under cpu 0.5: $share/1000 of a core"
+[ "$share" -ge 300 ] && [ "$share" -le 600 ] || fail "CPU share $share/1000, expected ~500"
+
+# ---- pause freezes every thread, resume thaws ------------------------------------------------
+session busy half Paused
+"$FORKLET" wait busy --for=Paused --timeout=60 || fail "busy not Paused"
+[ "$(cat $CG/freezer/$PARENT/default.busy/freezer.state)" = FROZEN ] || fail "not FROZEN"
+u0=$(usage default.busy)
+sleep 2
+[ "$(usage default.busy)" = "$u0" ] || fail "a frozen session used CPU"
+echo "ok: pause -> FROZEN, no CPU for 2 s"
+session busy half Running
+"$FORKLET" wait busy --for=Running --timeout=60 || fail "busy not resumed"
+[ "$(cat $CG/freezer/$PARENT/default.busy/freezer.state)" = THAWED ] || fail "not THAWED"
+[ "$("$FORKLET" exec busy -- echo thawed)" = thawed ] || fail "exec after resume"
+echo "ok: resume -> THAWED"
+
+# ---- class change: CPU live, RAM at the next boot -----------------------------------------
+session busy small
+for _ in $(seq 40); do [ "$(cond busy ResourcesApplied)" = "True Applied" ] && break; sleep 0.25; done
+[ "$(cond busy ResourcesApplied)" = "True Applied" ] || fail "class small: $(cond busy ResourcesApplied)"
+[ "$(cat $CG/cpu/$PARENT/default.busy/cpu.cfs_quota_us)" = 100000 ] || fail "quota not live"
+[ "$(cat $CG/pids/$PARENT/default.busy/pids.max)" = 1024 ] || fail "pids.max not live"
+session busy bigger
+for _ in $(seq 40); do [ "$(cond busy ResourcesApplied)" = "False RestartRequired" ] && break; sleep 0.25; done
+[ "$(cond busy ResourcesApplied)" = "False RestartRequired" ] || fail "class bigger: $(cond busy ResourcesApplied)"
+[ "$(cat $CG/memory/$PARENT/default.busy/memory.limit_in_bytes)" = $(((256 + 128) << 20)) ] ||
+        fail "memory limit changed under a running guest"
+[ "$(jget busy '["status"]["vm"]["pid"]')" = "$pid" ] || fail "a class change restarted the VM"
+echo "ok: class change: cpu/pids live, RAM -> RestartRequired"
+
+# ---- admission: the second session does not fit until the first is gone ---------------------
+session second small
+for _ in $(seq 20); do [ "$(ready_reason second)" = InsufficientMemory ] && break; sleep 0.25; done
+[ "$(jget second '["status"]["phase"]')" = Pending ] || fail "second is not Pending"
+[ "$(ready_reason second)" = InsufficientMemory ] || fail "second: reason $(ready_reason second)"
+sleep 2
+[ "$(jget second '["status"]["phase"]')" = Pending ] || fail "second left Pending while full"
+"$FORKLET" node | grep -E "^  small +1 +256 +384 +0$" >/dev/null || fail "node: small should fit 0"
+echo "ok: second Pending with InsufficientMemory"
+"$FORKLET" delete busy >/dev/null || fail "delete busy"
+"$FORKLET" wait busy --for=Deleted --timeout=90 || fail "busy not deleted"
+for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$pid" 2>/dev/null && fail "QEMU $pid still alive after delete"
+[ -z "$(cgdirs default.busy)" ] || fail "cgroup of busy left in: $(cgdirs default.busy)"
+"$FORKLET" wait second --for=Running --timeout=240 || fail "second did not start after room freed"
+echo "ok: second Running after busy was deleted; busy's cgroup is gone"
+
+# ---- teardown leaves nothing -----------------------------------------------------------------
+pid2=$(jget second '["status"]["vm"]["pid"]')
+"$FORKLET" delete second >/dev/null || fail "delete second"
+"$FORKLET" wait second --for=Deleted --timeout=90 || fail "second not deleted"
+for _ in $(seq 40); do kill -0 "$pid2" 2>/dev/null || break; sleep 0.25; done
+for c in $CTRLS; do
+        left=$(find "$CG/$c/$PARENT" -mindepth 1 -type d 2>/dev/null)
+        [ -z "$left" ] || fail "cgroup dirs left: $left"
+done
+echo "PASS"

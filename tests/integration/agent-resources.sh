@@ -153,13 +153,29 @@ echo "ok: limits match class half (384 MiB max, 0.5 CPU, weight 50, 512 pids)"
 
 # ---- a guest busy loop on a 0.5 CPU quota: about half a core -------------------------------
 "$FORKLET" exec busy --detach -- sh -c 'while :; do :; done' >/dev/null || fail "exec busy loop"
+# The quota is a ceiling: no window may exceed it. Reaching it needs a free core, which a
+# shared CI host does not always have: for the measurement the test's own parent cgroup gets
+# the highest cpu.shares, so other load on the host cannot starve it below its quota (the
+# session's own limits stay as its class says), and up to 6 windows get the chance.
+echo 262144 >"$CG/cpu/$PARENT/cpu.shares"
 sleep 2
-u0=$(usage default.busy) t0=$(date +%s%N)
-sleep 6
-u1=$(usage default.busy) t1=$(date +%s%N)
-share=$(((u1 - u0) * 1000 / (t1 - t0)))
-echo "busy loop under cpu 0.5: $share/1000 of a core"
-[ "$share" -ge 300 ] && [ "$share" -le 600 ] || fail "CPU share $share/1000, expected ~500"
+thr0=$(awk '/^nr_throttled/ {print $2}' "$CG/cpu/$PARENT/default.busy/cpu.stat")
+best=0
+for _ in $(seq 6); do
+        u0=$(usage default.busy) t0=$(date +%s%N)
+        sleep 5
+        u1=$(usage default.busy) t1=$(date +%s%N)
+        share=$(((u1 - u0) * 1000 / (t1 - t0)))
+        echo "busy loop under cpu 0.5: $share/1000 of a core (load: $(cut -d' ' -f1 /proc/loadavg))"
+        [ "$share" -le 600 ] || fail "CPU share $share/1000 is above the 0.5 quota"
+        [ "$share" -gt "$best" ] && best=$share
+        [ "$best" -ge 350 ] && break
+done
+echo 1024 >"$CG/cpu/$PARENT/cpu.shares"
+[ "$best" -ge 350 ] || fail "CPU share peaked at $best/1000 (expected ~500; host too busy?)"
+thr1=$(awk '/^nr_throttled/ {print $2}' "$CG/cpu/$PARENT/default.busy/cpu.stat")
+[ "$thr1" -gt "$thr0" ] || fail "the CFS quota never throttled the busy session"
+echo "ok: busy loop held at ~0.5 core ($best/1000), throttled $((thr1 - thr0)) times"
 
 # ---- pause freezes every thread, resume thaws ------------------------------------------------
 session busy half Paused

@@ -49,7 +49,7 @@ cleanup() {
                 for d in "$CG/$c/$PARENT"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
                 rmdir "$CG/$c/$PARENT" 2>/dev/null
         done
-        rm -rf "$T"
+        [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
 
@@ -98,9 +98,11 @@ for c in json.load(sys.stdin)['status']['conditions']:
 usage() { cat "$CG/cpuacct/$PARENT/$1/cpuacct.usage"; }
 cgdirs() { local c; for c in $CTRLS; do [ -d "$CG/$c/$PARENT/$1" ] && echo "$c"; done; }
 
-# ---- a leftover of a vanished session: one of "our" processes in a cgroup nobody knows ----
-for c in $CTRLS; do mkdir -p "$CG/$c/$PARENT/default.vanished"; done
-bash -c "exec -a $T/run/sessions/default.vanished/qemu sleep 600" &
+# ---- leftovers of vanished sessions: a helper of this node (its command line names our run
+# dir) in a cgroup nobody knows, and an empty one from an earlier run (an hour old) ---------
+for c in $CTRLS; do mkdir -p "$CG/$c/$PARENT/default.vanished" "$CG/$c/$PARENT/default.empty"; done
+for c in $CTRLS; do touch -d '1 hour ago' "$CG/$c/$PARENT/default.empty"; done
+bash -c "exec -a $T/run/sessions/default.vanished/helper sleep 600" &
 SLEEPER=$!
 for c in $CTRLS; do echo "$SLEEPER" >"$CG/$c/$PARENT/default.vanished/cgroup.procs"; done
 
@@ -115,8 +117,9 @@ for _ in $(seq 20); do kill -0 "$SLEEPER" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$SLEEPER" 2>/dev/null && fail "the leftover's process survived forkletd's start"
 wait "$SLEEPER" 2>/dev/null
 SLEEPER=
-[ -z "$(cgdirs default.vanished)" ] || fail "leftover cgroup still in: $(cgdirs default.vanished)"
-echo "ok: leftover cgroup of a vanished session removed at start"
+[ -z "$(cgdirs default.vanished)" ] || fail "leftover cgroup still in: $(cgdirs default.vanished | xargs)"
+[ -z "$(cgdirs default.empty)" ] || fail "empty leftover still in: $(cgdirs default.empty | xargs)"
+echo "ok: leftover cgroups of vanished sessions removed at start (helper killed)"
 
 "$FORKLET" node | grep -q "Cgroups: *v1 under $CG/memory/$PARENT" || fail "forklet node: cgroups"
 "$FORKLET" node -o json | grep -q '"allocatable"' || fail "forklet node -o json: capacity"
@@ -218,7 +221,7 @@ echo "ok: second Pending with InsufficientMemory"
 "$FORKLET" wait busy --for=Deleted --timeout=90 || fail "busy not deleted"
 for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$pid" 2>/dev/null && fail "QEMU $pid still alive after delete"
-[ -z "$(cgdirs default.busy)" ] || fail "cgroup of busy left in: $(cgdirs default.busy)"
+[ -z "$(cgdirs default.busy)" ] || fail "cgroup of busy left in: $(cgdirs default.busy | xargs)"
 "$FORKLET" wait second --for=Running --timeout=240 || fail "second did not start after room freed"
 echo "ok: second Running after busy was deleted; busy's cgroup is gone"
 

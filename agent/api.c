@@ -363,8 +363,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 api_route_parse(url, &req->route);
                 *con_cls = req;
                 /* Refuse before reading any body. */
-                if (api_authenticate(c, l->tcp, &s->token, req->caller, sizeof(req->caller)) < 0)
+                if (api_authenticate(c, l->tcp, &s->token, req->caller, sizeof(req->caller)) < 0) {
+                        /* Refused attempts are audited whatever the method. */
+                        snprintf(req->caller, sizeof(req->caller), "tcp:unauthenticated");
+                        audit_request(c, s, req, &(struct api_capture){.status = 401}, MHD_YES);
                         return (enum MHD_Result)reply_unauthorized(c);
+                }
                 cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
                 if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY)
                         req->too_large = true;

@@ -109,6 +109,8 @@ start_daemon
         fail "TCP with the token not 200"
 [ "$(code -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/version")" = 200 ] ||
         fail "/version"
+[ "$(code -X DELETE -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/api/v1alpha1/namespaces/default/sessions/nosuch")" = 404 ] ||
+        fail "TCP DELETE of a missing session not 404"
 
 # ---- boot, re-apply and Idempotency-Key never start a second VM ----------------------------------
 "$FORKLET" apply -f "$SRC/examples/hello.yaml" >/dev/null || fail "apply hello"
@@ -239,6 +241,8 @@ kill "$DPID" && wait "$DPID"
 DPID=
 "$FORKLET" audit verify --file "$T/state/audit.log" || fail "audit verify --file"
 grep -q '"caller":"token:' "$T/state/audit.log" || fail "TCP caller not audited by token id"
+grep -q '"caller":"tcp:unauthenticated".*"result":"401"' "$T/state/audit.log" ||
+        fail "refused TCP attempts not audited"
 grep -q '"action":"transition","result":"Starting->Running' "$T/state/audit.log" ||
         fail "transitions not audited"
 sed -i '3s/"caller":"[^"]*"/"caller":"uid:4242"/' "$T/state/audit.log"

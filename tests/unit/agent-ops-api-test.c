@@ -356,7 +356,8 @@ static int recover_ckpt(struct agent_daemon *d, const char *key, json_t *data)
 static void test_recovery(void **state)
 {
         struct env *e = *state;
-        cleanup_free char *id = NULL, *id2 = NULL, *run = NULL, *ghost = NULL, *jdir = NULL;
+        cleanup_free char *id = NULL, *id2 = NULL, *run = NULL, *ghost = NULL, *jdir = NULL,
+                          *text = NULL;
         json_t *j = NULL;
 
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
@@ -381,8 +382,9 @@ static void test_recovery(void **state)
         assert_int_equal(count_entries(jdir), 0);
         assert_int_equal(req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, &j),
                          200);
-        assert_non_null(strstr(json_dumps(j, 0), "BootInterrupted"));
+        text = json_dumps(j, 0);
         json_decref(j);
+        assert_non_null(strstr(text, "BootInterrupted"));
         reconcile(e);
         assert_int_equal(atomic_load(&e->fake.boots), 1);
 }

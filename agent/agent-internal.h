@@ -78,6 +78,14 @@ struct agent_session {
         bool seen;            /* scratch for the manifest-dir sync */
         int audited_phase;    /* phase last written to the audit log, -1: none yet */
         struct agent_session_res res;
+        /* fork engine */
+        char *fork_parent;     /* owned: session this one was forked from (same ns) or NULL */
+        char *fork_checkpoint; /* owned: the parent's checkpoint id */
+        char *fork_id;         /* owned: identity the guest got on its last restore */
+        char *rollback_to;     /* owned: own checkpoint id the next boot restores */
+        char *from_snapshot;   /* owned: snapshot id whose disk the first boot starts on */
+        struct agent_ck_flight *ck_flight; /* the checkpoint being taken (coalesces requests) */
+        bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -131,9 +139,57 @@ int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret);
 int agent_disk_virtual_size(const char *path, uint64_t *ret);
 /* qemu-img create -f qcow2 -u -b backing -F raw|qcow2 path SIZE (format sniffed). err set. */
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err);
+/* qemu-img convert -U -O qcow2 src dst: a standalone copy of a (read-only) chain. */
+int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
 /* The active overlay, created over base (the image's raw workspace.img) the first time.
  * *ret is a heap path. err set on failure. */
 int agent_disk_prepare(const char *state_dir, const char *base, char **ret, struct fk_error *err);
+
+/* ---- fork engine (checkpoint.c, fork.c) ------------------------------------------------------ */
+
+/* What a boot restores from (resolved under the lock, carried out by the boot job). */
+struct agent_restore {
+        char *ck_dir;     /* owned: checkpoint dir (state, ram), NULL: cold boot */
+        char *layer;      /* owned: disk layer the new overlay goes over, NULL: keep the disk */
+        bool private_ram; /* fork: map ck_dir/ram share=off; rollback: copy it into run dir */
+        char fork_id[96]; /* identity for the guest */
+};
+void agent_restore_done(struct agent_restore *r);
+/* Under the lock: fills r for s's next boot (fork first start, rollback, snapshot restore). */
+int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct agent_restore *r,
+                       struct fk_error *err);
+/* In the boot job: new overlay, RAM copy. *ret_disk / *ret_mem: heap paths (mem NULL: default). */
+int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
+                          char **ret_disk, char **ret_mem, struct fk_error *err);
+/* In the boot job after a cold boot: afterStart, then spec.checkpoints. Logs. */
+void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm);
+/* Takes a checkpoint of s (busy marked by the caller) with vm; *ret_id (41 bytes). */
+int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
+                          const char *name, char *ret_id, struct fk_error *err);
+/* Removes partial checkpoints left by a crash (".*.partial" dirs). */
+void agent_checkpoint_clean_partial(const char *state_dir);
+/* Checkpoint dir of key/id (caller frees). */
+int agent_checkpoint_dir(const char *state_dir, const char *key, const char *id, char **ret);
+/* Reconcile spec.forks of every session (under the lock). */
+void agent_forks_reconcile(struct agent_daemon *d);
+/* Under the lock: after a successful restore (fork id, lineage, restored mark). */
+void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
+                          const struct agent_restore *r);
+/* A checkpoint in flight on s (s busy, lock NOT held): requests arriving meanwhile join it. */
+int agent_checkpoint_take_flight(struct agent_daemon *d, struct agent_session *s,
+                                 struct agent_vm_ref *vm, const char *name, char *ret_id,
+                                 struct fk_error *err);
+/* Complete checkpoints in state dir sd, oldest first: meta objects + sizeBytes (new ref). */
+json_t *agent_checkpoints_list(const char *sd);
+json_t *agent_checkpoint_read_meta(const char *dir);
+/* Under the lock: -ENOENT naming the owner of id when it is another session's. */
+int agent_checkpoint_not_found(struct agent_daemon *d, const struct agent_session *s,
+                               const char *id, struct fk_error *err);
+/* Under the lock: the dir of s's own checkpoint id (caller frees), else as above. */
+int agent_checkpoint_own_dir(struct agent_daemon *d, const struct agent_session *s, const char *id,
+                             char **ret, struct fk_error *err);
+/* Under the lock: status.forks, status.checkpoints, status.forkOf, status.forkId into j. */
+int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *s, json_t *j);
 
 /* Per-session directories (caller frees). */
 int agent_session_run_dir(const char *run_dir, const char *key, char **ret);
@@ -302,6 +358,8 @@ unsigned api_status_from_errno(int r, const char **ret_reason);
 int api_handle_sessions(struct MHD_Connection *c, struct api_request *req);
 int api_handle_exec(struct MHD_Connection *c, struct api_request *req);
 int api_handle_log(struct MHD_Connection *c, struct api_request *req);
+/* checkpoints, forks, rollback, snapshots, restore of a session. */
+int api_handle_fork(struct MHD_Connection *c, struct api_request *req);
 /* Pre-check for exec: -ENOENT / -EAGAIN with err. */
 int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *name,
                             struct fk_error *err);

@@ -178,6 +178,27 @@ struct agent_boot_params {
         const char *disk;
         const char *tap;
         const char *mac;
+        /* Start from a checkpoint instead of a cold boot (fork, rollback); NULL: cold boot. */
+        const char *restore_dir; /* holds "state" (device state saved with x-ignore-shared) */
+        const char *mem_path;    /* guest RAM file; NULL: <run_dir>/mem.ram */
+        bool mem_private;        /* map mem_path share=off (a fork's copy-on-write RAM) */
+        const char *fork_id;     /* identity handed to the guest after a restore */
+};
+
+/* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
+struct agent_checkpoint_params {
+        const char *dir;         /* exists, empty: receives "state" and "ram" */
+        const char *new_disk;    /* overlay (over frozen_disk) the VM continues on; NULL: no disk */
+        const char *frozen_disk; /* the layer that now holds the disk as of the checkpoint */
+        unsigned timeout_ms;
+};
+
+struct agent_checkpoint_result {
+        uint64_t pause_ns;    /* guest paused */
+        uint64_t ram_bytes;   /* touched RAM copied */
+        uint64_t state_bytes; /* device state */
+        bool disk_switched;   /* the VM now writes to new_disk (also when a later step failed) */
+        bool materialized;    /* private RAM (a fork): full stream loaded into a helper QEMU */
 };
 
 /* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */
@@ -196,6 +217,14 @@ struct agent_vm_ops {
         int (*exec)(void *userdata, void *vm, const struct vmm_exec_request *req,
                     int (*out_fn)(int stream, const void *data, size_t size, void *ud),
                     void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err);
+        /* Pauses, saves device state and RAM into p->dir, moves the disk onto p->new_disk,
+         * resumes (also on failure). A VM with private RAM (a fork) is materialized. NULL in
+         * backends without checkpoints. */
+        int (*checkpoint)(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                          struct agent_checkpoint_result *ret, struct fk_error *err);
+        /* Freezes the guest filesystem on /workspace, moves the disk onto new_disk (the old
+         * overlay becomes read-only), thaws. */
+        int (*snapshot_disk)(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
         pid_t (*pid)(void *vm);
         /* A pollable fd readable once QEMU exited, or -1. */
         int (*exit_fd)(void *vm);
@@ -366,6 +395,32 @@ int agent_journal_register(const char *op, agent_journal_recover_fn fn);
  * under systemd, -errno on failure. Logs nothing. */
 int agent_sd_notify(const char *state);
 
+/* ---- fork engine (each call logs what it does; err says what failed) ------------------------ */
+
+/* Checkpoints a Running session; *ret_id (>= 41 bytes) "ck_<hex>". A request arriving while
+ * one is in flight gets the same id. -ENOENT, -EAGAIN not Running, -EBUSY. */
+int agent_daemon_checkpoint_create(struct agent_daemon *d, const char *ns, const char *name,
+                                   char *ret_id, struct fk_error *err);
+/* {"kind": "CheckpointList", "items": [meta...]} (new reference). */
+int agent_daemon_checkpoint_list(struct agent_daemon *d, const char *ns, const char *name,
+                                 json_t **ret, struct fk_error *err);
+/* -EBUSY naming the dependent forks unless cascade (then they are deleted too). */
+int agent_daemon_checkpoint_delete(struct agent_daemon *d, const char *ns, const char *name,
+                                   const char *id, bool cascade, struct fk_error *err);
+/* Creates count fork sessions NAME-fork-N (next free N) of checkpoint id; they boot in
+ * parallel through the reconcile loop. *ret: JSON array of the new names. */
+int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, const char *id,
+                      unsigned count, json_t **ret, struct fk_error *err);
+/* Puts the session back to its own checkpoint id in place; returns once it runs again. */
+int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *name, const char *id,
+                          struct fk_error *err);
+/* Filesystem snapshot of the workspace disk (fsfreeze); *ret_id (>= 41 bytes) "snap_<hex>". */
+int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const char *name,
+                                 char *ret_id, struct fk_error *err);
+/* A new session new_name (spec of the snapshot's session) booting fresh on the snapshot's disk. */
+int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *snap,
+                         const char *new_name, struct fk_error *err);
+
 /* ---- API ------------------------------------------------------------------------------------ */
 
 enum api_route_kind {
@@ -382,6 +437,7 @@ enum api_route_kind {
         API_ROUTE_SESSION_SUBRES, /* .../NAME/<other>: for later verbs (checkpoints, forks) */
         API_ROUTE_METRICS,        /* /metrics (Prometheus text) */
         API_ROUTE_AUDIT_VERIFY,   /* /api/v1alpha1/audit/verify */
+        API_ROUTE_SESSION_FORK,   /* .../NAME/{checkpoints[/ID],forks,rollback,snapshots,restore} */
 };
 
 #define API_PATH_SEGMENT_MAX 64
@@ -391,6 +447,7 @@ struct api_route {
         char ns[API_PATH_SEGMENT_MAX];
         char name[API_PATH_SEGMENT_MAX];
         char subresource[API_PATH_SEGMENT_MAX];
+        char item[API_PATH_SEGMENT_MAX]; /* .../NAME/SUB/ITEM (checkpoint id), "" if none */
 };
 
 /* Maps a URL path (no query) to a route. Pure. Names must be DNS-1123 labels. */

@@ -54,7 +54,17 @@ static void route_session(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api
                 return;
         }
         strcpy(r->subresource, seg[6]);
-        if (strcmp(seg[6], "exec") == 0)
+        if (n == 8) {
+                strcpy(r->item, seg[7]);
+                r->kind = strcmp(seg[6], "checkpoints") == 0 ? API_ROUTE_SESSION_FORK
+                                                             : API_ROUTE_NOT_FOUND;
+                return;
+        }
+        if (strcmp(seg[6], "checkpoints") == 0 || strcmp(seg[6], "forks") == 0 ||
+            strcmp(seg[6], "rollback") == 0 || strcmp(seg[6], "snapshots") == 0 ||
+            strcmp(seg[6], "restore") == 0)
+                r->kind = API_ROUTE_SESSION_FORK;
+        else if (strcmp(seg[6], "exec") == 0)
                 r->kind = API_ROUTE_SESSION_EXEC;
         else if (strcmp(seg[6], "log") == 0)
                 r->kind = API_ROUTE_SESSION_LOG;
@@ -85,7 +95,7 @@ void api_route_parse(const char *path, struct api_route *ret)
                         r.kind = API_ROUTE_NODE;
                 else if (n == 4 && strcmp(seg[2], "audit") == 0 && strcmp(seg[3], "verify") == 0)
                         r.kind = API_ROUTE_AUDIT_VERIFY;
-                else if (n >= 5 && n <= 7 && strcmp(seg[2], "namespaces") == 0 &&
+                else if (n >= 5 && n <= 8 && strcmp(seg[2], "namespaces") == 0 &&
                          strcmp(seg[4], "sessions") == 0)
                         route_session(seg, n, &r);
         }

@@ -182,6 +182,8 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
                 return api_handle_exec(c, req);
         case API_ROUTE_SESSION_LOG:
                 return api_handle_log(c, req);
+        case API_ROUTE_SESSION_FORK:
+                return api_handle_fork(c, req);
         case API_ROUTE_BAD_NAME:
                 return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
                                        "invalid name in path (DNS-1123 labels only)");

@@ -275,8 +275,10 @@ static json_t *session_json(struct agent_daemon *d, const struct agent_session *
 {
         json_t *j = agent_session_to_json(s, d->accel);
 
-        if (j)
+        if (j) {
                 agent_resources_status(d, s, json_object_get(j, "status"));
+                (void)agent_fork_status_patch(d, s, j);
+        }
         return j;
 }
 

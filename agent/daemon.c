@@ -282,6 +282,7 @@ int agent_daemon_reconcile(struct agent_daemon *d)
                 daemon_rescan(d);
         }
         agent_executor_check_exits(d);
+        agent_forks_reconcile(d);
         r = daemon_plan_and_run(d);
         agent_audit_transitions(d);
         pthread_mutex_unlock(&d->lock);

@@ -202,3 +202,12 @@ int agent_disk_prepare(const char *state_dir, const char *base, char **ret, stru
         *ret = TAKE_PTR(path);
         return 0;
 }
+
+int agent_disk_convert(const char *src, const char *dst, struct fk_error *err)
+{
+        /* -U: src is a read-only layer a running QEMU holds open (nobody writes it). */
+        char *argv[] = {(char *)"qemu-img", (char *)"convert", (char *)"-U", (char *)"-O",
+                        (char *)"qcow2",    (char *)src,       (char *)dst,  NULL};
+
+        return run_tool(argv, err);
+}

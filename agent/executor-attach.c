@@ -57,6 +57,14 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
                                  session_phase_to_string(s->phase));
         else
                 r = merged_env(s->spec, req->env, &env);
+        if (r >= 0 && s->fork_id) {
+                cleanup_free char *kv = NULL;
+
+                /* Before the request's own entries would be nicer, but later ones win anyway. */
+                r = fk_asprintf(&kv, "FORKLET_FORK_ID=%s", s->fork_id);
+                if (r >= 0)
+                        r = fk_strv_push(&env, kv);
+        }
         if (r >= 0)
                 vm = agent_vm_ref_get(s->vm);
         pthread_mutex_unlock(&d->lock);

@@ -26,6 +26,7 @@ struct job {
         struct agent_vm_ref *detached; /* the session's reference after a stop, owned */
         char *run_dir, *state_dir, *kernel, *initrd; /* owned */
         char *base_disk;                             /* owned, NULL: image has no workspace */
+        struct agent_restore restore;                /* what the boot restores from */
         unsigned vcpus, memory_mib;
         const struct size_class *sc; /* borrowed from the (immutable) node config */
         char key[2 * 64 + 2], name[64];
@@ -42,6 +43,7 @@ static struct job *job_free(struct job *j)
         free(j->kernel);
         free(j->initrd);
         free(j->base_disk);
+        agent_restore_done(&j->restore);
         free(j);
         return NULL;
 }
@@ -179,7 +181,7 @@ static void job_boot(struct job *j)
                 .spawned = job_spawned,
                 .spawned_ctx = j,
         };
-        cleanup_free char *disk = NULL;
+        cleanup_free char *disk = NULL, *mem = NULL;
         uint64_t t0 = fk_now_mono_ns();
         void *vm = NULL;
         int r;
@@ -187,9 +189,16 @@ static void job_boot(struct job *j)
         r = job_prepare_dirs(j, true);
         if (r < 0)
                 fk_error_set(&err, r, "create %s: %s", j->run_dir, strerror(-r));
-        if (r >= 0 && j->base_disk)
+        agent_checkpoint_clean_partial(j->state_dir);
+        if (r >= 0 && (j->restore.ck_dir || j->restore.layer))
+                r = agent_restore_prepare(&j->restore, j->state_dir, j->run_dir, &disk, &mem, &err);
+        if (r >= 0 && !disk && j->base_disk)
                 r = agent_disk_prepare(j->state_dir, j->base_disk, &disk, &err);
         p.disk = disk;
+        p.mem_path = mem;
+        p.restore_dir = j->restore.ck_dir;
+        p.mem_private = j->restore.private_ram;
+        p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
         agent_metrics_op_done(AGENT_OP_BOOT, r, t0);
@@ -210,7 +219,18 @@ static void job_boot(struct job *j)
         j->s->failures = 0;
         agent_session_set_condition(j->s, AGENT_COND_READY, "True", "Running", now_real(d),
                                     "guest agent ready, QEMU pid %d", (int)j->s->pid);
-        log_info("session %s: running (pid %d)", j->s->key, (int)j->s->pid);
+        log_info("session %s: running (pid %d)%s", j->s->key, (int)j->s->pid,
+                 j->restore.ck_dir ? ", restored from a checkpoint" : "");
+        if (j->restore.ck_dir) {
+                agent_restore_finish(d, j->s, &j->restore);
+                return;
+        }
+        /* Cold boot: afterStart, then spec.checkpoints, with the session still busy. */
+        struct agent_vm_ref *ref = agent_vm_ref_get(j->s->vm);
+        pthread_mutex_unlock(&d->lock);
+        agent_post_start(d, j->s, ref);
+        agent_vm_ref_put(ref);
+        pthread_mutex_lock(&d->lock);
 }
 
 static void job_stop(struct job *j, bool destroy)
@@ -362,6 +382,8 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         if (r < 0)
                 return r;
         r = job_boot_params(d, s, j, &err);
+        if (r >= 0)
+                r = agent_restore_plan(d, s, &j->restore, &err);
         if (r < 0) {
                 job_free(j);
                 session_failed(d, s, "InvalidSpec", err.msg);

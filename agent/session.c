@@ -72,6 +72,11 @@ struct agent_session *agent_session_free(struct agent_session *s)
         session_manifest_free(s->spec);
         free(s->res.cgroup_path);
         free(s->source_file);
+        free(s->fork_parent);
+        free(s->fork_checkpoint);
+        free(s->fork_id);
+        free(s->rollback_to);
+        free(s->from_snapshot);
         free(s->key);
         free(s->name);
         free(s->namespace);

@@ -39,10 +39,13 @@ int agent_store_save(const char *state_dir, const struct agent_session *s)
         if (r < 0)
                 return r;
         /* cluster: "source" marks sessions assigned by the control plane (re-synced at start) */
-        j = json_pack("{s:o, s:I, s:I, s:s}", "manifest", session_manifest_to_json(s->spec),
-                      "generation", (json_int_t)s->generation, "createdNs",
-                      (json_int_t)s->created_ns, "source",
-                      s->source == AGENT_SOURCE_CLUSTER ? "cluster" : "api");
+        j = json_pack("{s:o, s:I, s:I, s:s, s:s?, s:s?, s:b, s:s?, s:s?}", "manifest",
+                      session_manifest_to_json(s->spec), "generation", (json_int_t)s->generation,
+                      "createdNs", (json_int_t)s->created_ns, "source",
+                      s->source == AGENT_SOURCE_CLUSTER ? "cluster" : "api", "forkParent",
+                      s->fork_parent, "forkCheckpoint", s->fork_checkpoint, "forkBySpec",
+                      s->fork_by_spec, "fromSnapshot", s->from_snapshot, "rollbackTo",
+                      s->rollback_to);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -62,6 +65,29 @@ int agent_store_remove(const char *state_dir, const char *key)
                 return r;
         if (unlink(path) < 0 && errno != ENOENT)
                 return -errno;
+        return 0;
+}
+
+static int opt_strdup(json_t *j, const char *key, char **ret)
+{
+        const char *v = json_string_value(json_object_get(j, key));
+
+        if (v && !(*ret = strdup(v)))
+                return -ENOMEM;
+        return 0;
+}
+
+/* The fork-engine fields: where a fork came from, a pending rollback, a snapshot restore. */
+static int store_load_fork(struct agent_session *s, json_t *j)
+{
+        s->fork_by_spec = json_is_true(json_object_get(j, "forkBySpec"));
+        if (opt_strdup(j, "forkParent", &s->fork_parent) < 0 ||
+            opt_strdup(j, "forkCheckpoint", &s->fork_checkpoint) < 0 ||
+            opt_strdup(j, "fromSnapshot", &s->from_snapshot) < 0 ||
+            opt_strdup(j, "rollbackTo", &s->rollback_to) < 0)
+                return -ENOMEM;
+        if (!s->fork_parent != !s->fork_checkpoint)
+                return -EINVAL;
         return 0;
 }
 
@@ -105,7 +131,12 @@ static int store_load_one(const char *path, const struct node_config *cfg,
         s->created_ns = (uint64_t)json_integer_value(json_object_get(j, "createdNs"));
         if (s->generation == 0)
                 s->generation = 1;
+        r = store_load_fork(s, j);
         json_decref(j);
+        if (r < 0) {
+                agent_session_free(s);
+                return r;
+        }
         *ret = s;
         return 0;
 }

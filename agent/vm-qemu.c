@@ -2,8 +2,10 @@
 /* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
  * re-adopt one after a restart (vm.json in the run dir), stop, pause, resume and exec. */
 #include "agent/agent-internal.h"
+#include "agent/vm-qemu.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "vmm/guest/agent-client.h"
 #include "vmm/vmm.h"
 
 #include <errno.h>
@@ -14,15 +16,8 @@
 #include <string.h>
 
 #define VM_CONNECT_TIMEOUT_MS 15000
-#define VM_QMP_TIMEOUT_MS     5000
 #define VM_READY_STEP_MS      1000
 #define VM_STATE_FILE         "vm.json"
-
-struct qemu_vm {
-        struct vmm_process *proc;
-        struct qmp_client *qmp; /* used by one job at a time (the session is busy) */
-        struct vmm_agent *agent;
-};
 
 static void qemu_free(void *userdata, void *vm)
 {
@@ -34,6 +29,14 @@ static void qemu_free(void *userdata, void *vm)
         qmp_client_free(q->qmp);
         vmm_agent_free(q->agent);
         vmm_process_free(q->proc);
+        free(q->run_dir);
+        free(q->mem_path);
+        free(q->kernel);
+        free(q->initrd);
+        free(q->disk);
+        free(q->tap);
+        free(q->mac);
+        free(q->append);
         free(q);
 }
 
@@ -51,15 +54,65 @@ static int vmgenid_new(char out[37])
         return 0;
 }
 
-static int write_vm_state(const char *run_dir, const struct vmm_process *p)
+static int write_vm_state(const struct qemu_vm *q)
 {
         cleanup_free char *path = NULL, *text = NULL;
+        json_t *j;
 
-        if (fk_asprintf(&path, "%s/" VM_STATE_FILE, run_dir) < 0 ||
-            fk_asprintf(&text, "{\"pid\": %d, \"startTime\": %" PRIu64 "}\n",
-                        (int)vmm_process_pid(p), vmm_process_start_time(p)) < 0)
+        j = json_pack("{s:i, s:I, s:s, s:b, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, s:i}",
+                      "pid", (int)vmm_process_pid(q->proc), "startTime",
+                      (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
+                      "memPrivate", q->mem_private, "kernel", q->kernel, "initrd", q->initrd,
+                      "disk", q->disk, "tap", q->tap, "mac", q->mac, "append", q->append, "vcpus",
+                      (int)q->vcpus, "memoryMiB", (int)q->memory_mib, "accel", q->accel);
+        if (!j)
+                return -ENOMEM;
+        text = json_dumps(j, JSON_INDENT(2));
+        json_decref(j);
+        if (!text || fk_asprintf(&path, "%s/" VM_STATE_FILE, q->run_dir) < 0)
                 return -ENOMEM;
         return fk_write_file_atomic(path, text, strlen(text), 0600);
+}
+
+static int dup_str(char **dst, const char *src)
+{
+        if (!src)
+                return 0;
+        *dst = strdup(src);
+        return *dst ? 0 : -ENOMEM;
+}
+
+/* Records what QEMU is started with (for vm.json and the materialize helper). */
+static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p, const char *mem)
+{
+        q->mem_private = p->mem_private;
+        q->vcpus = p->vcpus;
+        q->memory_mib = p->memory_mib;
+        q->accel = p->accel;
+        if (dup_str(&q->run_dir, p->run_dir) < 0 || dup_str(&q->mem_path, mem) < 0 ||
+            dup_str(&q->kernel, p->kernel) < 0 || dup_str(&q->initrd, p->initrd) < 0 ||
+            dup_str(&q->disk, p->disk) < 0 || dup_str(&q->tap, p->tap) < 0 ||
+            dup_str(&q->mac, p->mac) < 0 || dup_str(&q->append, p->append) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* After a restore the guest is a copy: new fork id and entropy before anything else. */
+static int give_identity(struct qemu_vm *q, const char *fork_id, struct fk_error *err)
+{
+        unsigned char entropy[64];
+        int r;
+
+        r = fk_random_bytes(entropy, sizeof(entropy));
+        if (r < 0)
+                return fk_error_set(err, r, "getrandom: %s", strerror(-r));
+        r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
+                                   VM_QMP_TIMEOUT_MS, err);
+        if (r < 0)
+                return r;
+        /* DESIGN names /run/forklet/identity; the agent writes fork-id: keep both. */
+        return vmm_agent_write_file(q->agent, "/run/forklet/identity", fork_id, strlen(fork_id),
+                                    0644, VM_QMP_TIMEOUT_MS, err);
 }
 
 /* Waits for the guest agent, giving up early if QEMU dies or the session is deleted. */
@@ -113,8 +166,10 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         if (fk_asprintf(&qmp, "%s/qmp.sock", p->run_dir) < 0 ||
             fk_asprintf(&agent, "%s/agent.sock", p->run_dir) < 0 ||
             fk_asprintf(&console, "%s/console.log", p->run_dir) < 0 ||
-            fk_asprintf(&mem, "%s/mem.ram", p->run_dir) < 0 ||
-            fk_asprintf(&log, "%s/qemu.log", p->run_dir) < 0 || vmgenid_new(guid) < 0)
+            (p->mem_path ? !(mem = strdup(p->mem_path))
+                         : fk_asprintf(&mem, "%s/mem.ram", p->run_dir) < 0) ||
+            fk_asprintf(&log, "%s/qemu.log", p->run_dir) < 0 || vmgenid_new(guid) < 0 ||
+            remember_config(q, p, mem) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         struct vmm_config c = {
                 .name = p->name,
@@ -124,7 +179,8 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .kernel = p->kernel,
                 .initrd = p->initrd,
                 .mem_path = mem,
-                .mem_share = true,
+                .mem_share = !p->mem_private,
+                .incoming_defer = p->restore_dir != NULL,
                 .qmp_socket = qmp,
                 .agent_socket = agent,
                 .console_log = console,
@@ -148,15 +204,19 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 return r;
         if (p->spawned)
                 p->spawned(p->spawned_ctx, vmm_process_pid(q->proc));
-        r = write_vm_state(p->run_dir, q->proc);
+        r = write_vm_state(q);
         if (r < 0)
                 return fk_error_set(err, r, "write %s/" VM_STATE_FILE ": %s", p->run_dir,
                                     strerror(-r));
         r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
+        if (r >= 0 && p->restore_dir)
+                r = vmm_checkpoint_load(q->qmp, p->restore_dir, true, VM_CONNECT_TIMEOUT_MS, err);
         if (r >= 0)
                 r = vmm_agent_connect(agent, VM_CONNECT_TIMEOUT_MS, &q->agent, err);
         if (r >= 0)
                 r = wait_ready(q, p, log, err);
+        if (r >= 0 && p->restore_dir && p->fork_id)
+                r = give_identity(q, p->fork_id, err);
         return r;
 }
 
@@ -202,7 +262,23 @@ static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **r
         return 0;
 }
 
-static int read_vm_state(const char *run_dir, pid_t *ret_pid, uint64_t *ret_start)
+static void read_vm_config(struct qemu_vm *q, json_t *j)
+{
+        q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
+        q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
+        q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));
+        q->accel = (int)json_integer_value(json_object_get(j, "accel"));
+        (void)dup_str(&q->mem_path, json_string_value(json_object_get(j, "memPath")));
+        (void)dup_str(&q->kernel, json_string_value(json_object_get(j, "kernel")));
+        (void)dup_str(&q->initrd, json_string_value(json_object_get(j, "initrd")));
+        (void)dup_str(&q->disk, json_string_value(json_object_get(j, "disk")));
+        (void)dup_str(&q->tap, json_string_value(json_object_get(j, "tap")));
+        (void)dup_str(&q->mac, json_string_value(json_object_get(j, "mac")));
+        (void)dup_str(&q->append, json_string_value(json_object_get(j, "append")));
+}
+
+static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
+                         uint64_t *ret_start)
 {
         cleanup_free char *path = NULL, *buf = NULL;
         json_t *j;
@@ -219,6 +295,7 @@ static int read_vm_state(const char *run_dir, pid_t *ret_pid, uint64_t *ret_star
         else {
                 *ret_pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
                 *ret_start = (uint64_t)json_integer_value(json_object_get(j, "startTime"));
+                read_vm_config(q, j);
         }
         json_decref(j);
         return r;
@@ -228,19 +305,24 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
                       struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *agent = NULL;
-        struct qemu_vm *q;
+        struct qemu_vm *q = NULL;
         uint64_t start = 0;
         pid_t pid = 0;
         int r;
 
         (void)userdata;
         (void)accel;
-        r = read_vm_state(run_dir, &pid, &start);
-        if (r < 0)
-                return fk_error_set(err, r, "no usable %s/" VM_STATE_FILE, run_dir);
         if (fk_asprintf(&qmp, "%s/qmp.sock", run_dir) < 0 ||
-            fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 || !(q = calloc(1, sizeof(*q))))
+            fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 || !(q = calloc(1, sizeof(*q))) ||
+            dup_str(&q->run_dir, run_dir) < 0) {
+                free(q);
                 return fk_error_set(err, -ENOMEM, "out of memory");
+        }
+        r = read_vm_state(run_dir, q, &pid, &start);
+        if (r < 0) {
+                qemu_free(NULL, q);
+                return fk_error_set(err, r, "no usable %s/" VM_STATE_FILE, run_dir);
+        }
         r = vmm_process_adopt(pid, start, &q->proc);
         if (r < 0)
                 fk_error_set(err, r, "QEMU pid %d is gone", (int)pid);
@@ -310,6 +392,8 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .pause = qemu_pause,
         .resume = qemu_resume,
         .exec = qemu_exec,
+        .checkpoint = qemu_checkpoint,
+        .snapshot_disk = qemu_snapshot_disk,
         .pid = qemu_pid,
         .exit_fd = qemu_exit_fd,
         .poll_exit = qemu_poll_exit,

@@ -11,3 +11,7 @@ fk_integration_test(fork-disk
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-disk.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 900)
+fk_integration_test(fork-agent
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-agent.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 1500)

@@ -210,3 +210,42 @@ int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, un
                 return qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, err);
         return 0;
 }
+
+static int migrate_uri(struct qmp_client *qmp, const char *command, const char *uri,
+                       bool ignore_shared, unsigned timeout_ms, struct fk_error *err)
+{
+        json_t *args;
+        int r;
+
+        r = set_ignore_shared(qmp, ignore_shared, timeout_ms, err);
+        if (r < 0)
+                return r;
+        args = json_pack("{s:s}", "uri", uri);
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, command, args, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0)
+                return r;
+        return wait_migration(qmp, timeout_ms, err);
+}
+
+int vmm_migrate_save_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
+                          unsigned timeout_ms, struct fk_error *err)
+{
+        cleanup_free char *uri = NULL;
+
+        if (fk_asprintf(&uri, "exec:cat > '%s'", path) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        return migrate_uri(qmp, "migrate", uri, ignore_shared, timeout_ms, err);
+}
+
+int vmm_migrate_load_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
+                          unsigned timeout_ms, struct fk_error *err)
+{
+        cleanup_free char *uri = NULL;
+
+        if (fk_asprintf(&uri, "exec:cat '%s'", path) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        return migrate_uri(qmp, "migrate-incoming", uri, ignore_shared, timeout_ms, err);
+}

@@ -182,3 +182,11 @@ int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, un
                         struct fk_error *err);
 /* Copies src to a new file dst keeping holes (SEEK_DATA/SEEK_HOLE + copy_file_range). */
 int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied);
+/* Migration to / from a file for a paused VM (fork materialize): save writes the stream to
+ * path (ignore_shared: skip share=on RAM; off: the full RAM goes into the stream); load feeds
+ * path into a QEMU started with incoming_defer (the capability must match the save). Both
+ * wait for completion; the VM stays paused. Path must not contain a single quote. */
+int vmm_migrate_save_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
+                          unsigned timeout_ms, struct fk_error *err);
+int vmm_migrate_load_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
+                          unsigned timeout_ms, struct fk_error *err);

@@ -92,6 +92,28 @@ struct cli_audit_args {
 /* audit verify [--file PATH] [-o json|yaml] */
 int cli_parse_audit(int argc, char **argv, struct cli_audit_args *ret, struct fk_error *err);
 
+/* Fork-engine verbs: checkpoint create|list NAME, checkpoint delete NAME ID [--cascade],
+ * fork NAME --from ID --count N, rollback NAME ID, snapshot create NAME, restore SNAP --name NEW.
+ * Strings borrowed from argv. */
+enum cli_fork_verb {
+        CLI_CHECKPOINT_CREATE,
+        CLI_CHECKPOINT_LIST,
+        CLI_CHECKPOINT_DELETE,
+        CLI_FORK,
+        CLI_ROLLBACK,
+        CLI_SNAPSHOT_CREATE,
+        CLI_RESTORE,
+};
+struct cli_fork_args {
+        enum cli_fork_verb verb;
+        const char *name; /* session (restore: the new session) */
+        const char *id;   /* checkpoint or snapshot id */
+        unsigned count;
+        bool cascade;
+        enum cli_output output; /* checkpoint list -o json */
+};
+int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_error *err);
+
 /* ---- client --------------------------------------------------------------------------------- */
 
 struct cli_response {
@@ -138,3 +160,4 @@ int cli_audit(const struct cli *c, int argc, char **argv);
 int cli_node(const struct cli *c, int argc, char **argv);
 /* node [-o json|yaml]. Pure. */
 int cli_parse_node(int argc, char **argv, enum cli_output *ret, struct fk_error *err);
+int cli_fork_engine(const struct cli *c, int argc, char **argv); /* the verbs above */

@@ -31,7 +31,7 @@ fk_cleanup() {
                 grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
         sleep 0.2
-        rm -rf "$T"
+        [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
 }
 trap fk_cleanup EXIT
 

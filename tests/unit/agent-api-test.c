@@ -45,8 +45,16 @@ static void test_route_parse(void **state)
         api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/", &r);
         assert_int_equal(r.kind, API_ROUTE_SESSION);
         api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/checkpoints", &r);
-        assert_int_equal(r.kind, API_ROUTE_SESSION_SUBRES);
+        assert_int_equal(r.kind, API_ROUTE_SESSION_FORK);
         assert_string_equal(r.subresource, "checkpoints");
+        assert_string_equal(r.item, "");
+        api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/checkpoints/ck_12ab", &r);
+        assert_int_equal(r.kind, API_ROUTE_SESSION_FORK);
+        assert_string_equal(r.item, "ck_12ab");
+        api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/forks/x", &r);
+        assert_int_equal(r.kind, API_ROUTE_NOT_FOUND);
+        api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/frobs", &r);
+        assert_int_equal(r.kind, API_ROUTE_SESSION_SUBRES);
         api_route_parse("/api/v1alpha1/namespaces/default/sessions", &r);
         assert_int_equal(r.kind, API_ROUTE_NS_SESSIONS);
         api_route_parse("/api/v1alpha1/namespaces/default/sessions/a/b/c", &r);

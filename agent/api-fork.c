@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/* Fork-engine resources of a session: checkpoints (POST create, GET list, DELETE ID with
+ * ?cascade=true), forks (POST {from, count}), rollback (POST {checkpoint}), snapshots (POST
+ * create) and restore (POST {snapshot} to .../sessions/NEW/restore). */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int reply_errno(struct MHD_Connection *c, int r, const struct fk_error *err)
+{
+        const char *reason;
+        unsigned status = api_status_from_errno(r, &reason);
+
+        return api_reply_error(c, status, reason, NULL, "%s",
+                               err && err->msg[0] ? err->msg : strerror(-r));
+}
+
+static json_t *body_json(struct api_request *req)
+{
+        json_t *j =
+                json_loadb(req->body ? req->body : "{}", req->body ? req->body_size : 2, 0, NULL);
+
+        if (j && !json_is_object(j)) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
+static int bad_request(struct MHD_Connection *c, const char *what)
+{
+        return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL, "%s", what);
+}
+
+static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
+{
+        struct api_route *rt = &req->route;
+        struct fk_error err = {0};
+        const char *m = req->method, *cascade;
+        char id[64];
+        json_t *j = NULL;
+        int r;
+
+        if (rt->item[0] && strcmp(m, "DELETE") == 0) {
+                cascade = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cascade");
+                r = agent_daemon_checkpoint_delete(req->d, rt->ns, rt->name, rt->item,
+                                                   cascade && strcmp(cascade, "true") == 0, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+                return api_reply_json(c, MHD_HTTP_OK,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Status", "status",
+                                                "Success", "id", rt->item),
+                                      NULL);
+        }
+        if (!rt->item[0] && strcmp(m, "GET") == 0) {
+                r = agent_daemon_checkpoint_list(req->d, rt->ns, rt->name, &j, &err);
+                return r < 0 ? reply_errno(c, r, &err) : api_reply_json(c, MHD_HTTP_OK, j, NULL);
+        }
+        if (!rt->item[0] && strcmp(m, "POST") == 0) {
+                r = agent_daemon_checkpoint_create(req->d, rt->ns, rt->name, id, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+                return api_reply_json(c, MHD_HTTP_CREATED,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Checkpoint", "id", id,
+                                                "session", rt->name),
+                                      NULL);
+        }
+        return api_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
+                               "%s not allowed here", m);
+}
+
+static int handle_forks(struct MHD_Connection *c, struct api_request *req, json_t *b)
+{
+        const char *from = json_string_value(json_object_get(b, "from"));
+        json_t *count = json_object_get(b, "count"), *names = NULL;
+        struct fk_error err = {0};
+        int r;
+
+        if (!from || !json_is_integer(count) || json_integer_value(count) < 1 ||
+            json_integer_value(count) > 1000)
+                return bad_request(c, "body must be {\"from\": CHECKPOINT, \"count\": N}");
+        r = agent_daemon_fork(req->d, req->route.ns, req->route.name, from,
+                              (unsigned)json_integer_value(count), &names, &err);
+        if (r < 0)
+                return reply_errno(c, r, &err);
+        return api_reply_json(
+                c, MHD_HTTP_CREATED,
+                json_pack("{s:s, s:s, s:o}", "kind", "ForkList", "from", from, "names", names),
+                NULL);
+}
+
+static int handle_post(struct MHD_Connection *c, struct api_request *req, json_t *b)
+{
+        const char *sub = req->route.subresource, *v;
+        struct fk_error err = {0};
+        char id[64];
+        int r;
+
+        if (strcmp(sub, "forks") == 0)
+                return handle_forks(c, req, b);
+        if (strcmp(sub, "rollback") == 0) {
+                if (!(v = json_string_value(json_object_get(b, "checkpoint"))))
+                        return bad_request(c, "body must be {\"checkpoint\": ID}");
+                r = agent_daemon_rollback(req->d, req->route.ns, req->route.name, v, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+                return api_reply_json(c, MHD_HTTP_OK,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Status", "status",
+                                                "Success", "checkpoint", v),
+                                      NULL);
+        }
+        if (strcmp(sub, "snapshots") == 0) {
+                r = agent_daemon_snapshot_create(req->d, req->route.ns, req->route.name, id, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+                return api_reply_json(c, MHD_HTTP_CREATED,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Snapshot", "id", id,
+                                                "session", req->route.name),
+                                      NULL);
+        }
+        if (!(v = json_string_value(json_object_get(b, "snapshot"))))
+                return bad_request(c, "body must be {\"snapshot\": ID}");
+        r = agent_daemon_restore(req->d, req->route.ns, v, req->route.name, &err);
+        if (r < 0)
+                return reply_errno(c, r, &err);
+        return api_reply_json(c, MHD_HTTP_CREATED,
+                              json_pack("{s:s, s:s, s:s}", "kind", "Status", "status", "Success",
+                                        "name", req->route.name),
+                              NULL);
+}
+
+int api_handle_fork(struct MHD_Connection *c, struct api_request *req)
+{
+        json_t *b;
+        int r;
+
+        if (strcmp(req->route.subresource, "checkpoints") == 0)
+                return handle_checkpoints(c, req);
+        if (strcmp(req->method, "POST") != 0)
+                return api_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
+                                       "%s not allowed here", req->method);
+        b = body_json(req);
+        if (!b)
+                return bad_request(c, "body must be a JSON object");
+        r = handle_post(c, req, b);
+        json_decref(b);
+        return r;
+}

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/* Fork and rollback requests on the session table, spec.forks reconciliation (scale up and
+ * down, names NAME-fork-N) and the fork-engine part of a session's status. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "manifest/manifest.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROLLBACK_WAIT_MS 300000
+
+/* A copy of the parent's spec for a fork: own name, no checkpoints or forks of its own. */
+static struct session_manifest *fork_spec(const struct session_manifest *parent, const char *name)
+{
+        struct session_manifest *m = NULL;
+
+        if (session_manifest_copy(parent, &m) < 0)
+                return NULL;
+        free(m->name);
+        m->name = strdup(name);
+        for (size_t i = 0; i < m->n_checkpoints; i++)
+                free(m->checkpoints[i].name);
+        free(m->checkpoints);
+        m->checkpoints = NULL;
+        m->n_checkpoints = 0;
+        m->has_forks = false;
+        free(m->forks_from);
+        m->forks_from = NULL;
+        m->forks_count = 0;
+        m->state = SESSION_STATE_RUNNING;
+        if (!m->name)
+                return session_manifest_free(m);
+        return m;
+}
+
+/* Under the lock: creates fork session `name` of p from checkpoint id. */
+static int fork_create(struct agent_daemon *d, struct agent_session *p, const char *name,
+                       const char *id, bool by_spec, struct fk_error *err)
+{
+        struct agent_session *f = agent_session_new(p->namespace, name);
+        int r;
+
+        if (!f || !(f->spec = fork_spec(p->spec, name)) || !(f->fork_parent = strdup(p->name)) ||
+            !(f->fork_checkpoint = strdup(id))) {
+                agent_session_free(f);
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        }
+        f->source = AGENT_SOURCE_API;
+        f->fork_by_spec = by_spec;
+        f->generation = 1;
+        f->created_ns = d->clock.now_real_ns(d->clock.userdata);
+        r = agent_daemon_insert(d, f);
+        if (r < 0) {
+                agent_session_free(f);
+                return fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
+        }
+        r = agent_store_save(d->cfg->state_dir, f);
+        if (r < 0)
+                log_warning_errno(r, "session %s: store: %m", f->key);
+        log_info("session %s: fork of %s from %s", f->key, p->key, id);
+        return 0;
+}
+
+static unsigned count_forks(struct agent_daemon *d, const struct agent_session *p)
+{
+        unsigned n = 0;
+
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                const struct agent_session *f = d->sessions[i];
+
+                if (f->spec && f->fork_parent && !strcmp(f->fork_parent, p->name) &&
+                    !strcmp(f->namespace, p->namespace))
+                        n++;
+        }
+        return n;
+}
+
+int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, const char *id,
+                      unsigned count, json_t **ret, struct fk_error *err)
+{
+        cleanup_free char *dir = NULL;
+        struct agent_session *p;
+        json_t *names = json_array();
+        unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session;
+        int r = 0;
+
+        if (!names)
+                return -ENOMEM;
+        pthread_mutex_lock(&d->lock);
+        p = agent_daemon_find(d, ns, name);
+        if (!p || !p->spec)
+                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        else if (count == 0 || (max && count_forks(d, p) + count > max))
+                r = fk_error_set(err, -EINVAL, "count %u: must be 1..%u forks per session", count,
+                                 max ? max - count_forks(d, p) : 1000);
+        else
+                r = agent_checkpoint_own_dir(d, p, id, &dir, err);
+        while (r >= 0 && made < count && idx < 100000) {
+                char fname[128];
+
+                snprintf(fname, sizeof(fname), "%s-fork-%u", name, idx++);
+                if (agent_daemon_find(d, ns, fname))
+                        continue;
+                if (!manifest_name_is_valid(fname)) {
+                        r = fk_error_set(err, -EINVAL, "fork name %s is not a valid name", fname);
+                        break;
+                }
+                r = fork_create(d, p, fname, id, false, err);
+                if (r >= 0) {
+                        json_array_append_new(names, json_string(fname));
+                        made++;
+                }
+        }
+        pthread_mutex_unlock(&d->lock);
+        agent_daemon_wake(d);
+        if (r < 0 && made == 0) {
+                json_decref(names);
+                return r;
+        }
+        *ret = names;
+        return 0;
+}
+
+/* Under the lock: waits while s (looked up again, it may be deleted) is busy. */
+static int wait_not_busy(struct agent_daemon *d, const char *ns, const char *name,
+                         struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)ROLLBACK_WAIT_MS * 1000000;
+        struct agent_session *s;
+
+        while ((s = agent_daemon_find(d, ns, name)) && s->busy) {
+                struct timespec ts;
+
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "rollback of %s/%s still running", ns,
+                                            name);
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 1;
+                pthread_cond_timedwait(&d->changed, &d->lock, &ts);
+        }
+        if (!s)
+                return fk_error_set(err, -ENOENT, "session %s/%s was deleted", ns, name);
+        if (s->phase != SESSION_PHASE_RUNNING)
+                return fk_error_set(err, -EIO, "rollback of %s/%s failed: %s", ns, name,
+                                    s->conditions[AGENT_COND_READY].message);
+        return 0;
+}
+
+int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *name, const char *id,
+                          struct fk_error *err)
+{
+        cleanup_free char *dir = NULL;
+        struct agent_vm_ref *vm = NULL;
+        struct agent_session *s;
+        int r;
+
+        pthread_mutex_lock(&d->lock);
+        s = agent_daemon_find(d, ns, name);
+        if (!s || !s->spec)
+                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        else if (s->busy)
+                r = fk_error_set(err, -EBUSY, "session %s/%s is busy (%s); retry", ns, name,
+                                 session_phase_to_string(s->phase));
+        else
+                r = agent_checkpoint_own_dir(d, s, id, &dir, err);
+        if (r >= 0 && !(s->rollback_to = strdup(id)))
+                r = -ENOMEM;
+        if (r < 0) {
+                pthread_mutex_unlock(&d->lock);
+                return r;
+        }
+        vm = TAKE_PTR(s->vm);
+        s->pid = 0;
+        s->busy = true;
+        d->workers++;
+        pthread_mutex_unlock(&d->lock);
+        if (vm)
+                (void)d->ops.stop(d->ops.userdata, vm->vm, 500);
+        agent_vm_ref_put(vm);
+        pthread_mutex_lock(&d->lock);
+        d->workers--;
+        s->busy = false;
+        log_info("session %s: rolling back to %s", s->key, id);
+        r = agent_executor_run(d, s, AGENT_ACTION_BOOT);
+        if (r >= 0)
+                r = wait_not_busy(d, ns, name, err);
+        else
+                fk_error_set(err, r, "rollback: %s", strerror(-r));
+        pthread_mutex_unlock(&d->lock);
+        agent_daemon_wake(d);
+        return r;
+}
+
+/* Index N of "<parent>-fork-N", or -1. */
+static long fork_index(const char *parent, const char *name)
+{
+        size_t n = strlen(parent);
+        char *end;
+        long v;
+
+        if (strncmp(name, parent, n) || strncmp(name + n, "-fork-", 6) || !name[n + 6])
+                return -1;
+        v = strtol(name + n + 6, &end, 10);
+        return *end ? -1 : v;
+}
+
+static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, unsigned count)
+{
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                struct agent_session *f = d->sessions[i];
+                long idx;
+
+                if (!f->spec || !f->fork_by_spec || !f->fork_parent ||
+                    strcmp(f->fork_parent, p->name) || strcmp(f->namespace, p->namespace))
+                        continue;
+                idx = fork_index(p->name, f->name);
+                if (idx >= 0 && (unsigned long)idx < count)
+                        continue;
+                f->spec = session_manifest_free(f->spec);
+                f->deleted_ns = d->clock.now_real_ns(d->clock.userdata);
+                f->cancel = true;
+                (void)agent_store_remove(d->cfg->state_dir, f->key);
+                log_info("session %s: removed (spec.forks of %s scaled down)", f->key, p->key);
+        }
+}
+
+/* The id of p's checkpoint named name (spec.checkpoints), or NULL (caller frees). */
+static char *named_checkpoint_id(struct agent_daemon *d, const struct agent_session *p,
+                                 const char *name)
+{
+        cleanup_free char *sd = NULL;
+        json_t *a, *m;
+        char *id = NULL;
+        size_t i;
+
+        if (agent_session_state_dir(d->cfg->state_dir, p->key, &sd) < 0)
+                return NULL;
+        a = agent_checkpoints_list(sd);
+        json_array_foreach(a, i, m)
+        {
+                const char *n = json_string_value(json_object_get(m, "name"));
+
+                if (n && !strcmp(n, name) && !id)
+                        id = strdup(json_string_value(json_object_get(m, "id")));
+        }
+        json_decref(a);
+        return id;
+}
+
+static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
+{
+        cleanup_free char *id = NULL;
+        struct fk_error err = {0};
+
+        for (unsigned i = 0; i < p->spec->forks_count; i++) {
+                char fname[128];
+
+                snprintf(fname, sizeof(fname), "%s-fork-%u", p->name, i);
+                if (agent_daemon_find(d, p->namespace, fname))
+                        continue;
+                if (!id && !(id = named_checkpoint_id(d, p, p->spec->forks_from)))
+                        return; /* not taken yet */
+                if (fork_create(d, p, fname, id, true, &err) < 0) {
+                        log_error("session %s: spec.forks: %s", p->key, err.msg);
+                        return;
+                }
+        }
+}
+
+void agent_forks_reconcile(struct agent_daemon *d)
+{
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                struct agent_session *p = d->sessions[i];
+
+                if (!p->spec)
+                        continue;
+                forks_scale_down(d, p, p->spec->has_forks ? p->spec->forks_count : 0);
+                if (p->spec->has_forks && p->phase == SESSION_PHASE_RUNNING && !p->busy)
+                        forks_scale_up(d, p);
+        }
+}
+
+int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *s, json_t *j)
+{
+        json_t *st = json_object_get(j, "status"), *forks = json_array(), *cks = json_array();
+        cleanup_free char *sd = NULL;
+        json_t *all, *m;
+        size_t i;
+
+        if (!st || !forks || !cks || agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0) {
+                json_decref(forks);
+                json_decref(cks);
+                return -ENOMEM;
+        }
+        for (i = 0; i < d->n_sessions; i++) {
+                const struct agent_session *f = d->sessions[i];
+
+                if (f->fork_parent && !strcmp(f->fork_parent, s->name) &&
+                    !strcmp(f->namespace, s->namespace))
+                        json_array_append_new(forks, json_string(f->name));
+        }
+        all = agent_checkpoints_list(sd);
+        json_array_foreach(all, i, m)
+        {
+                char buf[64];
+
+                json_array_append_new(
+                        cks, json_pack("{s:O, s:O, s:s}", "id", json_object_get(m, "id"), "name",
+                                       json_object_get(m, "name") ?: json_null(), "created",
+                                       fk_format_rfc3339((uint64_t)json_integer_value(
+                                                                 json_object_get(m, "createdNs")),
+                                                         buf, sizeof(buf))));
+        }
+        json_decref(all);
+        json_object_set_new(st, "forks", forks);
+        json_object_set_new(st, "checkpoints", cks);
+        if (s->fork_parent)
+                json_object_set_new(st, "forkOf",
+                                    json_pack("{s:s, s:s}", "session", s->fork_parent, "checkpoint",
+                                              s->fork_checkpoint));
+        if (s->fork_id)
+                json_object_set_new(st, "forkId", json_string(s->fork_id));
+        return 0;
+}

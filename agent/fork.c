@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/* Forks and rollback: what a boot restores from (a parent's checkpoint with copy-on-write RAM,
+ * or the session's own checkpoint with a RAM copy), afterStart + spec.checkpoints after a cold
+ * boot, `fork` and `rollback` requests, spec.forks reconciliation and fork status. */
+#include "agent/agent-internal.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "manifest/manifest.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define AFTER_START_TIMEOUT_MS 120000
+#define RESTORED_MARK          "restored"
+
+void agent_restore_done(struct agent_restore *r)
+{
+        free(r->ck_dir);
+        free(r->layer);
+        *r = (struct agent_restore){0};
+}
+
+static int fork_id_new(const char *name, char *out, size_t size)
+{
+        uint8_t b[4];
+        char hex[9];
+        int r = fk_random_bytes(b, sizeof(b));
+
+        if (r < 0)
+                return r;
+        fk_hex(b, sizeof(b), hex);
+        snprintf(out, size, "%s.%s", name, hex);
+        return 0;
+}
+
+/* Fills r from the checkpoint in dir (its disk layer from meta.json). */
+static int restore_from(const char *dir, bool private_ram, const char *name,
+                        struct agent_restore *r, struct fk_error *err)
+{
+        json_t *meta = agent_checkpoint_read_meta(dir);
+        const char *layer = json_string_value(json_object_get(meta, "disk"));
+        int k = 0;
+
+        if (!meta)
+                k = fk_error_set(err, -ENOENT, "checkpoint %s has no usable meta.json", dir);
+        else if (!(r->ck_dir = strdup(dir)) || (layer && !(r->layer = strdup(layer))))
+                k = fk_error_set(err, -ENOMEM, "out of memory");
+        else if (fork_id_new(name, r->fork_id, sizeof(r->fork_id)) < 0)
+                k = fk_error_set(err, -EIO, "getrandom failed");
+        r->private_ram = private_ram;
+        json_decref(meta);
+        return k;
+}
+
+static bool restored_once(const char *state_dir)
+{
+        cleanup_free char *p = NULL;
+
+        return fk_asprintf(&p, "%s/" RESTORED_MARK, state_dir) >= 0 && access(p, F_OK) == 0;
+}
+
+int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct agent_restore *r,
+                       struct fk_error *err)
+{
+        cleanup_free char *sd = NULL, *dir = NULL, *pkey = NULL;
+        int k;
+
+        *r = (struct agent_restore){0};
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0)
+                return -ENOMEM;
+        if (s->rollback_to) {
+                k = agent_checkpoint_own_dir(d, s, s->rollback_to, &dir, err);
+                return k < 0 ? k : restore_from(dir, false, s->name, r, err);
+        }
+        if (s->fork_parent && !restored_once(sd)) {
+                if (fk_asprintf(&pkey, "%s.%s", s->namespace, s->fork_parent) < 0 ||
+                    agent_checkpoint_dir(d->cfg->state_dir, pkey, s->fork_checkpoint, &dir) < 0)
+                        return -ENOMEM;
+                if (access(dir, F_OK) < 0)
+                        return fk_error_set(err, -ENOENT, "checkpoint %s of session %s is gone",
+                                            s->fork_checkpoint, s->fork_parent);
+                return restore_from(dir, true, s->name, r, err);
+        }
+        if (s->from_snapshot && agent_disk_active(sd, &dir) == -ENOENT) {
+                if (fk_asprintf(&r->layer, "%s/snapshots/%s/disk.qcow2", d->cfg->state_dir,
+                                s->from_snapshot) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
+                          char **ret_disk, char **ret_mem, struct fk_error *err)
+{
+        cleanup_free char *next = NULL, *old = NULL, *mem = NULL;
+        int k;
+
+        if (r->layer) {
+                k = agent_disk_next_path(state_dir, "workspace", &next);
+                if (k < 0)
+                        return fk_error_set(err, k, "new overlay: %s", strerror(-k));
+                k = agent_disk_create_overlay(next, r->layer, err);
+                if (k < 0)
+                        return k;
+                (void)agent_disk_active(state_dir, &old);
+                k = agent_disk_set_active(state_dir, next);
+                if (k < 0)
+                        return fk_error_set(err, k, "record active disk: %s", strerror(-k));
+                if (old)
+                        unlink(old); /* layers of checkpoints keep their own name */
+        }
+        if (r->ck_dir && !r->private_ram) {
+                cleanup_free char *src = NULL;
+
+                /* Rollback owns its RAM again (a copy), so later checkpoints need no
+                 * materialize step; the copy costs only the checkpoint's touched RAM. */
+                if (fk_asprintf(&src, "%s/ram", r->ck_dir) < 0 ||
+                    fk_asprintf(&mem, "%s/mem.ram", run_dir) < 0)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                k = vmm_sparse_copy(src, mem, NULL);
+                if (k < 0)
+                        return fk_error_set(err, k, "copy %s: %s", src, strerror(-k));
+        } else if (r->ck_dir && fk_asprintf(&mem, "%s/ram", r->ck_dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (!next)
+                (void)agent_disk_active(state_dir, &next);
+        *ret_disk = TAKE_PTR(next);
+        *ret_mem = TAKE_PTR(mem);
+        return 0;
+}
+
+/* Called by the boot job after a successful restore (under the lock). */
+void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
+                          const struct agent_restore *r)
+{
+        cleanup_free char *sd = NULL, *mark = NULL;
+
+        if (!r->ck_dir)
+                return;
+        free(s->fork_id);
+        s->fork_id = strdup(r->fork_id);
+        free(s->rollback_to);
+        s->rollback_to = NULL;
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) >= 0 &&
+            fk_asprintf(&mark, "%s/" RESTORED_MARK, sd) >= 0)
+                (void)fk_write_file_atomic(mark, r->fork_id, strlen(r->fork_id), 0600);
+        free(mark);
+        if (fk_asprintf(&mark, "%s/lineage", sd) >= 0) {
+                const char *id = strrchr(r->ck_dir, '/');
+
+                id = id ? id + 1 : r->ck_dir;
+                (void)fk_write_file_atomic(mark, id, strlen(id), 0600);
+        }
+}
+
+static int discard_output(int stream, const void *data, size_t size, void *ud)
+{
+        (void)stream;
+        (void)data;
+        (void)size;
+        (void)ud;
+        return 0;
+}
+
+static int run_after_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
+                           char *const *argv, char *const *env)
+{
+        struct vmm_exec_request req = {
+                .argv = argv, .env = env, .timeout_ms = AFTER_START_TIMEOUT_MS};
+        struct vmm_exec_result res = {0};
+        struct fk_error err = {0};
+        int r;
+
+        r = d->ops.exec(d->ops.userdata, vm->vm, &req, discard_output, NULL, &res, &err);
+        if (r < 0)
+                return log_error_errno(r, "session %s: afterStart: %s", s->key,
+                                       err.msg[0] ? err.msg : strerror(-r));
+        if (res.signaled || res.timed_out || res.exit_code != 0) {
+                log_error("session %s: afterStart failed (exit %d%s)", s->key, res.exit_code,
+                          res.timed_out ? ", timed out" : "");
+                return -EIO;
+        }
+        log_info("session %s: afterStart done", s->key);
+        return 0;
+}
+
+/* Whether a checkpoint named name exists in state dir sd. */
+static bool named_checkpoint_exists(const char *sd, const char *name)
+{
+        json_t *a = agent_checkpoints_list(sd), *m;
+        bool found = false;
+        size_t i;
+
+        json_array_foreach(a, i, m)
+        {
+                const char *n = json_string_value(json_object_get(m, "name"));
+
+                if (n && strcmp(n, name) == 0)
+                        found = true;
+        }
+        json_decref(a);
+        return found;
+}
+
+void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm)
+{
+        cleanup_free char *sd = NULL;
+        char **after = NULL, **names = NULL, **env = NULL;
+        int r = 0;
+
+        pthread_mutex_lock(&d->lock);
+        if (s->spec && s->spec->after_start)
+                r = fk_strv_copy(s->spec->after_start, &after);
+        for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_checkpoints; i++)
+                r = fk_strv_push(&names, s->spec->checkpoints[i].name);
+        for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_env; i++) {
+                cleanup_free char *kv = NULL;
+
+                r = fk_asprintf(&kv, "%s=%s", s->spec->env[i].key, s->spec->env[i].value);
+                if (r >= 0)
+                        r = fk_strv_push(&env, kv);
+        }
+        if (r >= 0)
+                r = agent_session_state_dir(d->cfg->state_dir, s->key, &sd);
+        pthread_mutex_unlock(&d->lock);
+        if (r >= 0 && after)
+                r = run_after_start(d, s, vm, after, env);
+        for (size_t i = 0; r >= 0 && names && names[i]; i++) {
+                struct fk_error err = {0};
+                char id[48];
+
+                if (named_checkpoint_exists(sd, names[i]))
+                        continue;
+                r = agent_checkpoint_take_flight(d, s, vm, names[i], id, &err);
+                if (r < 0)
+                        log_error("session %s: checkpoint %s: %s", s->key, names[i], err.msg);
+        }
+        fk_strv_free(after);
+        fk_strv_free(names);
+        fk_strv_free(env);
+}

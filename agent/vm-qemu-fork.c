@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/* Checkpoints of a running QEMU: pause, move the disk onto a new overlay, save device state
+ * and RAM (or, for a fork whose RAM is private, materialize it through a helper QEMU), resume;
+ * and filesystem snapshots (fsfreeze, move the disk, thaw). */
+#include "agent/agent-internal.h"
+#include "agent/vm-qemu.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "vmm/guest/agent-client.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HELPER_TIMEOUT_MS 120000
+
+/* The VM continues on new_disk (created over the current overlay's frozen name). */
+static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error *err)
+{
+        json_t *args = json_pack("{s:s, s:s, s:s, s:s}", "device", "disk0", "snapshot-file",
+                                 new_disk, "format", "qcow2", "mode", "existing");
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(q->qmp, "blockdev-snapshot-sync", args, VM_QMP_TIMEOUT_MS, NULL, err);
+        json_decref(args);
+        if (r >= 0) {
+                free(q->disk);
+                q->disk = strdup(new_disk);
+        }
+        return r;
+}
+
+int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
+                      const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
+                      struct fk_error *err)
+{
+        cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *log = NULL;
+        char **argv = NULL;
+        int r;
+
+        /* Sockets in the run dir: unix socket paths are short (108 bytes). */
+        (void)dir;
+        if (fk_asprintf(&qmp, "%s/helper-qmp.sock", q->run_dir) < 0 ||
+            fk_asprintf(&agent, "%s/helper-agent.sock", q->run_dir) < 0 ||
+            fk_asprintf(&console, "%s/helper-console.log", q->run_dir) < 0 ||
+            fk_asprintf(&log, "%s/helper-qemu.log", q->run_dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        struct vmm_config c = {
+                .name = "materialize",
+                .accel = (enum vmm_accel)q->accel,
+                .vcpus = q->vcpus,
+                .memory_mib = q->memory_mib,
+                .kernel = q->kernel,
+                .initrd = q->initrd,
+                .append = q->append,
+                .mem_path = mem_path,
+                .mem_share = true,
+                .qmp_socket = qmp,
+                .agent_socket = agent,
+                .console_log = console,
+                .disk = disk,
+                .incoming_defer = true,
+                /* same devices as the fork (the stream has a vmgenid section); never runs */
+                .vmgenid = "00000000-0000-4000-8000-000000000000",
+        };
+        if (q->tap)
+                return fk_error_set(err, -EOPNOTSUPP,
+                                    "checkpoints of a fork with a network device are not "
+                                    "supported yet");
+        r = vmm_build_argv(&c, &argv, err);
+        if (r < 0)
+                return r;
+        r = vmm_process_spawn(argv, log, NULL, NULL, ret_proc, err);
+        fk_strv_free(argv);
+        if (r >= 0)
+                *ret_qmp = TAKE_PTR(qmp);
+        return r;
+}
+
+/* A fork's RAM is private, so x-ignore-shared does not skip it: load the full stream once
+ * into a helper QEMU whose RAM is a new share=on file (dir/ram), then save device state only. */
+static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *p, const char *full,
+                       struct fk_error *err)
+{
+        cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL;
+        struct vmm_process *proc = NULL;
+        struct qmp_client *qmp = NULL;
+        int r;
+
+        if (fk_asprintf(&ram, "%s/ram", p->dir) < 0 ||
+            fk_asprintf(&state, "%s/state", p->dir) < 0 ||
+            (p->frozen_disk && fk_asprintf(&disk, "%s/helper.qcow2", p->dir) < 0))
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = disk ? agent_disk_create_overlay(disk, p->frozen_disk, err) : 0;
+        if (r >= 0)
+                r = qemu_spawn_helper(q, p->dir, ram, disk, &proc, &qmp_path, err);
+        if (r >= 0)
+                r = qmp_client_connect(qmp_path, HELPER_TIMEOUT_MS, &qmp, err);
+        if (r >= 0)
+                r = vmm_migrate_load_file(qmp, full, false, HELPER_TIMEOUT_MS, err);
+        if (r >= 0)
+                r = vmm_migrate_save_file(qmp, state, true, HELPER_TIMEOUT_MS, err);
+        if (proc) {
+                (void)vmm_process_kill(proc, SIGKILL);
+                (void)vmm_process_wait(proc, 10000);
+        }
+        qmp_client_free(qmp);
+        vmm_process_free(proc);
+        if (disk)
+                unlink(disk);
+        unlink(full);
+        if (qmp_path) {
+                char *s = strrchr(qmp_path, '/');
+                unlink(qmp_path);
+                if (s) {
+                        strcpy(s, "/helper-agent.sock");
+                        unlink(qmp_path);
+                }
+        }
+        return r;
+}
+
+static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *p, const char *full,
+                       struct agent_checkpoint_result *res, struct fk_error *err)
+{
+        struct vmm_checkpoint_stats st = {0};
+        int r = 0;
+
+        /* Before the migration: a completed migration inactivates the block layer until cont. */
+        if (p->new_disk) {
+                r = switch_disk(q, p->new_disk, err);
+                if (r < 0)
+                        return r;
+                res->disk_switched = true;
+        }
+        if (q->mem_private)
+                return vmm_migrate_save_file(q->qmp, full, false, p->timeout_ms, err);
+        r = vmm_checkpoint_save(q->qmp, q->mem_path, p->dir, p->timeout_ms, &st, err);
+        res->ram_bytes = st.ram_bytes;
+        res->state_bytes = st.state_bytes;
+        return r;
+}
+
+int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                    struct agent_checkpoint_result *ret, struct fk_error *err)
+{
+        struct agent_checkpoint_result res = {0};
+        struct qemu_vm *q = vm;
+        struct fk_error cont_err = {0};
+        cleanup_free char *status = NULL, *full = NULL;
+        bool was_running;
+        uint64_t t0;
+        int r, k;
+
+        (void)userdata;
+        if (fk_asprintf(&full, "%s/full", p->dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_query_status(q->qmp, VM_QMP_TIMEOUT_MS, &status, err);
+        if (r < 0)
+                return r;
+        was_running = strcmp(status, "running") == 0;
+        t0 = fk_now_mono_ns();
+        if (was_running &&
+            (r = qmp_execute(q->qmp, "stop", NULL, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
+                return r;
+        r = save_paused(q, p, full, &res, err);
+        /* A failed checkpoint leaves the session running. */
+        if (was_running) {
+                k = qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, &cont_err);
+                if (k < 0 && r >= 0) {
+                        *err = cont_err;
+                        r = k;
+                }
+        }
+        res.pause_ns = fk_now_mono_ns() - t0;
+        if (r >= 0 && q->mem_private) {
+                res.materialized = true;
+                r = materialize(q, p, full, err);
+        } else
+                unlink(full);
+        *ret = res;
+        return r;
+}
+
+int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err)
+{
+        struct qemu_vm *q = vm;
+        struct fk_error thaw_err = {0};
+        int r, k;
+
+        (void)userdata;
+        r = vmm_agent_fsfreeze(q->agent, "/workspace", true, VM_QMP_TIMEOUT_MS, err);
+        if (r < 0)
+                return r;
+        r = switch_disk(q, new_disk, err);
+        k = vmm_agent_fsfreeze(q->agent, "/workspace", false, VM_QMP_TIMEOUT_MS, &thaw_err);
+        if (k < 0 && r >= 0) {
+                *err = thaw_err;
+                r = k;
+        }
+        return r;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* Inside vm-qemu*.c only: the QEMU VM handle and what it was started with (so a fork's
+ * checkpoint can start a helper QEMU with the same devices). */
+#pragma once
+
+#include <stdbool.h>
+
+#include "agent/agent.h"
+
+#define VM_QMP_TIMEOUT_MS 5000
+
+struct qemu_vm {
+        struct vmm_process *proc;
+        struct qmp_client *qmp; /* used by one job at a time (the session is busy) */
+        struct vmm_agent *agent;
+        /* what QEMU runs with (owned), recorded in vm.json for adoption */
+        char *run_dir, *mem_path, *kernel, *initrd, *disk, *tap, *mac, *append;
+        bool mem_private;
+        unsigned vcpus, memory_mib;
+        int accel;
+};
+
+/* Builds a vmm_config for q's devices (strings borrowed from q) and spawns QEMU with it:
+ * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap). */
+int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
+                      const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
+                      struct fk_error *err);
+int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                    struct agent_checkpoint_result *ret, struct fk_error *err);
+int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err);

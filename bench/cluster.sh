@@ -68,7 +68,8 @@ wait_running() { # seconds, forklet args...
 node_config solo "$T/solo" >"$T/solo.yaml"
 "$FORKLETD" --config "$T/solo.yaml" >"$T/solo.log" 2>&1 &
 PIDS+=($!)
-cl_wait 10 "$FORKLET" --socket "$T/solo/run/api.sock" get sessions >/dev/null || die "solo forkletd"
+cl_wait 10 "$FORKLET" --socket "$T/solo/run/api.sock" get sessions >/dev/null 2>&1 ||
+        die "solo forkletd"
 t0=$(now_ms)
 "$FORKLET" --socket "$T/solo/run/api.sock" apply -f "$T/sessions.yaml" >/dev/null || die "apply"
 wait_running $((60 * N)) --socket "$T/solo/run/api.sock" || die "standalone: not all Running"

@@ -15,3 +15,7 @@ fk_integration_test(fork-agent
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-agent.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 1500)
+fk_integration_test(fork-snapshot
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-snapshot.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 1200)

@@ -4,7 +4,8 @@
 # the fork test from the field (httpd with a 6-7 KB index.html, checkpoint, fork 3: same guest
 # PID, HTTP 200, same bytes, different /dev/urandom, own fork id); checkpoints belong to their
 # session; a fork's own (materialized) checkpoint, its rollback and a fork of it; checkpoint
-# delete refused while forks depend on it, then --cascade; two concurrent checkpoint creates.
+# delete refused while forks depend on it, then --cascade; two concurrent checkpoint creates;
+# the rollback test from the field (kill the server, delete its dir, roll back).
 # Usage: fork-agent.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -84,6 +85,22 @@ ff=$("$FORKLET" fork web-fork-0 --from "$ck2" --count 1) || fail "fork of a fork
 [ "$ff" = web-fork-0-fork-0 ] || fail "fork of a fork named '$ff'"
 "$FORKLET" wait "$ff" --for=Running --timeout=240 || fail "$ff not Running"
 check_server "$ff" "$pid" "$sum"
+
+# ---- the rollback test from the field (in place: same name, same PID, files back) ------------
+gsh web "kill $pid; rm -rf /workspace/www; sync" || fail "kill + rm in web"
+gsh web "$GET_STATUS" | grep -q " 200 " && fail "server still answers after kill"
+qemu_before=$(field web pid)
+t0=$(date +%s%N)
+"$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback web"
+echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
+check_server web "$pid" "$sum"
+[ "$(field web phase)" = Running ] || fail "web not Running after rollback"
+[ "$(field web pid)" != "$qemu_before" ] || fail "rollback kept the old QEMU"
+id=$(field web forkId)
+[ -n "$id" ] && [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "rollback identity"
+ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"
+"$FORKLET" checkpoint list web | grep "^$ck3 " | grep -q "$ck" || fail "parent of $ck3 is not $ck"
+"$FORKLET" rollback web ck_00000000 2>&1 | grep -q "not found" || fail "rollback to unknown id"
 
 # ---- layers: delete refused while forks depend on a checkpoint ---------------------------------
 out=$("$FORKLET" checkpoint delete web "$ck" 2>&1) && fail "deleted a checkpoint forks depend on"

@@ -298,6 +298,9 @@ int agent_daemon_checkpoint_create(struct agent_daemon *d, const char *ns, const
         pthread_mutex_unlock(&d->lock);
         agent_vm_ref_put(vm);
         agent_daemon_wake(d);
+        if (r < 0 && vm)
+                log_warning("session %s/%s: checkpoint failed, session left running: %s", ns, name,
+                            err && err->msg[0] ? err->msg : strerror(-r));
         return r;
 }
 

@@ -3,13 +3,15 @@
  * memory of an idle fork (PSS of its guest RAM mapping and QEMU's own), checkpoint pause windows
  * at low and high touched RAM for 256 MiB and 1 GiB guests, and rollback (restore) latency.
  * Every ratio is against a baseline measured in the same run. Root, QEMU and the image needed.
- * Usage: bench-fork [N...]   (default: 1 10; the issue's full run is 1 10 30) */
+ * Usage: bench-fork [N...]   (default: 1 10; the issue's full run is 1 10 30)
+ *        bench-fork rollback  (only the rollback table) */
 #include "tests/integration/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +211,74 @@ static int bench_pause(unsigned mib)
         return 0;
 }
 
+/* One rollback as forkletd does it: kill the VM, copy the checkpoint's RAM into a fresh file
+ * (the session owns its RAM again), restore device state, identity, agent ready. */
+static int rollback_once(struct fh_vm *vm, const char *ck, const char *tag, double *ret_copy_ms,
+                         double *ret_total_ms)
+{
+        char rb[300], src[330], dst[330];
+        struct fk_error err = {0};
+        uint64_t t0 = fk_now_mono_ns(), t1;
+        int r;
+
+        fh_vm_stop(vm);
+        snprintf(rb, sizeof(rb), "%s/rb-%s", workdir, tag);
+        fk_rm_rf(rb);
+        if (fk_mkdir_p(rb, 0700) < 0)
+                return -errno;
+        snprintf(src, sizeof(src), "%s/ram", ck);
+        snprintf(dst, sizeof(dst), "%s/ram", rb);
+        r = vmm_sparse_copy(src, dst, NULL);
+        snprintf(src, sizeof(src), "%s/state", ck);
+        snprintf(dst, sizeof(dst), "%s/state", rb);
+        if (r >= 0)
+                r = vmm_sparse_copy(src, dst, NULL);
+        t1 = fk_now_mono_ns();
+        if (r >= 0)
+                r = fh_vm_start(vm, workdir, tag, image, 256, rb, true, &err);
+        if (r < 0)
+                return fprintf(stderr, "rollback %s: %s\n", tag, err.msg), r;
+        if (fh_sh(vm, "true", NULL) != 0)
+                return fprintf(stderr, "rollback %s: guest does not run commands\n", tag), -EIO;
+        *ret_copy_ms = (double)(t1 - t0) / 1e6;
+        *ret_total_ms = (double)(fk_now_mono_ns() - t0) / 1e6;
+        return 0;
+}
+
+/* Rollback latency at low and high touched RAM against the same guest's cold boot. */
+static int bench_rollback(void)
+{
+        struct vmm_checkpoint_stats st;
+        struct fk_error err = {0};
+        struct fh_vm vm = {0};
+        double cold_ms, copy_ms = 0, total_ms = 0;
+        char ck[300];
+        int r;
+
+        r = fh_vm_start(&vm, workdir, "rollback", image, 256, NULL, true, &err);
+        if (r < 0)
+                return fprintf(stderr, "rollback: %s\n", err.msg), r;
+        cold_ms = (double)(vm.ready_ns - vm.spawn_ns) / 1e6;
+        for (int high = 0; high <= 1 && r >= 0; high++) {
+                const char *tag = high ? "high" : "low";
+
+                if (high && fh_sh(&vm, "dd if=/dev/urandom of=/dev/null bs=150M count=1", NULL)) {
+                        r = -EIO;
+                        break;
+                }
+                snprintf(ck, sizeof(ck), "%s/ck-rb-%s", workdir, tag);
+                r = checkpoint_once(&vm, ck + strlen(workdir) + 1, &st);
+                if (r >= 0)
+                        r = rollback_once(&vm, ck, tag, &copy_ms, &total_ms);
+                if (r >= 0)
+                        printf("%-10s %12.0f %14.0f %14.0f %14.0f %8.1fx\n", tag,
+                               (double)st.ram_bytes / 1048576.0, cold_ms, copy_ms, total_ms,
+                               cold_ms / total_ms);
+        }
+        fh_vm_stop(&vm);
+        return r;
+}
+
 int main(int argc, char **argv)
 {
         unsigned ns[16] = {1, 10};
@@ -220,7 +290,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench-fork: needs root and FORKLET_IMAGE_DIR (the built image)\n");
                 return 77;
         }
-        if (argc > 1) {
+        bool only_rollback = argc == 2 && strcmp(argv[1], "rollback") == 0;
+
+        if (argc > 1 && !only_rollback) {
                 count = 0;
                 for (int i = 1; i < argc && count < ARRAY_SIZE(ns); i++) {
                         int n = atoi(argv[i]);
@@ -233,14 +305,21 @@ int main(int argc, char **argv)
         if (fk_mkdir_p(workdir, 0700) < 0)
                 return perror("mkdir"), 1;
         printf("# bench/fork: cold boot to agent-ready vs fork from a checkpoint to agent-ready\n");
-        r = bench_boot_vs_fork(ns, count);
-        if (r >= 0) {
+        r = only_rollback ? 0 : bench_boot_vs_fork(ns, count);
+        if (r >= 0 && !only_rollback) {
                 printf("\n# checkpoint pause window (guest stopped -> running), baseline = low\n");
                 printf("%-10s %12s %14s %12s %14s %9s\n", "guest MiB", "low ms", "low RAM MiB",
                        "high ms", "high RAM MiB", "high/low");
                 r = bench_pause(256);
                 if (r >= 0)
                         r = bench_pause(1024);
+        }
+        if (r >= 0) {
+                printf("\n# rollback of a 256 MiB guest (kill, RAM copy, restore, agent ready), "
+                       "baseline = its cold boot\n");
+                printf("%-10s %12s %14s %14s %14s %9s\n", "touched", "RAM MiB", "cold boot ms",
+                       "kill+copy ms", "rollback ms", "speedup");
+                r = bench_rollback();
         }
         fk_rm_rf(workdir);
         return r < 0 ? 1 : 0;

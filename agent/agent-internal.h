@@ -360,6 +360,8 @@ int api_handle_exec(struct MHD_Connection *c, struct api_request *req);
 int api_handle_log(struct MHD_Connection *c, struct api_request *req);
 /* checkpoints, forks, rollback, snapshots, restore of a session. */
 int api_handle_fork(struct MHD_Connection *c, struct api_request *req);
+int api_handle_action(struct MHD_Connection *c, struct api_request *req);
+int api_handle_files(struct MHD_Connection *c, struct api_request *req);
 /* Pre-check for exec: -ENOENT / -EAGAIN with err. */
 int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *name,
                             struct fk_error *err);

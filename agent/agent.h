@@ -146,6 +146,11 @@ struct agent_clock {
 /* The system clock (fk_now_real_ns / fk_now_mono_ns). */
 extern const struct agent_clock agent_clock_system;
 
+/* The serial console log of a session: <state dir>/console.log, at most AGENT_CONSOLE_MAX
+ * bytes, the previous boot's (or the overflow) in console.log.1. */
+#define AGENT_CONSOLE_LOG "console.log"
+#define AGENT_CONSOLE_MAX (1024u * 1024)
+
 /* Everything needed to boot one session VM. Strings are borrowed for the call. */
 #define AGENT_PRE_EXEC_MAX 4
 
@@ -225,6 +230,11 @@ struct agent_vm_ops {
         /* Freezes the guest filesystem on /workspace, moves the disk onto new_disk (the old
          * overlay becomes read-only), thaws. */
         int (*snapshot_disk)(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
+        /* Guest files (see vmm_agent_write_file/read_file); NULL: not supported. */
+        int (*write_file)(void *userdata, void *vm, const char *path, const void *data, size_t size,
+                          unsigned mode, struct fk_error *err);
+        int (*read_file)(void *userdata, void *vm, const char *path, size_t max, void **ret,
+                         size_t *ret_size, struct fk_error *err);
         pid_t (*pid)(void *vm);
         /* A pollable fd readable once QEMU exited, or -1. */
         int (*exit_fd)(void *vm);
@@ -420,6 +430,26 @@ int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const c
 /* A new session new_name (spec of the snapshot's session) booting fresh on the snapshot's disk. */
 int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *snap,
                          const char *new_name, struct fk_error *err);
+/* Sets spec.state (enum session_state) of a session: the pause/resume/stop/start verbs. For an
+ * API session the change is persisted like an apply (generation + 1); *ret_changed is false
+ * when the state already was that (a no-op that succeeds, also for manifest-dir sessions).
+ * -ENOENT unknown; -EPERM for a manifest-dir session (err names the file to edit); -EBUSY
+ * being deleted. Logs the change. */
+int agent_daemon_set_state(struct agent_daemon *d, const char *ns, const char *name, int state,
+                           bool *ret_changed, struct fk_error *err);
+/* Waits until the session has acted on its current generation and sits in phase want.
+ * -ETIMEDOUT; -EIO when it Failed (and will not restart); -ENOENT when it is gone or its
+ * image is missing. err says which. */
+int agent_daemon_wait_phase(struct agent_daemon *d, const char *ns, const char *name,
+                            enum session_phase want, unsigned timeout_ms, struct fk_error *err);
+/* Guest files of a Running session (-ENOENT, -EAGAIN not Running, guest errors), thread-safe.
+ * read: *ret is a heap buffer (caller frees), -EFBIG past max bytes. */
+int agent_daemon_write_file(struct agent_daemon *d, const char *ns, const char *name,
+                            const char *path, const void *data, size_t size, unsigned mode,
+                            struct fk_error *err);
+int agent_daemon_read_file(struct agent_daemon *d, const char *ns, const char *name,
+                           const char *path, size_t max, void **ret, size_t *ret_size,
+                           struct fk_error *err);
 
 /* ---- API ------------------------------------------------------------------------------------ */
 
@@ -434,6 +464,8 @@ enum api_route_kind {
         API_ROUTE_SESSION,        /* .../namespaces/NS/sessions/NAME */
         API_ROUTE_SESSION_EXEC,   /* .../NAME/exec */
         API_ROUTE_SESSION_LOG,    /* .../NAME/log */
+        API_ROUTE_SESSION_ACTION, /* .../NAME/pause|resume|stop|start */
+        API_ROUTE_SESSION_FILES,  /* .../NAME/files?path=/abs */
         API_ROUTE_SESSION_SUBRES, /* .../NAME/<other>: for later verbs (checkpoints, forks) */
         API_ROUTE_METRICS,        /* /metrics (Prometheus text) */
         API_ROUTE_AUDIT_VERIFY,   /* /api/v1alpha1/audit/verify */
@@ -459,6 +491,8 @@ int api_base64_encode(const void *data, size_t size, char **ret);
 int api_base64_decode(const char *text, void **ret, size_t *ret_size);
 
 #define API_MAX_BODY (8u * 1024 * 1024)
+/* Largest guest file the files route moves either way. */
+#define API_MAX_FILE (64u * 1024 * 1024)
 
 struct api_server;
 

@@ -24,6 +24,7 @@ struct exec_job {
         void *stdin_data;
         size_t stdin_size;
         unsigned timeout_ms;
+        size_t output_cap;
         bool detach;
         int fd; /* write end of the pipe, owned */
 };
@@ -94,6 +95,7 @@ static void *exec_thread(void *userdata)
                 .stdin_data = j->stdin_data,
                 .stdin_size = j->stdin_size,
                 .timeout_ms = j->timeout_ms,
+                .output_cap = j->output_cap,
                 .detach = j->detach,
         };
         int r;
@@ -139,7 +141,7 @@ static int env_push(struct exec_job *j, const char *key, json_t *v, struct fk_er
         return r < 0 ? r : fk_strv_push(&j->env, kv);
 }
 
-/* Parses {argv, env, stdin, timeout_ms, detach} into j; err says what is wrong. */
+/* Parses {argv, env, stdin, timeout_ms, output_cap, detach} into j; err says what is wrong. */
 static int parse_body(const char *body, size_t size, struct exec_job *j, struct fk_error *err)
 {
         json_error_t jerr;
@@ -173,6 +175,9 @@ static int parse_body(const char *body, size_t size, struct exec_job *j, struct 
         v = json_object_get(b, "timeout_ms");
         if (json_is_integer(v) && json_integer_value(v) >= 0)
                 j->timeout_ms = (unsigned)json_integer_value(v);
+        v = json_object_get(b, "output_cap");
+        if (json_is_integer(v) && json_integer_value(v) > 0)
+                j->output_cap = (size_t)json_integer_value(v);
         j->detach = json_is_true(json_object_get(b, "detach"));
         json_decref(b);
         return r;

@@ -68,6 +68,11 @@ static void route_session(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api
                 r->kind = API_ROUTE_SESSION_EXEC;
         else if (strcmp(seg[6], "log") == 0)
                 r->kind = API_ROUTE_SESSION_LOG;
+        else if (strcmp(seg[6], "files") == 0)
+                r->kind = API_ROUTE_SESSION_FILES;
+        else if (!strcmp(seg[6], "pause") || !strcmp(seg[6], "resume") || !strcmp(seg[6], "stop") ||
+                 !strcmp(seg[6], "start"))
+                r->kind = API_ROUTE_SESSION_ACTION;
         else
                 r->kind = API_ROUTE_SESSION_SUBRES;
 }

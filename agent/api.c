@@ -184,6 +184,10 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
                 return api_handle_log(c, req);
         case API_ROUTE_SESSION_FORK:
                 return api_handle_fork(c, req);
+        case API_ROUTE_SESSION_ACTION:
+                return api_handle_action(c, req);
+        case API_ROUTE_SESSION_FILES:
+                return api_handle_files(c, req);
         case API_ROUTE_BAD_NAME:
                 return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
                                        "invalid name in path (DNS-1123 labels only)");
@@ -192,11 +196,17 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
         }
 }
 
+/* File uploads carry raw bytes up to API_MAX_FILE; everything else is JSON. */
+static size_t body_limit(const struct api_request *req)
+{
+        return req->route.kind == API_ROUTE_SESSION_FILES ? API_MAX_FILE : API_MAX_BODY;
+}
+
 static int collect_body(struct api_request *req, const char *data, size_t size)
 {
         char *p;
 
-        if (req->too_large || req->body_size + size > API_MAX_BODY) {
+        if (req->too_large || req->body_size + size > body_limit(req)) {
                 req->too_large = true;
                 return 0;
         }
@@ -372,7 +382,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return (enum MHD_Result)reply_unauthorized(c);
                 }
                 cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-                if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY)
+                if (cl && strtoull(cl, NULL, 10) > body_limit(req))
                         req->too_large = true;
                 return MHD_YES;
         }
@@ -385,7 +395,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (req->too_large)
                 return (enum MHD_Result)api_reply_error(
                         c, MHD_HTTP_CONTENT_TOO_LARGE, "RequestEntityTooLarge", NULL,
-                        "request body exceeds %u bytes", API_MAX_BODY);
+                        "request body exceeds %zu bytes", body_limit(req));
         return (enum MHD_Result)serve(c, s, req);
 }
 

@@ -363,9 +363,9 @@ int agent_daemon_console_path(struct agent_daemon *d, const char *ns, const char
         pthread_mutex_lock(&d->lock);
         s = agent_daemon_find(d, ns, name);
         if (s)
-                r = agent_session_run_dir(d->cfg->run_dir, s->key, &dir);
+                r = agent_session_state_dir(d->cfg->state_dir, s->key, &dir);
         pthread_mutex_unlock(&d->lock);
         if (r < 0)
                 return r;
-        return fk_asprintf(ret, "%s/console.log", dir);
+        return fk_asprintf(ret, "%s/" AGENT_CONSOLE_LOG, dir);
 }

@@ -75,7 +75,23 @@ static void session_detach_vm(struct agent_session *s)
         s->started_ns = 0;
 }
 
-/* Resolves image and size class into the job (under the lock). -ENOENT with err. */
+/* "known: a, b" for messages. */
+static const char *images_known(const struct node_config *cfg)
+{
+        static __thread char buf[160];
+        size_t off = 0;
+
+        off += (size_t)snprintf(buf, sizeof(buf), "known:");
+        for (size_t i = 0; i < cfg->n_images && off < sizeof(buf); i++)
+                off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s %s", i ? "," : "",
+                                        cfg->images[i].name);
+        if (cfg->n_images == 0)
+                snprintf(buf, sizeof(buf), "none configured");
+        return buf;
+}
+
+/* Resolves image and size class into the job (under the lock). -ENOENT with err when the image
+ * is unknown or not built, -EINVAL for an unknown size class. */
 static int job_boot_params(struct agent_daemon *d, struct agent_session *s, struct job *j,
                            struct fk_error *err)
 {
@@ -83,9 +99,10 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
         const struct image_spec *img = node_config_find_image(d->cfg, s->spec->image);
 
         if (!sc)
-                return fk_error_set(err, -ENOENT, "unknown size class \"%s\"", s->spec->size_class);
+                return fk_error_set(err, -EINVAL, "unknown size class \"%s\"", s->spec->size_class);
         if (!img)
-                return fk_error_set(err, -ENOENT, "unknown image \"%s\"", s->spec->image);
+                return fk_error_set(err, -ENOENT, "image \"%s\" is not in the node config (%s)",
+                                    s->spec->image, images_known(d->cfg));
         j->sc = sc;
         j->vcpus = sc->vcpus;
         j->memory_mib = sc->memory_mib;
@@ -97,6 +114,13 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                 free(j->base_disk);
                 j->base_disk = NULL;
         }
+        if (access(j->kernel, R_OK) < 0 || access(j->initrd, R_OK) < 0)
+                return fk_error_set(
+                        err, -ENOENT, "image \"%s\" is not built: %s missing (build it: %s)",
+                        s->spec->image, access(j->kernel, R_OK) < 0 ? j->kernel : j->initrd,
+                        strcmp(s->spec->image, "minimal") == 0
+                                ? "cmake --build BUILD --target guest-image"
+                                : "see README, Images");
         return 0;
 }
 
@@ -382,6 +406,17 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         if (r < 0)
                 return r;
         r = job_boot_params(d, s, j, &err);
+        if (r == -ENOENT) {
+                /* Pending, not Failed: the next reconcile pass boots it once the image is
+                 * built (or the node config lists it). Logged once per new message. */
+                job_free(j);
+                if (strcmp(s->conditions[AGENT_COND_READY].message, err.msg) != 0)
+                        log_warning("session %s: %s", s->key, err.msg);
+                s->phase = SESSION_PHASE_PENDING;
+                agent_session_set_condition(s, AGENT_COND_READY, "False", "ImageNotFound",
+                                            now_real(d), "%s", err.msg);
+                return 0;
+        }
         if (r >= 0)
                 r = agent_restore_plan(d, s, &j->restore, &err);
         if (r < 0) {

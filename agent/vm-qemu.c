@@ -4,6 +4,7 @@
 #include "agent/agent-internal.h"
 #include "agent/vm-qemu.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "vmm/guest/agent-client.h"
 #include "vmm/vmm.h"
@@ -18,6 +19,7 @@
 #define VM_CONNECT_TIMEOUT_MS 15000
 #define VM_READY_STEP_MS      1000
 #define VM_STATE_FILE         "vm.json"
+#define VM_FILE_TIMEOUT_MS    120000
 
 static void qemu_free(void *userdata, void *vm)
 {
@@ -28,7 +30,9 @@ static void qemu_free(void *userdata, void *vm)
                 return;
         qmp_client_free(q->qmp);
         vmm_agent_free(q->agent);
+        vmm_console_free(q->console);
         vmm_process_free(q->proc);
+        free(q->console_log);
         free(q->run_dir);
         free(q->mem_path);
         free(q->kernel);
@@ -59,12 +63,14 @@ static int write_vm_state(const struct qemu_vm *q)
         cleanup_free char *path = NULL, *text = NULL;
         json_t *j;
 
-        j = json_pack("{s:i, s:I, s:s, s:b, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, s:i}",
+        j = json_pack("{s:i, s:I, s:s, s:b, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, s:i, "
+                      "s:s?}",
                       "pid", (int)vmm_process_pid(q->proc), "startTime",
                       (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
                       "memPrivate", q->mem_private, "kernel", q->kernel, "initrd", q->initrd,
                       "disk", q->disk, "tap", q->tap, "mac", q->mac, "append", q->append, "vcpus",
-                      (int)q->vcpus, "memoryMiB", (int)q->memory_mib, "accel", q->accel);
+                      (int)q->vcpus, "memoryMiB", (int)q->memory_mib, "accel", q->accel,
+                      "consoleLog", q->console_log);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -92,7 +98,8 @@ static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p,
         if (dup_str(&q->run_dir, p->run_dir) < 0 || dup_str(&q->mem_path, mem) < 0 ||
             dup_str(&q->kernel, p->kernel) < 0 || dup_str(&q->initrd, p->initrd) < 0 ||
             dup_str(&q->disk, p->disk) < 0 || dup_str(&q->tap, p->tap) < 0 ||
-            dup_str(&q->mac, p->mac) < 0 || dup_str(&q->append, p->append) < 0)
+            dup_str(&q->mac, p->mac) < 0 || dup_str(&q->append, p->append) < 0 ||
+            fk_asprintf(&q->console_log, "%s/" AGENT_CONSOLE_LOG, p->state_dir) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -113,6 +120,17 @@ static int give_identity(struct qemu_vm *q, const char *fork_id, struct fk_error
         /* DESIGN names /run/forklet/identity; the agent writes fork-id: keep both. */
         return vmm_agent_write_file(q->agent, "/run/forklet/identity", fork_id, strlen(fork_id),
                                     0644, VM_QMP_TIMEOUT_MS, err);
+}
+
+/* The guest clock stood still while QEMU was stopped (pause, or a checkpoint being restored):
+ * step it so the guest sees the gap, as a user watching a clock would. Best effort. */
+static void sync_clock(struct qemu_vm *q)
+{
+        struct fk_error err = {0};
+
+        if (vmm_agent_set_time(q->agent, fk_now_real_ns(), VM_QMP_TIMEOUT_MS, &err) < 0)
+                log_warning("QEMU pid %d: guest clock not synced: %s", (int)vmm_process_pid(q->proc),
+                            err.msg);
 }
 
 /* Waits for the guest agent, giving up early if QEMU dies or the session is deleted. */
@@ -165,7 +183,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
 
         if (fk_asprintf(&qmp, "%s/qmp.sock", p->run_dir) < 0 ||
             fk_asprintf(&agent, "%s/agent.sock", p->run_dir) < 0 ||
-            fk_asprintf(&console, "%s/console.log", p->run_dir) < 0 ||
+            fk_asprintf(&console, "%s/console.sock", p->run_dir) < 0 ||
             (p->mem_path ? !(mem = strdup(p->mem_path))
                          : fk_asprintf(&mem, "%s/mem.ram", p->run_dir) < 0) ||
             fk_asprintf(&log, "%s/qemu.log", p->run_dir) < 0 || vmgenid_new(guid) < 0 ||
@@ -183,7 +201,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .incoming_defer = p->restore_dir != NULL,
                 .qmp_socket = qmp,
                 .agent_socket = agent,
-                .console_log = console,
+                .console_socket = console,
                 .vmgenid = guid,
                 .append = p->append,
                 .disk = p->disk,
@@ -208,7 +226,12 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         if (r < 0)
                 return fk_error_set(err, r, "write %s/" VM_STATE_FILE ": %s", p->run_dir,
                                     strerror(-r));
-        r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
+        /* First, so the log starts with the kernel's first line; a fresh boot rotates the
+         * previous boot's log to console.log.1. */
+        r = vmm_console_start(console, q->console_log, AGENT_CONSOLE_MAX, true,
+                              VM_CONNECT_TIMEOUT_MS, &q->console, err);
+        if (r >= 0)
+                r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
         if (r >= 0 && p->restore_dir)
                 r = vmm_checkpoint_load(q->qmp, p->restore_dir, true, VM_CONNECT_TIMEOUT_MS, err);
         if (r >= 0)
@@ -217,6 +240,8 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 r = wait_ready(q, p, log, err);
         if (r >= 0 && p->restore_dir && p->fork_id)
                 r = give_identity(q, p->fork_id, err);
+        if (r >= 0 && p->restore_dir)
+                sync_clock(q);
         return r;
 }
 
@@ -275,6 +300,7 @@ static void read_vm_config(struct qemu_vm *q, json_t *j)
         (void)dup_str(&q->tap, json_string_value(json_object_get(j, "tap")));
         (void)dup_str(&q->mac, json_string_value(json_object_get(j, "mac")));
         (void)dup_str(&q->append, json_string_value(json_object_get(j, "append")));
+        (void)dup_str(&q->console_log, json_string_value(json_object_get(j, "consoleLog")));
 }
 
 static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
@@ -304,7 +330,8 @@ static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
 static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret_vm,
                       struct fk_error *err)
 {
-        cleanup_free char *qmp = NULL, *agent = NULL;
+        cleanup_free char *qmp = NULL, *agent = NULL, *con_sock = NULL;
+        struct fk_error con_err = {0};
         struct qemu_vm *q = NULL;
         uint64_t start = 0;
         pid_t pid = 0;
@@ -313,7 +340,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
         (void)userdata;
         (void)accel;
         if (fk_asprintf(&qmp, "%s/qmp.sock", run_dir) < 0 ||
-            fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 || !(q = calloc(1, sizeof(*q))) ||
+            fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 ||
+            fk_asprintf(&con_sock, "%s/console.sock", run_dir) < 0 || !(q = calloc(1, sizeof(*q))) ||
             dup_str(&q->run_dir, run_dir) < 0) {
                 free(q);
                 return fk_error_set(err, -ENOMEM, "out of memory");
@@ -326,6 +354,10 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
         r = vmm_process_adopt(pid, start, &q->proc);
         if (r < 0)
                 fk_error_set(err, r, "QEMU pid %d is gone", (int)pid);
+        /* Best effort: a VM booted by an older forkletd has a file console instead. */
+        if (r >= 0 && q->console_log)
+                (void)vmm_console_start(con_sock, q->console_log, AGENT_CONSOLE_MAX, false,
+                                        VM_QMP_TIMEOUT_MS, &q->console, &con_err);
         if (r >= 0)
                 r = qmp_client_connect(qmp, VM_QMP_TIMEOUT_MS, &q->qmp, err);
         if (r >= 0)
@@ -358,8 +390,30 @@ static int qemu_pause(void *userdata, void *vm, struct fk_error *err)
 
 static int qemu_resume(void *userdata, void *vm, struct fk_error *err)
 {
+        struct qemu_vm *q = vm;
+        int r;
+
         (void)userdata;
-        return qmp_execute(((struct qemu_vm *)vm)->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+        r = qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+        if (r >= 0)
+                sync_clock(q);
+        return r;
+}
+
+static int qemu_write_file(void *userdata, void *vm, const char *path, const void *data,
+                           size_t size, unsigned mode, struct fk_error *err)
+{
+        (void)userdata;
+        return vmm_agent_write_file(((struct qemu_vm *)vm)->agent, path, data, size, mode,
+                                    VM_FILE_TIMEOUT_MS, err);
+}
+
+static int qemu_read_file(void *userdata, void *vm, const char *path, size_t max, void **ret,
+                          size_t *ret_size, struct fk_error *err)
+{
+        (void)userdata;
+        return vmm_agent_read_file(((struct qemu_vm *)vm)->agent, path, max, ret, ret_size,
+                                   VM_FILE_TIMEOUT_MS, err);
 }
 
 static int qemu_exec(void *userdata, void *vm, const struct vmm_exec_request *req,
@@ -394,6 +448,8 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .exec = qemu_exec,
         .checkpoint = qemu_checkpoint,
         .snapshot_disk = qemu_snapshot_disk,
+        .write_file = qemu_write_file,
+        .read_file = qemu_read_file,
         .pid = qemu_pid,
         .exit_fd = qemu_exit_fd,
         .poll_exit = qemu_poll_exit,

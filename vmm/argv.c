@@ -103,13 +103,15 @@ static int validate(const struct vmm_config *c, struct fk_error *err)
                 {"mem_path", c->mem_path},
                 {"qmp_socket", c->qmp_socket},
                 {"agent_socket", c->agent_socket},
-                {"console_log", c->console_log},
         };
 
         for (size_t i = 0; i < ARRAY_SIZE(required); i++)
                 if (!required[i].value || !required[i].value[0])
                         return fk_error_set(err, -EINVAL, "vmm config: %s is required",
                                             required[i].name);
+        if ((!c->console_log || !c->console_log[0]) &&
+            (!c->console_socket || !c->console_socket[0]))
+                return fk_error_set(err, -EINVAL, "vmm config: console_log is required");
         if (c->vcpus == 0)
                 return fk_error_set(err, -EINVAL, "vmm config: vcpus must be at least 1");
         if (c->memory_mib == 0)
@@ -187,7 +189,7 @@ static int escape_all(const struct vmm_config *c, struct escaped *e)
 {
         e->name = qemu_opt_escape(c->name);
         e->mem = qemu_opt_escape(c->mem_path);
-        e->console = qemu_opt_escape(c->console_log);
+        e->console = qemu_opt_escape(c->console_socket ? c->console_socket : c->console_log);
         e->qmp = qemu_opt_escape(c->qmp_socket);
         e->agent = qemu_opt_escape(c->agent_socket);
         e->disk = c->disk ? qemu_opt_escape(c->disk) : NULL;
@@ -200,9 +202,14 @@ static int escape_all(const struct vmm_config *c, struct escaped *e)
  * a VM and its forks (migration matches virtio-mmio slots by creation order). */
 static void add_devices(struct argv_builder *b, const struct vmm_config *c, const struct escaped *e)
 {
-        /* A file chardev in append mode keeps the log across restarts (rollback, restore). */
+        /* A socket a log reader drains (size cap, rotation), or a file chardev in append mode
+         * that keeps the log across restarts (rollback, restore). Without a reader connected
+         * the serial port drops output instead of stalling the guest. */
         arg(b, "-chardev");
-        argf(b, "file,id=console,path=%s,append=on", e->console);
+        if (c->console_socket)
+                argf(b, "socket,id=console,path=%s,server=on,wait=off", e->console);
+        else
+                argf(b, "file,id=console,path=%s,append=on", e->console);
         arg(b, "-serial");
         arg(b, "chardev:console");
         arg(b, "-qmp");

@@ -32,21 +32,22 @@ struct vmm_config {
         enum vmm_accel accel;
         unsigned vcpus;
         unsigned memory_mib;
-        const char *kernel;       /* vmlinuz */
-        const char *initrd;       /* initramfs */
-        const char *append;       /* extra kernel args, may be NULL */
-        const char *mem_path;     /* RAM backing file (on tmpfs) */
-        bool mem_share;           /* share=on (owned RAM) vs share=off (fork: MAP_PRIVATE) */
-        const char *qmp_socket;   /* unix socket QEMU listens on for QMP */
-        const char *agent_socket; /* unix socket QEMU listens on for the agent port */
-        const char *console_log;  /* serial console goes here (file) */
-        const char *vmgenid;      /* GUID string, NULL: none */
-        const char *disk;         /* qcow2 workspace disk, NULL: none */
-        const char *tap;          /* tap ifname in the current netns, NULL: no network */
-        const char *mac;          /* guest MAC with tap */
-        bool incoming_defer;      /* -incoming defer (fork / restore) */
-        const char *pidfile;      /* NULL: none */
-        unsigned tsc_khz;         /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
+        const char *kernel;         /* vmlinuz */
+        const char *initrd;         /* initramfs */
+        const char *append;         /* extra kernel args, may be NULL */
+        const char *mem_path;       /* RAM backing file (on tmpfs) */
+        bool mem_share;             /* share=on (owned RAM) vs share=off (fork: MAP_PRIVATE) */
+        const char *qmp_socket;     /* unix socket QEMU listens on for QMP */
+        const char *agent_socket;   /* unix socket QEMU listens on for the agent port */
+        const char *console_log;    /* serial console goes here (file) */
+        const char *console_socket; /* instead: a unix socket QEMU listens on for vmm_console */
+        const char *vmgenid;        /* GUID string, NULL: none */
+        const char *disk;           /* qcow2 workspace disk, NULL: none */
+        const char *tap;            /* tap ifname in the current netns, NULL: no network */
+        const char *mac;            /* guest MAC with tap */
+        bool incoming_defer;        /* -incoming defer (fork / restore) */
+        const char *pidfile;        /* NULL: none */
+        unsigned tsc_khz;           /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
 };
 
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
@@ -153,6 +154,24 @@ int vmm_agent_exec(struct vmm_agent *a, const struct vmm_exec_request *req,
                    struct fk_error *err);
 /* Asks the guest to power off cleanly (sync, then poweroff). Returns once the agent acked. */
 int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err);
+
+/* ---- serial console log ------------------------------------------------------------------ */
+
+struct vmm_console;
+
+/* Connects to the console socket QEMU listens on (vmm_config.console_socket; retrying until
+ * timeout_ms) and copies what the guest prints into log_path from a background thread. The
+ * file never grows past max_bytes: the writer then renames it to "<log_path>.1" (replacing the
+ * older one) and starts a new one, so at most 2 * max_bytes are kept. rotate_first rotates an
+ * existing log before anything is written (a fresh boot); adoption appends. The thread ends when
+ * QEMU closes the socket. Does not log. */
+int vmm_console_start(const char *socket_path, const char *log_path, size_t max_bytes,
+                      bool rotate_first, unsigned timeout_ms, struct vmm_console **ret,
+                      struct fk_error *err);
+/* Bytes written to the log files so far and rotations done (tests, metrics). */
+void vmm_console_stats(struct vmm_console *c, uint64_t *ret_bytes, unsigned *ret_rotations);
+/* Stops the thread (after draining what is already readable) and frees; accepts NULL. */
+struct vmm_console *vmm_console_free(struct vmm_console *c);
 
 /* ---- graceful stop --------------------------------------------------------------------- */
 

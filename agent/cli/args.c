@@ -46,6 +46,29 @@ static int parse_uint(const char *opt, const char *v, unsigned *ret, struct fk_e
         return 0;
 }
 
+/* A byte count, optionally with K/M/G (binary) suffix; 0 is refused. */
+static int parse_bytes(const char *opt, const char *v, size_t *ret, struct fk_error *err)
+{
+        char *end = NULL;
+        unsigned long long x;
+
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (!errno && *v != '-' && end != v) {
+                if (*end == 'K' || *end == 'k')
+                        x <<= 10, end++;
+                else if (*end == 'M')
+                        x <<= 20, end++;
+                else if (*end == 'G')
+                        x <<= 30, end++;
+        }
+        if (errno || *v == '-' || end == v || *end || x == 0 || x > (1ull << 40))
+                return fk_error_set(err, -EINVAL, "%s: \"%s\" is not a byte count (e.g. 4096, 1M)",
+                                    opt, v);
+        *ret = (size_t)x;
+        return 0;
+}
+
 static int unknown(const char *verb, const char *a, struct fk_error *err)
 {
         if (a[0] == '-')
@@ -185,6 +208,11 @@ int cli_parse_exec(int argc, char **argv, struct cli_exec_args *ret, struct fk_e
                                 return r;
                         continue;
                 }
+                if ((r = opt_value(argc, argv, &i, "--output-cap", NULL, &v, err)) != 0) {
+                        if (r < 0 || (r = parse_bytes("--output-cap", v, &a.output_cap, err)) < 0)
+                                return r;
+                        continue;
+                }
                 if (argv[i][0] == '-')
                         return unknown("exec", argv[i], err);
                 if (a.name)
@@ -273,4 +301,73 @@ void cli_format_age(const char *rfc3339, long long now_s, char *buf, size_t size
                 snprintf(buf, size, "%lldh", age / 3600);
         else
                 snprintf(buf, size, "%lldd", age / 86400);
+}
+
+int cli_parse_action(int argc, char **argv, struct cli_action_args *ret, struct fk_error *err)
+{
+        struct cli_action_args a = {.timeout_s = CLI_ACTION_DEFAULT_TIMEOUT_S, .wait = true};
+        const char *verb = argv[0], *v;
+        int i, r;
+
+        for (i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--no-wait") == 0) {
+                        a.wait = false;
+                        continue;
+                }
+                if ((r = opt_value(argc, argv, &i, "--timeout", NULL, &v, err)) != 0) {
+                        if (r < 0 || (r = parse_uint("--timeout", v, &a.timeout_s, err)) < 0)
+                                return r;
+                        continue;
+                }
+                if (argv[i][0] == '-' || a.name)
+                        return unknown(verb, argv[i], err);
+                a.name = argv[i];
+        }
+        if (!a.name)
+                return fk_error_set(err, -EINVAL, "%s: missing NAME", verb);
+        if (a.wait && a.timeout_s == 0)
+                return fk_error_set(err, -EINVAL, "%s: --timeout must be > 0 (or --no-wait)", verb);
+        *ret = a;
+        return 0;
+}
+
+/* "NAME:/abs" -> 1 (name copied into buf), anything else 0. */
+static int guest_spec(const char *a, char *buf, size_t size, const char **ret_path)
+{
+        const char *colon = strchr(a, ':');
+        size_t n = colon ? (size_t)(colon - a) : 0;
+
+        if (!colon || n == 0 || n >= size || colon[1] != '/')
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                if (!((a[i] >= 'a' && a[i] <= 'z') || (a[i] >= '0' && a[i] <= '9') || a[i] == '-'))
+                        return 0;
+        memcpy(buf, a, n);
+        buf[n] = '\0';
+        *ret_path = colon + 1;
+        return 1;
+}
+
+int cli_parse_cp(int argc, char **argv, struct cli_cp_args *ret, struct fk_error *err)
+{
+        const char *gpath = NULL;
+        int src, dst;
+
+        if (argc != 3)
+                return fk_error_set(err, -EINVAL,
+                                    "cp: usage: cp NAME:/PATH LOCAL | LOCAL NAME:/PATH");
+        src = guest_spec(argv[1], ret->session_buf, sizeof(ret->session_buf), &gpath);
+        dst = guest_spec(argv[2], ret->session_buf, sizeof(ret->session_buf), &gpath);
+        if (src == dst)
+                return fk_error_set(err, -EINVAL,
+                                    "cp: exactly one side must be NAME:/ABSOLUTE/PATH (got \"%s\" "
+                                    "and \"%s\")",
+                                    argv[1], argv[2]);
+        if (src)
+                guest_spec(argv[1], ret->session_buf, sizeof(ret->session_buf), &gpath);
+        ret->session = ret->session_buf;
+        ret->guest = gpath;
+        ret->upload = dst;
+        ret->local = dst ? argv[1] : argv[2];
+        return 0;
 }

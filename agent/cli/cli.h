@@ -70,6 +70,7 @@ struct cli_exec_args {
         bool stdin_;
         bool detach;
         unsigned timeout_s; /* 0: none */
+        size_t output_cap;  /* --output-cap BYTES (K/M/G suffixes); 0: the guest's default */
         char **argv;        /* borrowed slice of the input argv, NULL-terminated */
 };
 int cli_parse_exec(int argc, char **argv, struct cli_exec_args *ret, struct fk_error *err);
@@ -113,6 +114,25 @@ struct cli_fork_args {
         enum cli_output output; /* checkpoint list -o json */
 };
 int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_error *err);
+#define CLI_ACTION_DEFAULT_TIMEOUT_S 180
+
+/* pause|resume|stop|start NAME [--no-wait] [--timeout=S] (argv[0] is the verb). */
+struct cli_action_args {
+        const char *name;
+        bool wait;          /* default: wait until the phase is reached */
+        unsigned timeout_s; /* default CLI_ACTION_DEFAULT_TIMEOUT_S */
+};
+int cli_parse_action(int argc, char **argv, struct cli_action_args *ret, struct fk_error *err);
+
+/* cp SRC DST: exactly one side is NAME:/abs/path, the other a local file or "-". */
+struct cli_cp_args {
+        const char *session;  /* borrowed into the input argv, NUL-terminated copy */
+        const char *guest;    /* guest path (absolute) */
+        const char *local;    /* local path or "-" */
+        bool upload;          /* local -> guest */
+        char session_buf[64]; /* storage for session */
+};
+int cli_parse_cp(int argc, char **argv, struct cli_cp_args *ret, struct fk_error *err);
 
 /* ---- client --------------------------------------------------------------------------------- */
 
@@ -133,6 +153,11 @@ int cli_request(const struct cli *c, const char *method, const char *path, const
 int cli_request_lines(const struct cli *c, const char *method, const char *path, const char *body,
                       int (*line_fn)(const char *line, void *ud), void *ud,
                       struct cli_response *ret, struct fk_error *err);
+/* Like cli_request with a binary body of size bytes (application/octet-stream). */
+int cli_request_raw(const struct cli *c, const char *method, const char *path, const void *body,
+                    size_t size, struct cli_response *ret, struct fk_error *err);
+/* URL-escapes s for a query value (caller frees). */
+int cli_url_escape(const char *s, char **ret);
 /* Prints an API error reply ({message, details}) to stderr, prefixed with what. */
 void cli_print_api_error(const char *what, const struct cli_response *r);
 /* "/api/v1alpha1/namespaces/NS/sessions/NAME" + suffix (caller frees). */
@@ -161,3 +186,5 @@ int cli_node(const struct cli *c, int argc, char **argv);
 /* node [-o json|yaml]. Pure. */
 int cli_parse_node(int argc, char **argv, enum cli_output *ret, struct fk_error *err);
 int cli_fork_engine(const struct cli *c, int argc, char **argv); /* the verbs above */
+int cli_action(const struct cli *c, int argc, char **argv); /* pause|resume|stop|start */
+int cli_cp(const struct cli *c, int argc, char **argv);

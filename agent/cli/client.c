@@ -105,8 +105,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
-static int perform(const struct cli *c, const char *method, const char *path, const char *body,
-                   struct sink *s, struct fk_error *err)
+static int perform(const struct cli *c, const char *method, const char *path, const void *body,
+                   size_t body_size, bool raw, struct sink *s, struct fk_error *err)
 {
         cleanup_free char *url = NULL;
         struct curl_slist *hdr = NULL;
@@ -116,7 +116,8 @@ static int perform(const struct cli *c, const char *method, const char *path, co
         if (fk_asprintf(&url, "http://localhost%s", path) < 0 || !(h = curl_easy_init()))
                 return fk_error_set(err, -ENOMEM, "out of memory");
         s->curl = h;
-        hdr = curl_slist_append(hdr, "Content-Type: application/json");
+        hdr = curl_slist_append(hdr, raw ? "Content-Type: application/octet-stream"
+                                         : "Content-Type: application/json");
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket);
         curl_easy_setopt(h, CURLOPT_URL, url);
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -128,7 +129,7 @@ static int perform(const struct cli *c, const char *method, const char *path, co
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         if (body) {
                 curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_size);
         }
         cc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
@@ -153,12 +154,42 @@ int cli_request(const struct cli *c, const char *method, const char *path, const
         struct sink s = {.resp = &resp};
         int r;
 
-        r = perform(c, method, path, body, &s, err);
+        r = perform(c, method, path, body, body ? strlen(body) : 0, false, &s, err);
         if (r < 0) {
                 cli_response_done(&resp);
                 return r;
         }
         *ret = resp;
+        return 0;
+}
+
+int cli_request_raw(const struct cli *c, const char *method, const char *path, const void *body,
+                    size_t size, struct cli_response *ret, struct fk_error *err)
+{
+        struct cli_response resp = {0};
+        struct sink s = {.resp = &resp};
+        int r;
+
+        r = perform(c, method, path, body ? body : "", size, true, &s, err);
+        if (r < 0) {
+                cli_response_done(&resp);
+                return r;
+        }
+        *ret = resp;
+        return 0;
+}
+
+int cli_url_escape(const char *s, char **ret)
+{
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
+
+        if (!e)
+                return -ENOMEM;
+        copy = strdup(e);
+        curl_free(e);
+        if (!copy)
+                return -ENOMEM;
+        *ret = copy;
         return 0;
 }
 
@@ -170,7 +201,7 @@ int cli_request_lines(const struct cli *c, const char *method, const char *path,
         struct sink s = {.resp = &resp, .line_fn = line_fn, .ud = ud};
         int r;
 
-        r = perform(c, method, path, body, &s, err);
+        r = perform(c, method, path, body, body ? strlen(body) : 0, false, &s, err);
         if (r >= 0 && resp.status >= 200 && resp.status < 300 && resp.size > 0) {
                 /* A last line without a newline. */
                 if (append(&resp, "\n", 1) >= 0)

@@ -9,7 +9,8 @@ const struct cli_command cli_commands[] = {
         {"apply", cli_apply, "apply -f FILE..."},
         {"get", cli_get, "get sessions | session NAME [-o json|yaml]"},
         {"wait", cli_wait, "wait NAME --for=PHASE|Deleted [--timeout=SECONDS]"},
-        {"exec", cli_exec, "exec NAME [-i] [--detach] [--timeout=SECONDS] -- CMD [ARG...]"},
+        {"exec", cli_exec,
+         "exec NAME [-i] [--detach] [--timeout=SECONDS] [--output-cap=BYTES] -- CMD [ARG...]"},
         {"delete", cli_delete, "delete NAME | -f FILE..."},
         {"logs", cli_logs, "logs NAME"},
         {"describe", cli_describe, "describe NAME"},
@@ -21,6 +22,11 @@ const struct cli_command cli_commands[] = {
         {"rollback", cli_fork_engine, "rollback NAME CHECKPOINT"},
         {"snapshot", cli_fork_engine, "snapshot create NAME"},
         {"restore", cli_fork_engine, "restore SNAPSHOT --name NEW"},
+        {"pause", cli_action, "pause NAME [--no-wait] [--timeout=SECONDS]"},
+        {"resume", cli_action, "resume NAME [--no-wait] [--timeout=SECONDS]"},
+        {"stop", cli_action, "stop NAME [--no-wait] [--timeout=SECONDS]"},
+        {"start", cli_action, "start NAME [--no-wait] [--timeout=SECONDS]"},
+        {"cp", cli_cp, "cp NAME:/PATH LOCAL | LOCAL NAME:/PATH   (LOCAL - : stdin/stdout)"},
         {},
 };
 

@@ -102,6 +102,8 @@ static int build_body(const struct cli_exec_args *a, char **ret)
 
         if (!j)
                 return -ENOMEM;
+        if (a->output_cap)
+                json_object_set_new(j, "output_cap", json_integer((json_int_t)a->output_cap));
         for (char **p = a->argv; *p; p++)
                 json_array_append_new(json_object_get(j, "argv"), json_string(*p));
         if (a->stdin_ && (r = read_stdin(&in, &n)) >= 0 &&

@@ -55,6 +55,18 @@ static inline void env_stop(struct env *e)
         e->d = agent_daemon_free(e->d);
 }
 
+static inline void harness_touch_image(const char *dir)
+{
+        cleanup_free char *img = NULL, *k = NULL, *i = NULL;
+
+        assert_true(fk_asprintf(&img, "%s/images", dir) > 0);
+        assert_true(fk_asprintf(&k, "%s/vmlinuz", img) > 0);
+        assert_true(fk_asprintf(&i, "%s/initrd.img", img) > 0);
+        assert_int_equal(fk_mkdir_p(img, 0700), 0);
+        assert_int_equal(fk_write_file_atomic(k, "", 0, 0600), 0);
+        assert_int_equal(fk_write_file_atomic(i, "", 0, 0600), 0);
+}
+
 static inline int setup(void **state)
 {
         struct env *e = calloc(1, sizeof(*e));
@@ -65,6 +77,8 @@ static inline int setup(void **state)
         strcpy(e->dir, "/tmp/fk-agent-api-XXXXXX");
         assert_non_null(mkdtemp(e->dir));
         snprintf(e->sock, sizeof(e->sock), "%s/api.sock", e->dir);
+        /* The image only has to exist: the fake VM ops never read it. */
+        harness_touch_image(e->dir);
         assert_true(fk_asprintf(&yaml,
                                 "apiVersion: forklet.dev/v1alpha1\nkind: NodeConfig\n"
                                 "nodeName: test\nstateDir: %s/state\nrunDir: %s/run\n"

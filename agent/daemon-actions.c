@@ -26,6 +26,10 @@ static int set_state_locked(struct agent_daemon *d, struct agent_session *s, int
                 *ret_changed = false;
                 return 0;
         }
+        /* Pausing is for a machine that runs; booting one just to pause it is never meant. */
+        if (state == SESSION_STATE_PAUSED && s->spec->state == SESSION_STATE_STOPPED)
+                return fk_error_set(err, -EAGAIN, "session %s/%s is Stopped; start it first",
+                                    s->namespace, s->name);
         /* The file is the source of truth for a manifest-dir session: an override here would
          * be lost (or, worse, fight the file) on the next edit, so say what to change. */
         if (s->source == AGENT_SOURCE_FILE)

@@ -22,6 +22,11 @@ fk_integration_test(agent-ops
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 1200)
 
+fk_integration_test(agent-lifecycle
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-lifecycle.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 900)
+
 fk_integration_test(agent-resources
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-resources.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>

@@ -205,6 +205,22 @@ int vmm_agent_set_identity(struct vmm_agent *a, const char *fork_id, const char 
         return r;
 }
 
+int vmm_agent_set_time(struct vmm_agent *a, uint64_t realtime_ns, unsigned timeout_ms,
+                       struct fk_error *err)
+{
+        struct guest_buf b = {0};
+        struct agent_pending *p;
+        int r;
+
+        p = agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        if (!p)
+                return call_error(err, r, "set time");
+        r = guest_proto_put_u64(&b, GUEST_MSG_SET_TIME, p->id, realtime_ns);
+        r = r < 0 ? call_error(err, r, "set time") : ok_call(a, p, &b, timeout_ms, err, "set time");
+        agent_pending_end(a, p);
+        return r;
+}
+
 int vmm_agent_fsfreeze(struct vmm_agent *a, const char *path, bool freeze, unsigned timeout_ms,
                        struct fk_error *err)
 {

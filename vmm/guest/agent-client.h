@@ -25,6 +25,11 @@ int vmm_agent_set_identity(struct vmm_agent *a, const char *fork_id, const char 
                            const void *entropy, size_t entropy_size, unsigned timeout_ms,
                            struct fk_error *err);
 
+/* Sets the guest's CLOCK_REALTIME to realtime_ns (after a resume or a restore: the guest clock
+ * does not advance while QEMU is stopped). Agents older than the message answer -ENOSYS. */
+int vmm_agent_set_time(struct vmm_agent *a, uint64_t realtime_ns, unsigned timeout_ms,
+                       struct fk_error *err);
+
 /* FIFREEZE / FITHAW the filesystem mounted at path (e.g. "/workspace"). Idempotent. */
 int vmm_agent_fsfreeze(struct vmm_agent *a, const char *path, bool freeze, unsigned timeout_ms,
                        struct fk_error *err);

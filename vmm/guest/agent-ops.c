@@ -15,6 +15,7 @@
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <time.h>
 
 #define FORK_ID_FILE "/run/forklet/fork-id"
 
@@ -120,6 +121,22 @@ static int add_entropy(const uint8_t *data, size_t size)
                 close(fd);
         free(info);
         return r;
+}
+
+/* Steps the wall clock: a paused or restored VM's clock stood still meanwhile (QEMU stops
+ * the guest's TSC/kvmclock with the vCPUs), so the host says what time it is now. */
+void ga_op_set_time(struct ga *a, uint32_t id, const void *p, size_t size)
+{
+        struct timespec ts;
+        uint64_t ns;
+
+        if (guest_proto_get_u64(p, size, &ns) < 0)
+                return ga_reply_error(a, id, EBADMSG, "malformed SET_TIME");
+        ts.tv_sec = (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        if (clock_settime(CLOCK_REALTIME, &ts) < 0)
+                return ga_reply_error(a, id, errno, "clock_settime: %s", strerror(errno));
+        ga_reply_raw(a, GUEST_MSG_OK, id, NULL, 0);
 }
 
 void ga_op_identity(struct ga *a, uint32_t id, const void *p, size_t size)

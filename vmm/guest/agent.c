@@ -175,6 +175,9 @@ static void dispatch(struct ga *a, const struct guest_proto_header *h, const uin
         case GUEST_MSG_SET_IDENTITY:
                 ga_op_identity(a, h->id, p, h->length);
                 break;
+        case GUEST_MSG_SET_TIME:
+                ga_op_set_time(a, h->id, p, h->length);
+                break;
         case GUEST_MSG_FSFREEZE:
         case GUEST_MSG_FSTHAW:
                 ga_op_freeze(a, h->id, p, h->length, h->type == GUEST_MSG_FSFREEZE);

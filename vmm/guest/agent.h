@@ -60,6 +60,7 @@ void ga_exec_orphan_all(struct ga *a);
 void ga_op_file_write(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_file_read(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_identity(struct ga *a, uint32_t id, const void *p, size_t size);
+void ga_op_set_time(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_freeze(struct ga *a, uint32_t id, const void *p, size_t size, bool freeze);
 /* Syncs and powers the machine off; does not return. */
 void ga_poweroff_now(void);

@@ -183,6 +183,19 @@ int guest_proto_get_exec(const void *p, size_t size, struct guest_msg_exec *ret)
         return 0;
 }
 
+int guest_proto_get_u64(const void *p, size_t size, uint64_t *ret)
+{
+        struct reader r;
+        uint64_t v;
+
+        r_init(&r, p, size);
+        v = r_u64(&r);
+        if (r.error)
+                return r.error;
+        *ret = v;
+        return 0;
+}
+
 int guest_proto_get_u32(const void *p, size_t size, uint32_t *ret)
 {
         struct reader r;

@@ -293,6 +293,15 @@ int guest_proto_put_u32(struct guest_buf *b, uint16_t type, uint32_t id, uint32_
         return w_end(&w);
 }
 
+int guest_proto_put_u64(struct guest_buf *b, uint16_t type, uint32_t id, uint64_t v)
+{
+        struct writer w;
+
+        w_begin(&w, b, type, id);
+        w_u64(&w, v);
+        return w_end(&w);
+}
+
 int guest_proto_put_exit(struct guest_buf *b, uint32_t id, const struct guest_msg_exit *m)
 {
         struct writer w;

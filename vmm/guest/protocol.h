@@ -45,6 +45,7 @@ enum guest_msg_type {
         GUEST_MSG_FSFREEZE = 18,     /* h->g: struct guest_msg_path; OK */
         GUEST_MSG_FSTHAW = 19,       /* h->g: struct guest_msg_path; OK */
         GUEST_MSG_SIGNAL = 20,       /* h->g: u32 signal for the exec with this id; no reply */
+        GUEST_MSG_SET_TIME = 21,     /* h->g: u64 CLOCK_REALTIME ns (after resume/restore); OK */
         _GUEST_MSG_MAX,
 };
 
@@ -165,6 +166,7 @@ struct guest_msg_path {
 int guest_proto_put_hello(struct guest_buf *b, const struct guest_msg_hello *m);
 int guest_proto_put_exec(struct guest_buf *b, uint32_t id, const struct guest_msg_exec *m);
 int guest_proto_put_u32(struct guest_buf *b, uint16_t type, uint32_t id, uint32_t v);
+int guest_proto_put_u64(struct guest_buf *b, uint16_t type, uint32_t id, uint64_t v);
 int guest_proto_put_exit(struct guest_buf *b, uint32_t id, const struct guest_msg_exit *m);
 int guest_proto_put_error(struct guest_buf *b, uint32_t id, int32_t error, const char *message);
 int guest_proto_put_file_write(struct guest_buf *b, uint32_t id,
@@ -184,6 +186,7 @@ void guest_msg_hello_done(struct guest_msg_hello *m);
 int guest_proto_get_exec(const void *p, size_t size, struct guest_msg_exec *ret);
 void guest_msg_exec_done(struct guest_msg_exec *m);
 int guest_proto_get_u32(const void *p, size_t size, uint32_t *ret);
+int guest_proto_get_u64(const void *p, size_t size, uint64_t *ret);
 int guest_proto_get_exit(const void *p, size_t size, struct guest_msg_exit *ret);
 int guest_proto_get_error(const void *p, size_t size, struct guest_msg_error *ret);
 void guest_msg_error_done(struct guest_msg_error *m);

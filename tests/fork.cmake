@@ -19,3 +19,6 @@ fk_integration_test(fork-snapshot
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-snapshot.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 1200)
+if(CMOCKA_FOUND)
+  fk_unit_test(fork-cli-args-test SOURCES unit/fork-cli-args-test.c LIBS fk_cli)
+endif()

@@ -346,11 +346,12 @@ static void *job_thread(void *userdata)
                 j->s->busy = false;
         pthread_mutex_unlock(&d->lock);
         job_free(j);
+        /* wake before the count drops: once it is 0 the daemon may be freed */
+        agent_daemon_wake(d);
         pthread_mutex_lock(&d->lock);
         d->workers--;
         pthread_cond_broadcast(&d->changed);
         pthread_mutex_unlock(&d->lock);
-        agent_daemon_wake(d);
         return NULL;
 }
 

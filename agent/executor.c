@@ -425,6 +425,8 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
                 session_failed(d, s, "InvalidSpec", err.msg);
                 return 0;
         }
+        /* a fork maps the checkpoint's RAM copy-on-write: charged by its share (admission.c) */
+        s->res.fork = j->restore.private_ram;
         if (agent_daemon_admit(d, s, j->sc) < 0) {
                 job_free(j);
                 return 0;

@@ -111,6 +111,25 @@ static void test_insufficient_memory(void **state)
         expect(e, "second", "Running", "Running");
 }
 
+/* Makes name a fork of checkpoint ck1 of session "parent" (as spec.forks or the fork API do),
+ * with the checkpoint on disk, so its first boot maps that RAM copy-on-write. */
+static void make_fork(struct env *e, const char *name)
+{
+        cleanup_free char *dir = NULL, *meta = NULL;
+        struct agent_session *s;
+
+        assert_true(agent_checkpoint_dir(e->cfg->state_dir, "default.parent", "ck1", &dir) >= 0);
+        assert_int_equal(fk_mkdir_p(dir, 0700), 0);
+        assert_true(fk_asprintf(&meta, "%s/meta.json", dir) > 0);
+        assert_int_equal(fk_write_file_atomic(meta, "{}\n", 3, 0600), 0);
+        pthread_mutex_lock(&e->d->lock);
+        s = agent_daemon_find(e->d, "default", name);
+        assert_non_null(s);
+        s->fork_parent = strdup("parent");
+        s->fork_checkpoint = strdup("ck1");
+        pthread_mutex_unlock(&e->d->lock);
+}
+
 /* A fork is charged overhead + 25% of its RAM: two fit where one session does. */
 static void test_fork_charge(void **state)
 {
@@ -122,17 +141,17 @@ static void test_fork_charge(void **state)
         pthread_mutex_unlock(&e->d->lock);
         apply_named(e, "fork-a");
         apply_named(e, "fork-b");
-        pthread_mutex_lock(&e->d->lock);
-        for (size_t i = 0; i < e->d->n_sessions; i++)
-                e->d->sessions[i]->res.fork = true;
-        pthread_mutex_unlock(&e->d->lock);
+        make_fork(e, "fork-a");
+        make_fork(e, "fork-b");
         reconcile(e);
         expect(e, "fork-a", "Running", NULL);
         expect(e, "fork-b", "Running", NULL);
         pthread_mutex_lock(&e->d->lock);
         s = agent_daemon_find(e->d, "default", "fork-b");
+        assert_true(s->res.fork);
         assert_int_equal(agent_session_charge(e->d, s).memory_bytes, (128 + 64) * MIB);
         pthread_mutex_unlock(&e->d->lock);
+        /* a plain session needs its full 384 MiB: only 16 are left */
         apply_named(e, "full");
         reconcile(e);
         expect(e, "full", "Pending", "InsufficientMemory");

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,23 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
         return r;
 }
 
+/* Another forkletd shares the cgroup (same cgroupParent and session key): kill only this
+ * node's processes in it and leave the cgroup to the other. */
+static void kill_ours(struct agent_daemon *d, const char *key)
+{
+        cleanup_free pid_t *pids = NULL;
+        size_t n = 0;
+
+        log_warning("session %s: cgroup %s/%s also holds processes of another forkletd "
+                    "(same cgroupParent?): killing only this node's, keeping the cgroup",
+                    key, cg_manager_parent_path(d->cg), key);
+        if (cg_pids(d->cg, key, &pids, &n, NULL) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (pid_is_ours(pids[i], d->cfg->run_dir))
+                        (void)kill(pids[i], SIGKILL);
+}
+
 void agent_resources_teardown(struct agent_daemon *d, const char *key)
 {
         struct fk_error err = {0};
@@ -108,6 +126,10 @@ void agent_resources_teardown(struct agent_daemon *d, const char *key)
                 return;
         /* v1: a frozen task does not die of SIGKILL until thawed */
         (void)cg_thaw(d->cg, key, NULL);
+        if (foreign_pid(d, key) > 0) {
+                kill_ours(d, key);
+                return;
+        }
         r = cg_kill_all(d->cg, key, &err);
         if (r < 0 && r != -ENOENT)
                 log_warning("session %s: kill leftover processes: %s", key, err.msg);

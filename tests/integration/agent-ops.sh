@@ -48,6 +48,8 @@ cleanup() {
         [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
         for p in $(our_qemus ""); do kill -9 "$p" 2>/dev/null; done
         rm -rf "$T"
+        # session cgroups go with their sessions; the parent is the test's to remove
+        rmdir /sys/fs/cgroup/*/fk-test-ops-$$ /sys/fs/cgroup/fk-test-ops-$$ 2>/dev/null || :
 }
 trap cleanup EXIT
 
@@ -62,6 +64,7 @@ runDir: $T/run
 accel: ${FORKLET_TEST_ACCEL:-tcg}
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock, listen: "127.0.0.1:$PORT", tokenFile: $1}
+cgroupParent: fk-test-ops-$$
 sizeClasses:
   - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
 images:

@@ -32,6 +32,8 @@ fk_cleanup() {
         done
         sleep 0.2
         [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
+        # session cgroups go with their sessions; the parent is the test's to remove
+        rmdir /sys/fs/cgroup/*/fk-test-fork-$$ /sys/fs/cgroup/fk-test-fork-$$ 2>/dev/null || :
 }
 trap fk_cleanup EXIT
 
@@ -45,6 +47,7 @@ runDir: $T/run
 accel: ${FORKLET_TEST_ACCEL:-tcg}
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock}
+cgroupParent: fk-test-fork-$$
 sizeClasses:
   - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
 images:

@@ -91,6 +91,22 @@ static int store_load_fork(struct agent_session *s, json_t *j)
         return 0;
 }
 
+/* The fork id the guest got on its last restore (written next to session.json). */
+static void store_load_fork_id(const char *session_json, struct agent_session *s)
+{
+        cleanup_free char *mark = NULL;
+        char *id = NULL;
+        const char *slash = strrchr(session_json, '/');
+
+        if (!slash ||
+            fk_asprintf(&mark, "%.*s/restored", (int)(slash - session_json), session_json) < 0)
+                return;
+        if (fk_read_file(mark, 128, &id, NULL) >= 0) {
+                free(s->fork_id);
+                s->fork_id = id;
+        }
+}
+
 static int store_load_one(const char *path, const struct node_config *cfg,
                           struct agent_session **ret)
 {
@@ -181,6 +197,7 @@ int agent_store_load(const char *state_dir, const struct node_config *cfg,
                         continue; /* a manifest-dir session's state, or a leftover */
                 if (store_load_one(path, cfg, &s) < 0)
                         continue;
+                store_load_fork_id(path, s);
                 r = push_session(&v, &n, s);
                 if (r < 0)
                         agent_session_free(s);

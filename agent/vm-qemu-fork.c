@@ -10,6 +10,7 @@
 #include "vmm/vmm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -69,11 +70,10 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .incoming_defer = true,
                 /* same devices as the fork (the stream has a vmgenid section); never runs */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
+                /* the fork's tap is in use by the fork: same NIC, no backend */
+                .net_hub = q->tap != NULL,
+                .mac = q->mac,
         };
-        if (q->tap)
-                return fk_error_set(err, -EOPNOTSUPP,
-                                    "checkpoints of a fork with a network device are not "
-                                    "supported yet");
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;
@@ -125,6 +125,21 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
                 }
         }
         return r;
+}
+
+/* Bytes in data extents of path (touched RAM of a materialized checkpoint). */
+static uint64_t data_bytes(const char *path)
+{
+        cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+        off_t pos = 0, data, hole;
+        uint64_t sum = 0;
+
+        while (fd >= 0 && (data = lseek(fd, pos, SEEK_DATA)) >= 0 &&
+               (hole = lseek(fd, data, SEEK_HOLE)) > data) {
+                sum += (uint64_t)(hole - data);
+                pos = hole;
+        }
+        return sum;
 }
 
 static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *p, const char *full,
@@ -183,6 +198,12 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
         if (r >= 0 && q->mem_private) {
                 res.materialized = true;
                 r = materialize(q, p, full, err);
+                if (r >= 0) {
+                        cleanup_free char *ram = NULL;
+
+                        if (fk_asprintf(&ram, "%s/ram", p->dir) >= 0)
+                                res.ram_bytes = data_bytes(ram);
+                }
         } else
                 unlink(full);
         *ret = res;

@@ -66,6 +66,14 @@ done
 "$FORKLET" get session web -o json | grep -q '"web-fork-2"' || fail "status.forks of web"
 [ "$("$FORKLET" checkpoint list web-fork-0 | tail -n +2 | grep -c .)" = 0 ] ||
         fail "a fork inherited its parent's checkpoints"
+# forkletd restart: forks are adopted (same QEMU) and keep their identity
+qpid=$(field web-fork-1 pid)
+id=$(field web-fork-1 forkId)
+stop_daemon
+start_daemon
+"$FORKLET" wait web-fork-1 --for=Running --timeout=60 || fail "web-fork-1 not adopted"
+[ "$(field web-fork-1 pid)" = "$qpid" ] || fail "restart booted web-fork-1 again"
+[ "$(gsh web-fork-1 'echo $FORKLET_FORK_ID')" = "$id" ] || fail "fork id lost across restart"
 gsh web-fork-1 'echo only-in-fork-1 > /workspace/www/mine && sync' || fail "write in fork-1"
 [ -z "$(gsh web 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by parent"
 [ -z "$(gsh web-fork-2 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by sibling"

@@ -31,6 +31,16 @@ fk_cleanup() {
                 grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
         sleep 0.2
+        # session cgroups go with their sessions (or their killed QEMUs); the parent is ours
+        for _ in $(seq 40); do
+                for p in /sys/fs/cgroup/*/fk-test-fork-$$/* /sys/fs/cgroup/*/fk-test-fork-$$ \
+                        /sys/fs/cgroup/fk-test-fork-$$/* /sys/fs/cgroup/fk-test-fork-$$; do
+                        [ -d "$p" ] && rmdir "$p" 2>/dev/null
+                done
+                ls -d /sys/fs/cgroup/*/fk-test-fork-$$ /sys/fs/cgroup/fk-test-fork-$$ \
+                        >/dev/null 2>&1 || break
+                sleep 0.25
+        done
         [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
         # session cgroups go with their sessions; the parent is the test's to remove
         rmdir /sys/fs/cgroup/*/fk-test-fork-$$ /sys/fs/cgroup/fk-test-fork-$$ 2>/dev/null || :
@@ -45,6 +55,7 @@ nodeName: test-$$
 stateDir: $T/state
 runDir: $T/run
 accel: ${FORKLET_TEST_ACCEL:-tcg}
+cgroupParent: fk-test-fork-$$
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock}
 cgroupParent: fk-test-fork-$$

@@ -126,9 +126,9 @@ int cli_parse_action(int argc, char **argv, struct cli_action_args *ret, struct 
 
 /* cp SRC DST: exactly one side is NAME:/abs/path, the other a local file or "-". */
 struct cli_cp_args {
-        const char *session;  /* borrowed into the input argv, NUL-terminated copy */
-        const char *guest;    /* guest path (absolute) */
-        const char *local;    /* local path or "-" */
+        const char *session;  /* points at session_buf */
+        const char *guest;    /* guest path (absolute), borrowed from argv */
+        const char *local;    /* local path or "-", borrowed from argv */
         bool upload;          /* local -> guest */
         char session_buf[64]; /* storage for session */
 };
@@ -186,5 +186,5 @@ int cli_node(const struct cli *c, int argc, char **argv);
 /* node [-o json|yaml]. Pure. */
 int cli_parse_node(int argc, char **argv, enum cli_output *ret, struct fk_error *err);
 int cli_fork_engine(const struct cli *c, int argc, char **argv); /* the verbs above */
-int cli_action(const struct cli *c, int argc, char **argv); /* pause|resume|stop|start */
+int cli_action(const struct cli *c, int argc, char **argv);      /* pause|resume|stop|start */
 int cli_cp(const struct cli *c, int argc, char **argv);

@@ -65,7 +65,6 @@ static int write_local(const char *path, const void *data, size_t size)
 static int cp_request(const struct cli *c, const struct cli_cp_args *a, struct cli_response *resp,
                       struct fk_error *err)
 {
-        struct cli c2 = *c;
         cleanup_free char *esc = NULL, *suffix = NULL, *path = NULL, *data = NULL;
         unsigned mode = 0644;
         size_t size = 0;
@@ -80,7 +79,7 @@ static int cp_request(const struct cli *c, const struct cli_cp_args *a, struct c
                                             r == -EFBIG ? "larger than 64 MiB" : strerror(-r));
         }
         if (fk_asprintf(&suffix, "/files?path=%s&mode=%o", esc, mode) < 0 ||
-            cli_session_path(&c2, a->session, suffix, &path) < 0)
+            cli_session_path(c, a->session, suffix, &path) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         if (a->upload)
                 return cli_request_raw(c, "PUT", path, data, size, resp, err);

@@ -159,6 +159,66 @@ static void test_exec(void **state)
         assert_int_equal(
                 cli_parse_exec(6, ARGV("exec", "-i", "--detach", "h", "--", "ls"), &a, &err),
                 -EINVAL);
+        v = ARGV("exec", "h", "--output-cap=4K", "--", "ls");
+        assert_int_equal(cli_parse_exec(5, v, &a, &err), 0);
+        assert_int_equal(a.output_cap, 4096);
+        v = ARGV("exec", "h", "--output-cap", "2M", "--", "ls");
+        assert_int_equal(cli_parse_exec(6, v, &a, &err), 0);
+        assert_int_equal(a.output_cap, 2u << 20);
+        assert_int_equal(
+                cli_parse_exec(5, ARGV("exec", "h", "--output-cap=0", "--", "ls"), &a, &err),
+                -EINVAL);
+        assert_int_equal(
+                cli_parse_exec(5, ARGV("exec", "h", "--output-cap=1X", "--", "ls"), &a, &err),
+                -EINVAL);
+        assert_non_null(strstr(err.msg, "byte count"));
+}
+
+static void test_action(void **state)
+{
+        struct cli_action_args a;
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(cli_parse_action(2, ARGV("pause", "hello"), &a, &err), 0);
+        assert_string_equal(a.name, "hello");
+        assert_true(a.wait);
+        assert_int_equal(a.timeout_s, CLI_ACTION_DEFAULT_TIMEOUT_S);
+        assert_int_equal(
+                cli_parse_action(4, ARGV("stop", "--no-wait", "hello", "--timeout=9"), &a, &err),
+                0);
+        assert_false(a.wait);
+        assert_int_equal(a.timeout_s, 9);
+        assert_int_equal(cli_parse_action(1, ARGV("resume"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "resume: missing NAME"));
+        assert_int_equal(cli_parse_action(3, ARGV("start", "a", "b"), &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_action(3, ARGV("start", "a", "--timeout=0"), &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_action(3, ARGV("start", "a", "--bogus"), &a, &err), -EINVAL);
+}
+
+static void test_cp(void **state)
+{
+        struct cli_cp_args a = {0};
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(cli_parse_cp(3, ARGV("cp", "./f.bin", "web:/tmp/f.bin"), &a, &err), 0);
+        assert_true(a.upload);
+        assert_string_equal(a.session, "web");
+        assert_string_equal(a.guest, "/tmp/f.bin");
+        assert_string_equal(a.local, "./f.bin");
+        assert_int_equal(cli_parse_cp(3, ARGV("cp", "web-1:/etc/os-release", "-"), &a, &err), 0);
+        assert_false(a.upload);
+        assert_string_equal(a.session, "web-1");
+        assert_string_equal(a.guest, "/etc/os-release");
+        assert_string_equal(a.local, "-");
+        assert_int_equal(cli_parse_cp(3, ARGV("cp", "a", "b"), &a, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "exactly one side"));
+        assert_int_equal(cli_parse_cp(3, ARGV("cp", "a:/x", "b:/y"), &a, &err), -EINVAL);
+        /* Relative guest paths and odd names are local paths, so both sides are local. */
+        assert_int_equal(cli_parse_cp(3, ARGV("cp", "web:tmp", "x"), &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_cp(3, ARGV("cp", "Web:/tmp", "x"), &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_cp(2, ARGV("cp", "a:/x"), &a, &err), -EINVAL);
 }
 
 static void test_files(void **state)
@@ -230,6 +290,7 @@ int main(void)
                 cmocka_unit_test(test_global), cmocka_unit_test(test_get),
                 cmocka_unit_test(test_wait),   cmocka_unit_test(test_exec),
                 cmocka_unit_test(test_files),  cmocka_unit_test(test_age),
+                cmocka_unit_test(test_action), cmocka_unit_test(test_cp),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

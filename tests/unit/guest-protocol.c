@@ -129,6 +129,15 @@ static void test_small_messages(void **state)
         assert_int_equal(guest_proto_get_u32(p, 3, &v), -EBADMSG);
         guest_buf_free(&b);
 
+        uint64_t ns = 1795910400123456789ull, got = 0;
+        assert_int_equal(guest_proto_put_u64(&b, GUEST_MSG_SET_TIME, 6, ns), 0);
+        p = one_frame(&b, GUEST_MSG_SET_TIME, 6, &len);
+        assert_int_equal(len, 8);
+        assert_int_equal(guest_proto_get_u64(p, len, &got), 0);
+        assert_true(got == ns);
+        assert_int_equal(guest_proto_get_u64(p, 7, &got), -EBADMSG);
+        guest_buf_free(&b);
+
         assert_int_equal(guest_proto_put_error(&b, 5, ENOENT, "no such thing"), 0);
         p = one_frame(&b, GUEST_MSG_ERROR, 5, &len);
         assert_int_equal(guest_proto_get_error(p, len, &ed), 0);
@@ -287,6 +296,7 @@ static void decode_all(const uint8_t *p, size_t n)
                 guest_msg_exec_done(&e);
         }
         (void)guest_proto_get_u32(p, n, &v);
+        (void)guest_proto_get_u64(p, n, &(uint64_t){0});
         (void)guest_proto_get_exit(p, n, &x);
         if (guest_proto_get_error(p, n, &er) == 0) {
                 assert_true(er.error > 0);

@@ -21,4 +21,5 @@ fk_integration_test(fork-snapshot
   TIMEOUT 1200)
 if(CMOCKA_FOUND)
   fk_unit_test(fork-cli-args-test SOURCES unit/fork-cli-args-test.c LIBS fk_cli)
+  fk_unit_test(fork-daemon-test SOURCES unit/fork-daemon-test.c LIBS fk_cli fk_agent)
 endif()

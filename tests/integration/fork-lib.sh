@@ -42,8 +42,6 @@ fk_cleanup() {
                 sleep 0.25
         done
         [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
-        # session cgroups go with their sessions; the parent is the test's to remove
-        rmdir /sys/fs/cgroup/*/fk-test-fork-$$ /sys/fs/cgroup/fk-test-fork-$$ 2>/dev/null || :
 }
 trap fk_cleanup EXIT
 
@@ -58,7 +56,6 @@ accel: ${FORKLET_TEST_ACCEL:-tcg}
 cgroupParent: fk-test-fork-$$
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock}
-cgroupParent: fk-test-fork-$$
 sizeClasses:
   - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
 images:

@@ -139,6 +139,14 @@ int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret);
 int agent_disk_virtual_size(const char *path, uint64_t *ret);
 /* qemu-img create -f qcow2 -u -b backing -F raw|qcow2 path SIZE (format sniffed). err set. */
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err);
+/* Depth of the backing chain of a qcow2 (1: no backing) and its bottom file (heap, may be NULL
+ * when not wanted). Reads the headers, no qemu-img. */
+int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);
+/* When path's chain is deeper than max_depth, rebases it (qemu-img rebase, not while a QEMU
+ * writes it) straight onto the chain's bottom. 1 compacted, 0 nothing to do, -errno + err. */
+int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err);
+#define AGENT_DISK_MAX_DEPTH 16
+
 /* qemu-img convert -U -O qcow2 src dst: a standalone copy of a (read-only) chain. */
 int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
 /* The active overlay, created over base (the image's raw workspace.img) the first time.

@@ -211,3 +211,78 @@ int agent_disk_convert(const char *src, const char *dst, struct fk_error *err)
 
         return run_tool(argv, err);
 }
+
+/* The backing file name recorded in a qcow2 header (heap) or NULL (raw, or no backing). */
+static char *backing_of(const char *path)
+{
+        cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+        unsigned char h[20];
+        uint64_t off = 0;
+        uint32_t len = 0;
+        char *name;
+
+        if (fd < 0 || pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+            memcmp(h, QCOW2_MAGIC, 4) != 0)
+                return NULL;
+        for (int i = 8; i < 16; i++)
+                off = (off << 8) | h[i];
+        for (int i = 16; i < 20; i++)
+                len = (len << 8) | h[i];
+        if (off == 0 || len == 0 || len > 4096 || !(name = calloc(1, len + 1)))
+                return NULL;
+        if (pread(fd, name, len, (off_t)off) != (ssize_t)len) {
+                free(name);
+                return NULL;
+        }
+        return name;
+}
+
+int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base)
+{
+        char *cur = strdup(path), *next;
+        unsigned depth = 1;
+
+        if (!cur)
+                return -ENOMEM;
+        while ((next = backing_of(cur)) && depth < 10000) {
+                free(cur);
+                cur = next;
+                depth++;
+        }
+        *ret_depth = depth;
+        if (ret_base)
+                *ret_base = cur;
+        else
+                free(cur);
+        return 0;
+}
+
+int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err)
+{
+        cleanup_free char *base = NULL;
+        unsigned depth = 0;
+        bool qcow2;
+        int r;
+
+        r = agent_disk_chain(path, &depth, &base);
+        if (r < 0)
+                return fk_error_set(err, r, "read the chain of %s", path);
+        if (depth <= max_depth || depth < 3)
+                return 0;
+        {
+                char magic[4] = "";
+                cleanup_close int fd = open(base, O_RDONLY | O_CLOEXEC);
+
+                qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
+        }
+        /* Safe rebase onto the chain's bottom: copies into path every cluster the layers in
+         * between changed. Those layers stay (checkpoints and forks use them); -U: running forks
+         * may hold them open read-only. */
+        char *argv[] = {(char *)"qemu-img", (char *)"rebase",
+                        (char *)"-U",       (char *)"-q",
+                        (char *)"-f",       (char *)"qcow2",
+                        (char *)"-b",       base,
+                        (char *)"-F",       (char *)(qcow2 ? "qcow2" : "raw"),
+                        (char *)path,       NULL};
+        return run_tool(argv, err) < 0 ? -EIO : 1;
+}

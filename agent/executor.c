@@ -218,6 +218,8 @@ static void job_boot(struct job *j)
                 r = agent_restore_prepare(&j->restore, j->state_dir, j->run_dir, &disk, &mem, &err);
         if (r >= 0 && !disk && j->base_disk)
                 r = agent_disk_prepare(j->state_dir, j->base_disk, &disk, &err);
+        if (r >= 0 && disk && (r = agent_disk_compact(disk, AGENT_DISK_MAX_DEPTH, &err)) > 0)
+                log_info("session %s: disk chain compacted onto its base", j->key);
         p.disk = disk;
         p.mem_path = mem;
         p.restore_dir = j->restore.ck_dir;

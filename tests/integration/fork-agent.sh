@@ -78,6 +78,13 @@ gsh web-fork-1 'echo only-in-fork-1 > /workspace/www/mine && sync' || fail "writ
 [ -z "$(gsh web 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by parent"
 [ -z "$(gsh web-fork-2 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by sibling"
 
+# a fork's crash affects nobody else
+kill -9 "$(field web-fork-2 pid)" || fail "kill web-fork-2's QEMU"
+"$FORKLET" wait web-fork-2 --for=Failed --timeout=30 >/dev/null 2>&1 || fail "crash not noticed"
+for s in web web-fork-0 web-fork-1; do
+        gsh "$s" "$GET_STATUS" | grep -q " 200 " || fail "$s hurt by a sibling fork's crash"
+done
+
 # ---- a checkpoint belongs to its session ----------------------------------------------------
 out=$("$FORKLET" rollback web-fork-0 "$ck" 2>&1) && fail "fork rolled back to the parent's checkpoint"
 echo "$out" | grep -q "not found" && echo "$out" | grep -q "belongs to session default/web" ||

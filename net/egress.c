@@ -145,6 +145,20 @@ int net_egress_update(struct net_session *s, const struct net_egress_policy *p,
         return 0;
 }
 
+int net_egress_update_keep(struct net_session *s, const struct net_egress_policy *p,
+                           bool (*keep)(const struct net_nft_elem *e, void *ud), void *ud,
+                           struct fk_error *reterr)
+{
+        size_t j = 0;
+
+        for (size_t i = 0; keep && i < s->n_elems; i++)
+                if (keep(&s->elems[i].e, ud))
+                        s->elems[j++] = s->elems[i];
+        if (keep)
+                s->n_elems = j;
+        return net_egress_update(s, p, reterr);
+}
+
 static bool policy_has_set(const struct net_session *s, int family, uint16_t port)
 {
         if (family == AF_INET6 && !s->ipv6)

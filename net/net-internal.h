@@ -195,3 +195,70 @@ void net_session_policy(const struct net_session *s, struct net_egress_policy *r
 int net_session_set_policy(struct net_session *s, const struct net_egress_policy *p);
 /* Builds and sends the egress table for s's current policy, carrying over live elements. */
 int net_session_apply_egress(struct net_session *s);
+
+/* ---- DNS messages (dns-msg.c, pure) ------------------------------------------------------- */
+
+#define NET_DNS_NAME_MAX       256 /* text form, without the trailing dot, NUL included */
+#define NET_DNS_CHAIN_MAX      9   /* the question name plus up to 8 CNAMEs */
+#define NET_DNS_MSG_MAX        65535
+#define NET_DNS_TYPE_A         1
+#define NET_DNS_TYPE_CNAME     5
+#define NET_DNS_TYPE_AAAA      28
+#define NET_DNS_CLASS_IN       1
+#define NET_DNS_RCODE_SERVFAIL 2
+#define NET_DNS_RCODE_REFUSED  5
+
+struct net_dns_question {
+        uint16_t id, flags;
+        char name[NET_DNS_NAME_MAX]; /* lowercased, no trailing dot */
+        uint16_t qtype, qclass;
+        size_t end; /* offset just past the question */
+};
+
+struct net_dns_answer {
+        int family; /* AF_INET or AF_INET6 */
+        uint8_t addr[16];
+        uint32_t ttl;
+};
+
+/* Parses a standard query with exactly one question. -EBADMSG otherwise. */
+int net_dns_parse_query(const uint8_t *msg, size_t size, struct net_dns_question *ret);
+/* A reply to query with only its question and rcode (REFUSED, SERVFAIL) into out. */
+int net_dns_build_error(const uint8_t *query, const struct net_dns_question *q, uint8_t rcode,
+                        uint8_t *out, size_t out_size, size_t *ret_size);
+/* A recursive query for name (text form) into out. */
+int net_dns_build_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out,
+                        size_t out_size, size_t *ret_size);
+/* The A/AAAA answers owned by qname or a name reached from it through the CNAMEs of the answer
+ * section (any order), up to max. ret_chain (may be NULL) receives the chain, qname first. */
+int net_dns_parse_answers(const uint8_t *msg, size_t size, const char *qname,
+                          struct net_dns_answer *ret, size_t max, size_t *ret_n,
+                          char (*ret_chain)[NET_DNS_NAME_MAX], size_t *ret_n_chain);
+/* The rcode of a message, 0xff when too short. */
+uint8_t net_dns_rcode(const uint8_t *msg, size_t size);
+/* pattern "example.com": wildcard false matches exactly that name, true matches its subdomains
+ * only ("a.example.com", not "example.com"). Case-insensitive. */
+bool net_dns_name_matches(const char *pattern, bool wildcard, const char *name);
+
+/* ---- DNS upstreams (dns-upstream.c) -------------------------------------------------------- */
+
+struct sockaddr_storage;
+#define NET_DNS_UPSTREAM_MAX 4
+
+struct net_dns_upstreams {
+        struct sockaddr_storage *addrs; /* owned array of n */
+        unsigned *lens;                 /* socklen_t each, owned array of n */
+        size_t n;
+        unsigned timeout_ms; /* per attempt */
+};
+
+/* "IP", "IP:PORT" or "[IPv6]:PORT" (port 53 by default). -EINVAL otherwise. */
+int net_dns_upstream_parse(const char *text, struct sockaddr_storage *ret, unsigned *ret_len);
+/* Sends query q to each upstream in turn (our own random id, UDP then TCP on truncation) until
+ * one answers; the reply in out carries q's id. -ENOENT without upstreams, else the last error. */
+int net_dns_upstream_query(const struct net_dns_upstreams *u, const uint8_t *q, size_t q_size,
+                           uint8_t *out, size_t out_size, size_t *ret_size);
+/* net_egress_update, carrying over only the learned elements keep() accepts (NULL: all). */
+int net_egress_update_keep(struct net_session *s, const struct net_egress_policy *p,
+                           bool (*keep)(const struct net_nft_elem *e, void *ud), void *ud,
+                           struct fk_error *reterr);

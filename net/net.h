@@ -144,3 +144,40 @@ int net_egress_allow_addr_port(struct net_session *s, int family, const void *ad
  * such names whose netns is already gone. Returns the number removed or -errno. */
 int net_cleanup_orphans(const struct net_node_config *node, const char *prefix, char *const *keep,
                         struct fk_error *reterr);
+
+/* ---- Per-session DNS resolver (dns.c) ----------------------------------------------------- */
+
+/* One allowed name: "example.com" exactly, or with wildcard its subdomains only. */
+struct net_dns_rule {
+        const char *name; /* lowercase, no "*.", not owned (copied by set_policy) */
+        bool wildcard;
+        uint16_t port; /* 0: any; else the learned addresses are allowed on this port only */
+};
+
+struct net_dns_config {
+        char *const *upstreams; /* NULL-terminated "IP[:PORT]" list, copied; may be empty */
+        uint32_t ttl_floor_s;   /* minimum nft timeout for learned addresses; 0: 30 s */
+        unsigned timeout_ms;    /* per upstream attempt; 0: 2000 */
+};
+
+struct net_dns;
+
+/* Starts the resolver of session s: udp and tcp on NET_RESOLVER_IPV4:53 inside the session netns,
+ * served by a thread of the caller's process; queries go to the upstreams from the caller's
+ * netns. Until net_dns_set_policy it serves the policy s was set up with, with no names (so with
+ * a closed policy everything is refused). s must outlive the resolver; while it runs, change the
+ * policy only through net_dns_set_policy. -EINVAL with reterr for a bad upstream. Does not log. */
+int net_dns_start(struct net_session *s, const struct net_dns_config *c, struct net_dns **ret,
+                  struct fk_error *reterr);
+/* Replaces the allowed names and the egress policy p (as net_egress_update) together: names
+ * that are no longer allowed stop resolving and the addresses learned only for them leave the
+ * nft sets in the same transaction; addresses of names still allowed are kept. */
+int net_dns_set_policy(struct net_dns *d, const struct net_dns_rule *rules, size_t n_rules,
+                       const struct net_egress_policy *p, struct fk_error *reterr);
+/* Counters since start (for status and tests). */
+struct net_dns_stats {
+        uint64_t queries, refused, forwarded, failed, learned;
+};
+void net_dns_get_stats(struct net_dns *d, struct net_dns_stats *ret);
+/* Stops serving (waits for queries in flight) and frees; accepts NULL; returns NULL. */
+struct net_dns *net_dns_stop(struct net_dns *d);

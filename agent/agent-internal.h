@@ -72,6 +72,8 @@ struct agent_session {
         unsigned failures;
         struct agent_condition conditions[_AGENT_COND_MAX];
         struct agent_vm_ref *vm; /* owned reference or NULL */
+        void *net;               /* owned network handle (net_ops) or NULL */
+        const struct agent_net_ops *net_ops; /* set with net */
         pid_t pid;
         bool busy;
         volatile bool cancel; /* read by a boot in flight */
@@ -225,6 +227,9 @@ struct agent_daemon {
         uint64_t revision;                /* counts reconcile passes, under lock */
         struct cg_manager *cg;            /* borrowed, NULL: no resource control */
         struct agent_node_resources node; /* host totals and the config's reserve */
+        const struct agent_net_ops *net_ops; /* NULL: no session networking */
+        pthread_mutex_t fwd_lock;            /* port-forward relays */
+        struct agent_fwd *fwds;              /* list of live relays */
 };
 
 /* Under d->lock. */
@@ -286,6 +291,30 @@ int agent_daemon_admit(struct agent_daemon *d, struct agent_session *s,
                        const struct size_class *sc);
 /* Node capacity as JSON for /api/v1alpha1/node (under d->lock). */
 json_t *agent_capacity_json(struct agent_daemon *d);
+/* ---- networking (daemon-net.c, net.c) --------------------------------------------------- */
+
+/* The netns name of a session of this node: "fk<hash(stateDir)>-<key>" (shortened with a hash
+ * when too long), and the prefix alone. */
+int agent_net_name(const struct node_config *cfg, const char *key, char *buf, size_t size);
+void agent_net_prefix(const struct node_config *cfg, char *buf, size_t size);
+/* Re-attaches networks of adopted VMs and removes orphans (before the thread starts). */
+void agent_daemon_net_start(struct agent_daemon *d);
+/* Live egress update after a spec change (under the lock). */
+void agent_daemon_net_observe(struct agent_daemon *d, struct agent_session *s);
+/* Removes s's network (worker thread, s busy): teardown of its handle, or by name. */
+void agent_daemon_net_destroy(struct agent_daemon *d, struct agent_session *s);
+
+/* Port-forward relays: a connected fd to guest port of a Running session, from inside its netns
+ * (-ENOENT, -EAGAIN not Running, -EPERM port not in spec.ports, -ECONNREFUSED ...; err says). */
+int agent_daemon_port_connect(struct agent_daemon *d, const char *ns, const char *name,
+                              uint16_t port, struct fk_error *err);
+struct agent_fwd;
+/* Registers a relay between two fds (both owned by the caller's relay thread) under key. */
+int agent_fwd_register(struct agent_daemon *d, const char *key, int a, int b,
+                       struct agent_fwd **ret);
+void agent_fwd_unregister(struct agent_daemon *d, struct agent_fwd *f);
+/* Shuts down every relay of key (session stopping or deleted). */
+void agent_fwd_close_key(struct agent_daemon *d, const char *key);
 
 /* ---- API internals ----------------------------------------------------------------------- */
 

@@ -246,6 +246,34 @@ struct agent_vm_ops {
 /* The real operations over vmm/ (QEMU, QMP, guest agent). */
 extern const struct agent_vm_ops agent_vm_ops_qemu;
 
+/* Session networking the executor calls (netns, tap, egress, resolver). A network is an opaque
+ * handle owned by the session. Without ops (unit tests) sessions boot without a network. */
+struct agent_net_ops {
+        /* Sets up (or re-attaches to) the session's network with m's egress (m may be NULL:
+         * open). Cleans up what it made on failure. */
+        int (*setup)(const struct node_config *cfg, const char *key,
+                     const struct session_manifest *m, void **ret, struct fk_error *err);
+        /* Replaces the egress policy live (atomic; resolver names and nft sets together). */
+        int (*update)(void *net, const struct session_manifest *m, struct fk_error *err);
+        /* Adds the pre-exec hook (enter the netns), tap, MAC and kernel args to p; the
+         * pointers stay valid while net lives. */
+        void (*boot_params)(void *net, struct agent_boot_params *p);
+        /* status.network (new reference). */
+        json_t *(*status)(void *net);
+        /* The session netns fd (borrowed, O_CLOEXEC). */
+        int (*netns_fd)(void *net);
+        /* Removes the kernel state (netns, links, tables, lease) and frees net. */
+        int (*teardown)(void *net, struct fk_error *err);
+        /* Stops the resolver and frees net; the kernel state stays (forkletd restart). */
+        void (*free)(void *net);
+        /* Removes networks of this node whose session key is not in keep_keys. Returns the
+         * number removed. */
+        int (*cleanup)(const struct node_config *cfg, char *const *keep_keys,
+                       struct fk_error *err);
+};
+/* The real network over net/ (root). */
+extern const struct agent_net_ops agent_net_ops_real;
+
 /* ---- the daemon ----------------------------------------------------------------------------- */
 
 struct agent_daemon;
@@ -270,7 +298,10 @@ void agent_cgroups_thaw_for_adoption(struct cg_manager *cg, const struct node_co
  * session cgroups from now on, and leftovers of sessions this node no longer knows are
  * removed (only when empty or holding QEMUs of this node's runDir). Logs. */
 void agent_daemon_set_cgroups(struct agent_daemon *d, struct cg_manager *cg);
-/* Starts the reconcile thread (which also watches the manifest directory). */
+/* Gives the daemon session networking (before agent_daemon_start; ops borrowed, static). */
+void agent_daemon_set_net(struct agent_daemon *d, const struct agent_net_ops *ops);
+/* Starts the reconcile thread (which also watches the manifest directory). With networking it
+ * first re-attaches the networks of adopted VMs and removes this node's orphaned ones. */
 int agent_daemon_start(struct agent_daemon *d);
 /* Asks the reconcile loop to run soon (thread-safe). */
 void agent_daemon_wake(struct agent_daemon *d);

@@ -179,6 +179,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->changed, NULL);
         pthread_cond_init(&d->watch_cond, NULL);
+        pthread_mutex_init(&d->fwd_lock, NULL);
         d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (d->wake_fd < 0) {
                 r = -errno;
@@ -336,6 +337,7 @@ int agent_daemon_start(struct agent_daemon *d)
 {
         int r;
 
+        agent_daemon_net_start(d);
         d->watch_fd = agent_dir_watch(d->cfg->manifest_dir, true);
         if (d->watch_fd < 0)
                 log_warning_errno(d->watch_fd, "watch %s (falling back to periodic rescans): %m",
@@ -404,6 +406,7 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
         pthread_cond_destroy(&d->watch_cond);
         agent_audit_close(d->audit);
         pthread_mutex_destroy(&d->lock);
+        pthread_mutex_destroy(&d->fwd_lock);
         free(d);
         return NULL;
 }

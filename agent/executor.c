@@ -30,6 +30,8 @@ struct job {
         unsigned vcpus, memory_mib;
         const struct size_class *sc; /* borrowed from the (immutable) node config */
         char key[2 * 64 + 2], name[64];
+        struct session_manifest *spec; /* owned copy for a network setup (boot) */
+        void *net;                     /* the session's network (borrowed) or a new one */
 };
 
 static struct job *job_free(struct job *j)
@@ -44,6 +46,7 @@ static struct job *job_free(struct job *j)
         free(j->initrd);
         free(j->base_disk);
         agent_restore_done(&j->restore);
+        session_manifest_free(j->spec);
         free(j);
         return NULL;
 }
@@ -225,10 +228,18 @@ static void job_boot(struct job *j)
         p.restore_dir = j->restore.ck_dir;
         p.mem_private = j->restore.private_ram;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;
+        if (r >= 0 && d->net_ops && !j->net)
+                r = d->net_ops->setup(d->cfg, j->key, j->spec, &j->net, &err);
+        if (r >= 0 && j->net)
+                d->net_ops->boot_params(j->net, &p);
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
         agent_metrics_op_done(AGENT_OP_BOOT, r, t0);
         pthread_mutex_lock(&d->lock);
+        if (j->net && !j->s->net) { /* kept after a failed boot too: reused, or torn down */
+                j->s->net = j->net;
+                j->s->net_ops = d->net_ops;
+        }
         session_set_cgroup(d, j->s, r >= 0);
         if (r >= 0 && !(j->s->vm = agent_vm_ref_new(vm, &d->ops))) {
                 d->ops.free(d->ops.userdata, vm);
@@ -264,6 +275,7 @@ static void job_stop(struct job *j, bool destroy)
         struct agent_daemon *d = j->d;
         int r;
 
+        agent_fwd_close_key(d, j->key);
         if (j->vm) {
                 uint64_t t0 = fk_now_mono_ns();
 
@@ -281,6 +293,8 @@ static void job_stop(struct job *j, bool destroy)
                 r = fk_rm_rf(j->state_dir);
         if (r < 0)
                 log_warning_errno(r, "session %s: remove files: %m", j->key);
+        if (destroy)
+                agent_daemon_net_destroy(d, j->s);
         pthread_mutex_lock(&d->lock);
         /* Freed by job_free, outside the lock (closing QMP and the agent may take a while). */
         j->detached = TAKE_PTR(j->s->vm);
@@ -436,6 +450,11 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         s->res.vcpus = j->vcpus;
         s->res.memory_mib = j->memory_mib;
         snprintf(s->res.class_name, sizeof(s->res.class_name), "%s", j->sc->name);
+        j->net = s->net;
+        if (d->net_ops && !j->net && session_manifest_copy(s->spec, &j->spec) < 0) {
+                job_free(j);
+                return -ENOMEM;
+        }
         s->phase = SESSION_PHASE_STARTING;
         s->cancel = false;
         agent_session_set_condition(s, AGENT_COND_READY, "False", "Booting", now_real(d),
@@ -457,6 +476,7 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum age
                         snprintf(s->res.class_name, sizeof(s->res.class_name), "%s",
                                  s->spec->size_class);
                 }
+                agent_daemon_net_observe(d, s);
                 return 0;
         case AGENT_ACTION_BOOT:
                 return executor_boot(d, s);
@@ -497,6 +517,7 @@ void agent_executor_check_exits(struct agent_daemon *d)
                 snprintf(msg, sizeof(msg), "QEMU (pid %d) exited: %s (status %d)", (int)s->pid,
                          reason ? reason : "unknown", status);
                 session_detach_vm(s);
+                agent_fwd_close_key(d, s->key);
                 session_failed(d, s, "VMExited", msg);
                 agent_resources_teardown(d, s->key);
                 session_set_cgroup(d, s, false);

@@ -131,6 +131,7 @@ static int run(const struct node_config *cfg, sigset_t *mask)
                 return r;
         }
         agent_daemon_set_cgroups(d, cg);
+        agent_daemon_set_net(d, &agent_net_ops_real);
         r = api_server_start(d, cfg, cfg->api_socket, &api, &err);
         if (r < 0) {
                 log_error_errno(r, "API: %s", err.msg);

@@ -69,6 +69,8 @@ struct agent_session *agent_session_free(struct agent_session *s)
         if (!s)
                 return NULL;
         agent_vm_ref_put(s->vm);
+        if (s->net)
+                s->net_ops->free(s->net);
         session_manifest_free(s->spec);
         free(s->res.cgroup_path);
         free(s->source_file);
@@ -138,9 +140,13 @@ static json_t *vm_json(const struct agent_session *s, int accel)
 
 json_t *agent_session_status_json(const struct agent_session *s, int accel)
 {
-        return json_pack("{s:s, s:o, s:o, s:{s:n}, s:n, s:[], s:[], s:I, s:o}", "phase",
+        json_t *net = s->net ? s->net_ops->status(s->net) : NULL;
+
+        if (!net)
+                net = json_pack("{s:n}", "netns");
+        return json_pack("{s:s, s:o, s:o, s:o, s:n, s:[], s:[], s:I, s:o}", "phase",
                          session_phase_to_string(s->phase), "conditions", conditions_json(s), "vm",
-                         vm_json(s, accel), "network", "netns", "cgroup", "checkpoints", "forks",
+                         vm_json(s, accel), "network", net, "cgroup", "checkpoints", "forks",
                          "observedGeneration", (json_int_t)s->observed_generation, "startedAt",
                          time_json(s->started_ns));
 }

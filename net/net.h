@@ -41,6 +41,9 @@ int net_netns_list(const char *prefix, char ***ret);
 /* Runs fn(userdata) in a dedicated thread that first joins the netns nsfd; the calling thread's
  * netns is untouched. Returns fn's return value, or -errno when the thread or setns failed. */
 int net_netns_run(int nsfd, int (*fn)(void *userdata), void *userdata);
+/* A socket (always O_CLOEXEC) that lives in the network namespace nsfd, made in a short-lived
+ * thread; connect/bind then act inside that netns from any thread. Returns the fd or -errno. */
+int net_netns_socket(int nsfd, int domain, int type, int protocol);
 /* Joins the network namespace nsfd (setns). Async-signal-safe: meant as a pre-exec hook in a
  * forked child (QEMU then opens tap0 inside the session netns). Returns 0 or -errno. */
 int net_join_netns(int nsfd);

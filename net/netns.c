@@ -3,6 +3,7 @@
  * code inside one from a dedicated thread so the caller's own netns never changes. */
 #include <dirent.h>
 #include <errno.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -200,4 +201,25 @@ int net_netns_list(const char *prefix, char ***ret)
         qsort(v, fk_strv_length(v), sizeof(char *), strcmp_ptr);
         *ret = v;
         return 0;
+}
+
+struct socket_args {
+        int domain, type, protocol, fd;
+};
+
+static int socket_here(void *userdata)
+{
+        struct socket_args *a = userdata;
+
+        a->fd = socket(a->domain, a->type | SOCK_CLOEXEC, a->protocol);
+        return a->fd < 0 ? -errno : 0;
+}
+
+int net_netns_socket(int nsfd, int domain, int type, int protocol)
+{
+        struct socket_args a = {.domain = domain, .type = type, .protocol = protocol, .fd = -1};
+        int r;
+
+        r = net_netns_run(nsfd, socket_here, &a);
+        return r < 0 ? r : a.fd;
 }

@@ -71,8 +71,8 @@ struct agent_session {
         uint64_t retry_at_ns;
         unsigned failures;
         struct agent_condition conditions[_AGENT_COND_MAX];
-        struct agent_vm_ref *vm; /* owned reference or NULL */
-        void *net;               /* owned network handle (net_ops) or NULL */
+        struct agent_vm_ref *vm;             /* owned reference or NULL */
+        void *net;                           /* owned network handle (net_ops) or NULL */
         const struct agent_net_ops *net_ops; /* set with net */
         pid_t pid;
         bool busy;
@@ -308,6 +308,9 @@ void agent_daemon_net_destroy(struct agent_daemon *d, struct agent_session *s);
  * (-ENOENT, -EAGAIN not Running, -EPERM port not in spec.ports, -ECONNREFUSED ...; err says). */
 int agent_daemon_port_connect(struct agent_daemon *d, const char *ns, const char *name,
                               uint16_t port, struct fk_error *err);
+/* The same checks without connecting: 0 or -errno with err. */
+int agent_daemon_port_connect_check(struct agent_daemon *d, const char *ns, const char *name,
+                                    uint16_t port, struct fk_error *err);
 struct agent_fwd;
 /* Registers a relay between two fds (both owned by the caller's relay thread) under key. */
 int agent_fwd_register(struct agent_daemon *d, const char *key, int a, int b,
@@ -399,6 +402,8 @@ int api_handle_log(struct MHD_Connection *c, struct api_request *req);
 int api_handle_fork(struct MHD_Connection *c, struct api_request *req);
 int api_handle_action(struct MHD_Connection *c, struct api_request *req);
 int api_handle_files(struct MHD_Connection *c, struct api_request *req);
+/* .../NAME/portforward?port=P (GET: check; POST + Upgrade: relay). */
+int api_handle_portforward(struct MHD_Connection *c, struct api_request *req);
 /* Pre-check for exec: -ENOENT / -EAGAIN with err. */
 int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *name,
                             struct fk_error *err);

@@ -268,8 +268,7 @@ struct agent_net_ops {
         void (*free)(void *net);
         /* Removes networks of this node whose session key is not in keep_keys. Returns the
          * number removed. */
-        int (*cleanup)(const struct node_config *cfg, char *const *keep_keys,
-                       struct fk_error *err);
+        int (*cleanup)(const struct node_config *cfg, char *const *keep_keys, struct fk_error *err);
 };
 /* The real network over net/ (root). */
 extern const struct agent_net_ops agent_net_ops_real;
@@ -435,6 +434,10 @@ int agent_journal_register(const char *op, agent_journal_recover_fn fn);
 /* Sends state ("READY=1", "STOPPING=1", ...) to systemd's $NOTIFY_SOCKET. 1 sent, 0 not
  * under systemd, -errno on failure. Logs nothing. */
 int agent_sd_notify(const char *state);
+/* Copies bytes both ways between stream sockets a and b until both directions reached EOF
+ * (an EOF on one side half-closes the other) or an error; the caller closes the fds. Blocks;
+ * another thread may shutdown() either fd to end it. Returns 0 or -errno. Does not log. */
+int agent_relay(int a, int b);
 
 /* ---- fork engine (each call logs what it does; err says what failed) ------------------------ */
 

@@ -188,6 +188,10 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
                 return api_handle_action(c, req);
         case API_ROUTE_SESSION_FILES:
                 return api_handle_files(c, req);
+        case API_ROUTE_SESSION_SUBRES:
+                if (strcmp(req->route.subresource, "portforward") == 0)
+                        return api_handle_portforward(c, req);
+                return api_reply_error(c, MHD_HTTP_NOT_FOUND, "NotFound", NULL, "no such resource");
         case API_ROUTE_BAD_NAME:
                 return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
                                        "invalid name in path (DNS-1123 labels only)");
@@ -444,7 +448,8 @@ static int bind_unix(const char *path, struct fk_error *err)
 static struct MHD_Daemon *start_mhd(struct api_listener *l, int fd, const struct sockaddr *sa)
 {
         unsigned flags =
-                MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+                MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                MHD_ALLOW_UPGRADE; /* port-forward relays */
 
         /* poll(), not select(): forkletd holds several fds per session, often past 1024. */
         if (fd >= 0)

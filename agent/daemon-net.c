@@ -131,8 +131,7 @@ static int ports_text(const struct session_manifest *m, char *buf, size_t size)
 
         buf[0] = '\0';
         for (size_t i = 0; i < m->n_ports && off < size; i++)
-                off += (size_t)snprintf(buf + off, size - off, "%s%u", i ? ", " : "",
-                                        m->ports[i]);
+                off += (size_t)snprintf(buf + off, size - off, "%s%u", i ? ", " : "", m->ports[i]);
         if (m->n_ports == 0)
                 snprintf(buf, size, "none");
         return 0;
@@ -199,6 +198,20 @@ int agent_daemon_port_connect(struct agent_daemon *d, const char *ns, const char
                                     strerror(soerr),
                                     soerr == ECONNREFUSED ? " (nothing listens there)" : "");
         return TAKE_FD(fd);
+}
+
+int agent_daemon_port_connect_check(struct agent_daemon *d, const char *ns, const char *name,
+                                    uint16_t port, struct fk_error *err)
+{
+        int fd;
+
+        pthread_mutex_lock(&d->lock);
+        fd = port_check(d, ns, name, port, err);
+        pthread_mutex_unlock(&d->lock);
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return 0;
 }
 
 int agent_fwd_register(struct agent_daemon *d, const char *key, int a, int b,

@@ -158,8 +158,7 @@ static int policy_build(const struct session_manifest *m, struct policy *pol)
         return 0;
 }
 
-static int apply_policy(struct agent_net *n, const struct session_manifest *m,
-                        struct fk_error *err)
+static int apply_policy(struct agent_net *n, const struct session_manifest *m, struct fk_error *err)
 {
         struct policy pol;
         int r;
@@ -264,12 +263,11 @@ static json_t *net_status(void *net)
 
         net_dns_get_stats(n->dns, &st);
         return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "netns",
-                         n->netns, "uplinkAddress", net_session_uplink_netns(n->ns),
-                         "hostAddress", net_session_uplink_host(n->ns), "guestIP", NET_GUEST_IPV4,
-                         "resolver", NET_RESOLVER_IPV4, "egress", n->open ? "open" : "restricted",
-                         "dns", "queries", (json_int_t)st.queries, "refused",
-                         (json_int_t)st.refused, "forwarded", (json_int_t)st.forwarded,
-                         "learned", (json_int_t)st.learned);
+                         n->netns, "uplinkAddress", net_session_uplink_netns(n->ns), "hostAddress",
+                         net_session_uplink_host(n->ns), "guestIP", NET_GUEST_IPV4, "resolver",
+                         NET_RESOLVER_IPV4, "egress", n->open ? "open" : "restricted", "dns",
+                         "queries", (json_int_t)st.queries, "refused", (json_int_t)st.refused,
+                         "forwarded", (json_int_t)st.forwarded, "learned", (json_int_t)st.learned);
 }
 
 static int net_netns_fd(void *net)
@@ -288,8 +286,7 @@ static int net_teardown(void *net, struct fk_error *err)
         return r;
 }
 
-static int net_cleanup(const struct node_config *cfg, char *const *keep_keys,
-                       struct fk_error *err)
+static int net_cleanup(const struct node_config *cfg, char *const *keep_keys, struct fk_error *err)
 {
         struct net_node_config node;
         char link_prefix[8], prefix[16];

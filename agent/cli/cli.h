@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/error.h"
 
@@ -92,6 +93,13 @@ struct cli_audit_args {
 };
 /* audit verify [--file PATH] [-o json|yaml] */
 int cli_parse_audit(int argc, char **argv, struct cli_audit_args *ret, struct fk_error *err);
+struct cli_portforward_args {
+        const char *name;
+        uint16_t local, remote;
+};
+/* port-forward NAME LOCAL:REMOTE (both 1..65535). */
+int cli_parse_portforward(int argc, char **argv, struct cli_portforward_args *ret,
+                          struct fk_error *err);
 
 /* Fork-engine verbs: checkpoint create|list NAME, checkpoint delete NAME ID [--cascade],
  * fork NAME --from ID --count N, rollback NAME ID, snapshot create NAME, restore SNAP --name NEW.
@@ -188,3 +196,4 @@ int cli_parse_node(int argc, char **argv, enum cli_output *ret, struct fk_error 
 int cli_fork_engine(const struct cli *c, int argc, char **argv); /* the verbs above */
 int cli_action(const struct cli *c, int argc, char **argv);      /* pause|resume|stop|start */
 int cli_cp(const struct cli *c, int argc, char **argv);
+int cli_portforward(const struct cli *c, int argc, char **argv);

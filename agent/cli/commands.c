@@ -27,6 +27,7 @@ const struct cli_command cli_commands[] = {
         {"stop", cli_action, "stop NAME [--no-wait] [--timeout=SECONDS]"},
         {"start", cli_action, "start NAME [--no-wait] [--timeout=SECONDS]"},
         {"cp", cli_cp, "cp NAME:/PATH LOCAL | LOCAL NAME:/PATH   (LOCAL - : stdin/stdout)"},
+        {"port-forward", cli_portforward, "port-forward NAME LOCAL:REMOTE"},
         {},
 };
 

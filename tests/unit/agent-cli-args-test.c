@@ -127,6 +127,29 @@ static void test_wait(void **state)
         assert_non_null(strstr(err.msg, "\"y\""));
 }
 
+static void test_portforward(void **state)
+{
+        struct cli_portforward_args a = {0};
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(
+                cli_parse_portforward(3, ARGV("port-forward", "web", "18080:8080"), &a, &err), 0);
+        assert_string_equal(a.name, "web");
+        assert_int_equal(a.local, 18080);
+        assert_int_equal(a.remote, 8080);
+        assert_int_equal(cli_parse_portforward(3, ARGV("port-forward", "web", "8080"), &a, &err),
+                         -EINVAL);
+        assert_non_null(strstr(err.msg, "LOCAL:REMOTE"));
+        assert_int_equal(cli_parse_portforward(3, ARGV("port-forward", "web", "0:80"), &a, &err),
+                         -EINVAL);
+        assert_int_equal(
+                cli_parse_portforward(3, ARGV("port-forward", "web", "80:70000"), &a, &err),
+                -EINVAL);
+        assert_non_null(strstr(err.msg, "1..65535"));
+        assert_int_equal(cli_parse_portforward(2, ARGV("port-forward", "web"), &a, &err), -EINVAL);
+}
+
 static void test_exec(void **state)
 {
         struct cli_exec_args a;
@@ -287,10 +310,11 @@ static void test_age(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_global), cmocka_unit_test(test_get),
-                cmocka_unit_test(test_wait),   cmocka_unit_test(test_exec),
-                cmocka_unit_test(test_files),  cmocka_unit_test(test_age),
-                cmocka_unit_test(test_action), cmocka_unit_test(test_cp),
+                cmocka_unit_test(test_global),      cmocka_unit_test(test_get),
+                cmocka_unit_test(test_wait),        cmocka_unit_test(test_exec),
+                cmocka_unit_test(test_files),       cmocka_unit_test(test_age),
+                cmocka_unit_test(test_action),      cmocka_unit_test(test_cp),
+                cmocka_unit_test(test_portforward),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

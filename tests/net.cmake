@@ -14,3 +14,9 @@ fk_integration_test(net-session COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/
 # bench/net.c: rule-apply time for 1, 100, 1000 allow entries (run by hand, as root)
 add_executable(bench-net ${CMAKE_SOURCE_DIR}/bench/net.c)
 target_link_libraries(bench-net PRIVATE fk_net)
+
+# forkletd + forklet with real QEMU guests behind a fake internet (dnsmasq, TEST-NET hosts)
+fk_integration_test(net-forkletd
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-forkletd.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 900)

@@ -1,0 +1,291 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Session networking end to end: forkletd runs inside a netns this test makes (the "node"),
+# whose only uplink leads into a fake internet netns (HTTP hosts on TEST-NET addresses, a fake
+# metadata service on 169.254.169.254, dnsmasq as their DNS). Real QEMU guests check, through
+# their session resolver: allowed name -> HTTP 200, other name -> REFUSED, direct IP and
+# metadata -> no connection, open egress -> everything; a live egress change without reboot;
+# two sessions with the same guest IP at once; port-forward on loopback only; teardown and
+# orphan cleanup. Nothing is routed through the host's interfaces.
+# Usage: net-forkletd.sh FORKLETD FORKLET (root; exit 77 when a prerequisite is missing)
+set -u
+
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+IMG=${FORKLET_IMAGE_DIR:-}
+
+skip() {
+        echo "net-forkletd: SKIP: $*" >&2
+        exit 77
+}
+[ "$(id -u)" = 0 ] || skip "needs root"
+[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] || skip "guest image missing in '$IMG'"
+for t in ip nft busybox unshare dnsmasq qemu-system-x86_64 ss; do
+        command -v $t >/dev/null 2>&1 || skip "$t not installed (scripts/install-deps.sh)"
+done
+[ -c /dev/net/tun ] || skip "/dev/net/tun missing"
+
+if [ -z "${NET_TEST_INNER:-}" ]; then
+        NET_TEST_INNER=1 exec unshare -n "$0" "$@"
+fi
+
+P=$$
+T=/tmp/fk-netd-$P
+INET="fki$P-inet" # the fake internet
+PEER="fki$P-peer" # a bystander on the node's uplink, for the exposure check
+UP="i$P"          # the node's uplink interface (leads only into the fake internet)
+DPID=
+PIDS=()
+FAILS=0
+
+cleanup() {
+        local p f
+        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+        for f in "$T"/run/sessions/*/vm.json; do
+                [ -f "$f" ] || continue
+                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
+                [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
+        done
+        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+        # session netns this node made (named after its state dir hash) and the test's own
+        for n in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+                case "$n" in
+                "$INET" | "$PEER") ip netns del "$n" ;;
+                *) [ -e "$T/state" ] && grep -qx "$n" "$T/netns.txt" 2>/dev/null && ip netns del "$n" ;;
+                esac
+        done
+        rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ok() { echo "ok - $*"; }
+bad() {
+        echo "not ok - $*"
+        FAILS=$((FAILS + 1))
+}
+die() {
+        echo "not ok - $*"
+        [ -f "$T/forkletd.log" ] && tail -n 40 "$T/forkletd.log"
+        exit 1
+}
+
+# --- the node netns (this one) and its fake internet ---------------------------------------
+mkdir -p "$T/state" "$T/run" "$T/manifests" "$T/www"
+echo forklet-ok >"$T/www/index.html"
+ip link set lo up
+ip netns add "$INET"
+ip link add "$UP" type veth peer name eth0 netns "$INET"
+ip addr add 192.0.2.1/29 dev "$UP"
+ip link set "$UP" up
+ip route add 203.0.113.0/24 via 192.0.2.2
+ip route add 169.254.169.254/32 via 192.0.2.2
+ip -n "$INET" link set lo up
+ip -n "$INET" addr add 192.0.2.2/29 dev eth0
+for a in 203.0.113.10 203.0.113.20 203.0.113.53 169.254.169.254; do
+        ip -n "$INET" addr add $a/32 dev lo
+done
+ip -n "$INET" link set eth0 up
+ip netns exec "$INET" busybox httpd -f -p 80 -h "$T/www" &
+PIDS+=($!)
+ip netns exec "$INET" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
+        --user=root --listen-address=203.0.113.53 --bind-interfaces --port=53 \
+        --pid-file="$T/dnsmasq.pid" --address=/api.github.test/203.0.113.10 \
+        --address=/other.test/203.0.113.20 --host-record=edge.cdn.test,203.0.113.10 \
+        --cname=www.github.test,edge.cdn.test --local-ttl=5 2>"$T/dnsmasq.log" &
+PIDS+=($!)
+sleep 0.5
+printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 2 203.0.113.20 80 | grep -q "200 OK" ||
+        die "control: the node reaches the fake internet's HTTP host"
+busybox nslookup api.github.test 203.0.113.53 2>&1 | grep -q 203.0.113.10 ||
+        die "control: dnsmasq answers in the fake internet"
+ok "fake internet up (HTTP on 203.0.113.10/.20 and 169.254.169.254, dnsmasq on .53)"
+
+cat >"$T/node.yaml" <<EOF
+apiVersion: forklet.dev/v1alpha1
+kind: NodeConfig
+nodeName: nettest-$P
+stateDir: $T/state
+runDir: $T/run
+accel: ${FORKLET_TEST_ACCEL:-tcg}
+manifestDir: $T/manifests
+api: {socket: $T/run/api.sock}
+network: {uplinkPool: 198.18.0.0/16, uplinkInterface: "$UP", dns: [203.0.113.53]}
+sizeClasses:
+  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
+images:
+  - {name: minimal, dir: $IMG}
+EOF
+export FORKLET_SOCKET=$T/run/api.sock
+
+start_daemon() {
+        "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
+        DPID=$!
+        for _ in $(seq 100); do
+                "$FORKLET" get sessions >/dev/null 2>&1 && return 0
+                kill -0 "$DPID" 2>/dev/null || die "forkletd exited at start"
+                sleep 0.1
+        done
+        die "forkletd did not answer within 10 s"
+}
+stop_daemon() {
+        kill "$DPID" && wait "$DPID"
+        DPID=
+}
+manifest() { # manifest NAME EGRESS-FLOW-LIST
+        cat >"$T/$1.yaml" <<EOF
+apiVersion: forklet.dev/v1alpha1
+kind: Session
+metadata: {name: $1}
+spec:
+  egress: $2
+  ports: [8080]
+EOF
+        "$FORKLET" apply -f "$T/$1.yaml" >/dev/null || die "apply $1 egress $2"
+}
+remember_netns() { ip netns list | awk '{print $1}' | grep -- "-default\." >>"$T/netns.txt"; }
+field() { "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1; }
+gsh() { "$FORKLET" exec "$1" --timeout=60 -- sh -c "$2" 2>&1; }
+# A only: busybox nslookup gives up on the first error, and dnsmasq refuses AAAA here
+lookup() { gsh "$1" "busybox nslookup -type=a $2 10.0.2.3"; }
+fetch() { # fetch SESSION IP: prints the HTTP status line, nothing when no connection
+        gsh "$1" "printf 'GET / HTTP/1.0\r\n\r\n' | busybox timeout 8 busybox nc -w 3 $2 80 | head -n1"
+}
+expect() { # expect DESCRIPTION PATTERN TEXT
+        if printf '%s' "$3" | grep -q -- "$2"; then ok "$1"; else
+                bad "$1 (got: $(printf '%s' "$3" | tr '\n' ' ' | cut -c1-200))"
+        fi
+}
+expect_not() {
+        if printf '%s' "$3" | grep -q -- "$2"; then
+                bad "$1 (got: $(printf '%s' "$3" | tr '\n' ' ' | cut -c1-200))"
+        else ok "$1"; fi
+}
+
+start_daemon
+manifest web "[api.github.test]"
+"$FORKLET" wait web --for=Running --timeout=300 >/dev/null || die "session web not Running"
+remember_netns
+pid=$(field web pid)
+netns=$(field web netns)
+[ -n "$netns" ] && ip netns list | grep -qw -- "$netns" && ok "status.network.netns $netns exists" ||
+        bad "status.network.netns ($netns)"
+expect "status.network.guestIP" 10.0.2.15 "$(field web guestIP)"
+expect "QEMU runs inside the session netns" "$netns" "$(ip netns identify "$pid")"
+expect "guest got its address from the kernel command line" "10.0.2.15/24" \
+        "$(gsh web 'busybox ip -4 addr show')"
+
+# --- egress: [api.github.test, www.github.test] --------------------------------------------
+expect "allowed name resolves through the session resolver" "203.0.113.10" \
+        "$(lookup web api.github.test)"
+expect "allowed name answers HTTP 200" "200 OK" "$(fetch web 203.0.113.10)"
+expect "other name is refused by the resolver" "REFUSED" "$(lookup web other.test)"
+expect_not "direct connection to 203.0.113.20 by IP fails" "200" "$(fetch web 203.0.113.20)"
+expect_not "metadata 169.254.169.254 fails" "200" "$(fetch web 169.254.169.254)"
+expect "DNS to another resolver is dropped" "timed out\|no servers\|can't" \
+        "$(gsh web 'busybox timeout 10 busybox nslookup api.github.test 203.0.113.53')"
+expect "resolver counted refusals in status" '"refused": [1-9]' \
+        "$("$FORKLET" get session web -o json)"
+
+# --- CNAME: only www.github.test (-> edge.cdn.test -> 203.0.113.10) is listed -----------------
+manifest web "[www.github.test]"
+sleep 2
+expect "api.github.test refused once unlisted" "REFUSED" "$(lookup web api.github.test)"
+expect_not "its learned address left the set with it" "200" "$(fetch web 203.0.113.10)"
+expect "CNAME chain www.github.test -> edge.cdn.test resolves" "203.0.113.10" \
+        "$(lookup web www.github.test)"
+expect "the CNAME target's address was learned: HTTP 200" "200 OK" "$(fetch web 203.0.113.10)"
+
+# --- live change: open egress, then [other.test] -----------------------------------------------
+manifest web "[]"
+sleep 2
+expect "open egress: other.test resolves" "203.0.113.20" "$(lookup web other.test)"
+expect "open egress: 203.0.113.20 answers" "200 OK" "$(fetch web 203.0.113.20)"
+expect "open egress: api.github.test answers" "200 OK" "$(fetch web 203.0.113.10)"
+manifest web "[other.test]"
+sleep 2
+expect "flipped: api.github.test now refused" "REFUSED" "$(lookup web api.github.test)"
+expect_not "flipped: 203.0.113.10 no longer reachable" "200" "$(fetch web 203.0.113.10)"
+expect "flipped: other.test resolves" "203.0.113.20" "$(lookup web other.test)"
+expect "flipped: other.test answers HTTP 200" "200 OK" "$(fetch web 203.0.113.20)"
+expect "no reboot across egress changes (same QEMU pid)" "^$pid\$" "$(field web pid)"
+
+# --- two sessions, same guest IP, both reach an allowed host at once ----------------------------
+manifest web2 "[other.test]"
+"$FORKLET" wait web2 --for=Running --timeout=300 >/dev/null || die "session web2 not Running"
+remember_netns
+expect "second session has the same guest IP" 10.0.2.15 "$(field web2 guestIP)"
+# learned addresses live for their TTL (floor 30 s): the boot above outlasted web's, so both
+# resolve again right before connecting
+lookup web other.test >/dev/null
+lookup web2 other.test >/dev/null
+fetch web 203.0.113.20 >"$T/a.out" &
+a=$!
+fetch web2 203.0.113.20 >"$T/b.out" &
+b=$!
+wait $a $b
+expect "concurrent fetch from web" "200 OK" "$(cat "$T/a.out")"
+expect "concurrent fetch from web2" "200 OK" "$(cat "$T/b.out")"
+
+# --- port-forward ------------------------------------------------------------------------------
+gsh web 'mkdir -p /tmp/www && echo guest-page >/tmp/www/index.html' >/dev/null
+"$FORKLET" exec web --detach -- busybox httpd -f -p 8080 -h /tmp/www >/dev/null ||
+        bad "start httpd in the guest"
+out=$("$FORKLET" port-forward web 18081:9999 2>&1)
+rc=$?
+[ $rc -ne 0 ] && printf '%s' "$out" | grep -q "spec.ports" && ok "port outside spec.ports refused: $out" ||
+        bad "port outside spec.ports (rc $rc: $out)"
+"$FORKLET" port-forward web 18080:8080 >"$T/pf.out" 2>&1 &
+PF=$!
+PIDS+=($PF)
+for _ in $(seq 50); do grep -q "127.0.0.1:18080" "$T/pf.out" && break; sleep 0.1; done
+get() { printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 5 "$1" 18080; }
+expect "port-forward reaches the guest on 127.0.0.1" guest-page "$(get 127.0.0.1)"
+expect "port-forward reaches the guest on ::1" guest-page "$(get ::1)"
+getters=()
+for i in 1 2 3 4 5 6 7 8; do
+        get 127.0.0.1 >"$T/pf-$i.out" &
+        getters+=($!)
+done
+wait "${getters[@]}"
+n=$(cat "$T"/pf-*.out | grep -c guest-page)
+[ "$n" = 8 ] && ok "8 concurrent port-forward connections" || bad "concurrent connections: $n/8"
+expect "listeners on loopback only" "^127.0.0.1:18080 \[::1\]:18080 \$" \
+        "$(ss -Hltn 'sport = :18080' | awk '{printf "%s ", $4}')"
+ip netns add "$PEER"
+ip link add "p$P" type veth peer name eth0 netns "$PEER"
+ip addr add 192.0.2.9/30 dev "p$P"
+ip link set "p$P" up
+ip -n "$PEER" addr add 192.0.2.10/30 dev eth0
+ip -n "$PEER" link set eth0 up
+ip -n "$PEER" link set lo up
+expect_not "nothing answers on the node's non-loopback address from another netns" guest-page \
+        "$(printf 'GET / HTTP/1.0\r\n\r\n' | ip netns exec "$PEER" busybox nc -w 3 192.0.2.9 18080 2>&1)"
+manifest_stop() { sed -i 's/^spec:/spec:\n  state: Stopped/' "$T/web.yaml" && "$FORKLET" apply -f "$T/web.yaml" >/dev/null; }
+manifest_stop
+for _ in $(seq 120); do kill -0 $PF 2>/dev/null || break; sleep 0.5; done
+if kill -0 $PF 2>/dev/null; then bad "port-forward still running after the session stopped"; else
+        ok "port-forward ended when the session stopped: $(tail -n1 "$T/pf.out")"
+fi
+
+# --- teardown and orphan cleanup ------------------------------------------------------------
+netns2=$(field web2 netns)
+"$FORKLET" delete web >/dev/null
+"$FORKLET" wait web --for=Deleted --timeout=120 >/dev/null || bad "web deleted"
+ip netns list | grep -qw -- "$netns" && bad "netns $netns removed on delete" || ok "netns removed on delete"
+expect_not "host NAT table of web removed" "forklet_$netns\b" "$(nft list tables)"
+stop_daemon
+# forget web2 behind forkletd's back: its network is now an orphan
+w2pid=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$T"/run/sessions/default.web2/vm.json)
+kill -9 "$w2pid" 2>/dev/null
+rm -rf "$T/state/sessions/default.web2" "$T/run/sessions/default.web2"
+start_daemon
+sleep 1
+ip netns list | grep -qw -- "$netns2" && bad "orphan netns $netns2 removed at start" ||
+        ok "orphan netns removed at forkletd start"
+expect_not "no forklet host tables left" "forklet_" "$(nft list tables)"
+expect_not "no session veths left on the node" "@if" "$(ip -br link | grep -v "$UP\|p$P")"
+stop_daemon
+
+echo "# $FAILS failure(s)"
+[ $FAILS -eq 0 ]

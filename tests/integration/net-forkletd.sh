@@ -186,6 +186,9 @@ expect "DNS to another resolver is dropped" "timed out\|no servers\|can't" \
         "$(gsh web 'busybox timeout 10 busybox nslookup api.github.test 203.0.113.53')"
 expect "resolver counted refusals in status" '"refused": [1-9]' \
         "$("$FORKLET" get session web -o json)"
+tcpq=$(printf '\x00\x21\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x06github\x04test\x00\x00\x01\x00\x01' |
+        ip netns exec "$netns" busybox nc -w 3 10.0.2.3 53 | od -An -tx1 | tr -d ' \n')
+expect "resolver answers over TCP too (length-prefixed, same id)" "^....1234.*cb00710a" "$tcpq"
 
 # --- CNAME: only www.github.test (-> edge.cdn.test -> 203.0.113.10) is listed -----------------
 manifest web "[www.github.test]"

@@ -67,6 +67,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .agent_socket = agent,
                 .console_log = console,
                 .disk = disk,
+                .mac = q->mac, /* the fork's NIC, detached: the helper never runs */
                 .incoming_defer = true,
                 /* same devices as the fork (the stream has a vmgenid section); never runs */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",

@@ -230,6 +230,32 @@ wait $a $b
 expect "concurrent fetch from web" "200 OK" "$(cat "$T/a.out")"
 expect "concurrent fetch from web2" "200 OK" "$(cat "$T/b.out")"
 
+# --- two forks of one session: same guest IP and MAC, own netns, both reach an allowed host ------
+ck=$("$FORKLET" checkpoint create web2) || die "checkpoint create web2"
+forks=$("$FORKLET" fork web2 --from "$ck" --count 2) || die "fork web2"
+for f in $forks; do
+        "$FORKLET" wait "$f" --for=Running --timeout=300 >/dev/null || die "$f not Running"
+done
+remember_netns
+set -- $forks
+expect "fork $1 keeps the guest IP" 10.0.2.15 "$(gsh "$1" 'busybox ip -4 addr show')"
+expect "fork $2 keeps the guest IP" 10.0.2.15 "$(gsh "$2" 'busybox ip -4 addr show')"
+[ "$(field "$1" netns)" != "$(field "$2" netns)" ] && ok "each fork has its own netns" ||
+        bad "forks share a netns"
+lookup "$1" other.test >/dev/null
+lookup "$2" other.test >/dev/null
+fetch "$1" 203.0.113.20 >"$T/f1.out" &
+a=$!
+fetch "$2" 203.0.113.20 >"$T/f2.out" &
+b=$!
+wait $a $b
+expect "concurrent fetch from fork $1" "200 OK" "$(cat "$T/f1.out")"
+expect "concurrent fetch from fork $2" "200 OK" "$(cat "$T/f2.out")"
+expect "forks inherit the egress list: api.github.test refused" "REFUSED" \
+        "$(lookup "$1" api.github.test)"
+for f in $forks; do "$FORKLET" delete "$f" >/dev/null; done
+for f in $forks; do "$FORKLET" wait "$f" --for=Deleted --timeout=120 >/dev/null; done
+
 # --- port-forward ------------------------------------------------------------------------------
 gsh web 'mkdir -p /tmp/www && echo guest-page >/tmp/www/index.html' >/dev/null
 "$FORKLET" exec web --detach -- busybox httpd -f -p 8080 -h /tmp/www >/dev/null ||

@@ -191,7 +191,7 @@ static int net_setup(const struct node_config *cfg, const char *key,
 {
         struct net_node_config node;
         struct net_session_config sc;
-        struct net_dns_config dc = {.upstreams = cfg->dns};
+        struct net_dns_config dc = {.upstreams = cfg->dns, .ttl_floor_s = cfg->dns_min_ttl_s};
         struct policy pol;
         char link_prefix[8];
         struct agent_net *n = calloc(1, sizeof(*n));

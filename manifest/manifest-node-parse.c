@@ -18,7 +18,7 @@ static const char *const top_fields[] = {"apiVersion", "kind",         "nodeName
                                          "network",    "cgroupParent", "sizeClasses", "images",
                                          "capacity",   "controlPlane", "labels",      NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
-static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", NULL};
+static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
                                            "pids", "ioWeight", NULL};
 static const char *const image_fields[] = {"name", "dir", NULL};
@@ -148,6 +148,7 @@ static void decode_network(struct nctx *n, const struct mnode *v)
 {
         const struct mnode *f;
         const char *s;
+        uint64_t x;
 
         if (!mget_map(n->c, v, "network", net_fields))
                 return;
@@ -164,6 +165,8 @@ static void decode_network(struct nctx *n, const struct mnode *v)
                 mstrdup(n->c, s, &n->cfg->uplink_interface);
         if ((f = opt(v, "dns")))
                 decode_strings(n->c, f, "network.dns", true, &n->cfg->dns);
+        if ((f = opt(v, "dnsMinTTL")) && mget_uint(n->c, f, "network.dnsMinTTL", 1, 86400, &x))
+                n->cfg->dns_min_ttl_s = (unsigned)x;
 }
 
 static void decode_capacity(struct nctx *n, const struct mnode *v)

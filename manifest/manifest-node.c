@@ -136,6 +136,7 @@ int node_config_init_defaults(struct node_config *c)
         c->cgroup_parent = strdup("forklet");
         c->reserve_memory_mib = 1024;
         c->max_sessions = 64;
+        c->dns_min_ttl_s = 30;
         c->max_forks_per_session = 32;
         c->cpu_overcommit_percent = 400;
         c->qemu_overhead_mib = 128;

@@ -121,14 +121,15 @@ struct node_config {
         char *state_dir; /* owned, absolute; default /var/lib/forklet */
         char *run_dir;   /* owned, absolute; default /run/forklet */
         enum accel_mode accel;
-        char *manifest_dir;              /* owned, absolute; default /etc/forklet/sessions */
-        char *api_socket;                /* owned, absolute; default <runDir>/api.sock */
-        char *api_listen;                /* owned or NULL: optional 127.0.0.1:PORT TCP listener */
-        char *api_token_file;            /* owned or NULL */
-        char *uplink_pool;               /* owned CIDR, default 198.18.0.0/16 */
-        char *uplink_interface;          /* owned, "" = no NAT out */
-        char **dns;                      /* owned strv, may be empty */
-        char *cgroup_parent;             /* owned, default "forklet" */
+        char *manifest_dir;     /* owned, absolute; default /etc/forklet/sessions */
+        char *api_socket;       /* owned, absolute; default <runDir>/api.sock */
+        char *api_listen;       /* owned or NULL: optional 127.0.0.1:PORT TCP listener */
+        char *api_token_file;   /* owned or NULL */
+        char *uplink_pool;      /* owned CIDR, default 198.18.0.0/16 */
+        char *uplink_interface; /* owned, "" = no NAT out */
+        char **dns;             /* owned strv, may be empty */
+        unsigned dns_min_ttl_s; /* network.dnsMinTTL: floor for learned addresses, default 30 */
+        char *cgroup_parent;    /* owned, default "forklet" */
         struct size_class *size_classes; /* owned array */
         size_t n_size_classes;
         struct image_spec *images; /* owned array */

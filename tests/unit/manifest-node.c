@@ -67,6 +67,7 @@ static void test_node_defaults(void **state)
         assert_string_equal(c->uplink_pool, "198.18.0.0/16");
         assert_string_equal(c->uplink_interface, "");
         assert_int_equal(fk_strv_length(c->dns), 0);
+        assert_int_equal(c->dns_min_ttl_s, 30);
         assert_string_equal(c->cgroup_parent, "forklet");
         assert_int_equal(c->max_forks_per_session, 32);
         assert_int_equal(c->max_sessions, 64);

@@ -230,6 +230,9 @@ struct agent_daemon {
         const struct agent_net_ops *net_ops; /* NULL: no session networking */
         pthread_mutex_t fwd_lock;            /* port-forward relays */
         struct agent_fwd *fwds;              /* list of live relays */
+        pthread_cond_t fwd_done;             /* a relay thread finished */
+        unsigned n_fwd_threads;              /* relay threads running */
+        bool fwd_closing;                    /* the API is stopping: no new relays */
 };
 
 /* Under d->lock. */
@@ -316,6 +319,11 @@ struct agent_fwd;
 int agent_fwd_register(struct agent_daemon *d, const char *key, int a, int b,
                        struct agent_fwd **ret);
 void agent_fwd_unregister(struct agent_daemon *d, struct agent_fwd *f);
+/* Counts a relay thread (begin before it starts, end as its very last step). */
+void agent_fwd_thread_begin(struct agent_daemon *d);
+void agent_fwd_thread_end(struct agent_daemon *d);
+/* Shuts down every relay and waits until their threads are done (API shutdown). */
+void agent_fwd_close_all(struct agent_daemon *d);
 /* Shuts down every relay of key (session stopping or deleted). */
 void agent_fwd_close_key(struct agent_daemon *d, const char *key);
 

@@ -31,6 +31,7 @@ struct fwd_job {
 static void *relay_thread(void *userdata)
 {
         struct fwd_job *j = userdata;
+        struct agent_daemon *d;
         struct agent_fwd *f = NULL;
         int r = 0;
 
@@ -46,8 +47,10 @@ static void *relay_thread(void *userdata)
                 log_debug("port-forward %s: relay ended: %s", j->key, strerror(-r));
         close(j->guest_fd);
         MHD_upgrade_action(j->urh, MHD_UPGRADE_ACTION_CLOSE);
+        d = j->d;
         free(j->extra);
         free(j);
+        agent_fwd_thread_end(d);
         return NULL;
 }
 
@@ -68,7 +71,9 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const
         }
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        agent_fwd_thread_begin(j->d);
         if (pthread_create(&t, &attr, relay_thread, j) != 0) {
+                agent_fwd_thread_end(j->d);
                 close(j->guest_fd);
                 MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
                 free(j->extra);

@@ -447,9 +447,8 @@ static int bind_unix(const char *path, struct fk_error *err)
 
 static struct MHD_Daemon *start_mhd(struct api_listener *l, int fd, const struct sockaddr *sa)
 {
-        unsigned flags =
-                MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                MHD_ALLOW_UPGRADE; /* port-forward relays */
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL | MHD_ALLOW_UPGRADE; /* port-forward relays */
 
         /* poll(), not select(): forkletd holds several fds per session, often past 1024. */
         if (fd >= 0)
@@ -497,6 +496,9 @@ static struct api_server *server_free(struct api_server *s)
         if (!s)
                 return NULL;
         atomic_store(&s->stopping, true);
+        /* upgraded (port-forward) connections must be closed before MHD stops */
+        if (s->d)
+                agent_fwd_close_all(s->d);
         if (s->tcp)
                 MHD_stop_daemon(s->tcp);
         if (s->mhd) {

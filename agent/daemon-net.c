@@ -225,11 +225,44 @@ int agent_fwd_register(struct agent_daemon *d, const char *key, int a, int b,
         f->a = a;
         f->b = b;
         pthread_mutex_lock(&d->fwd_lock);
+        if (d->fwd_closing) {
+                pthread_mutex_unlock(&d->fwd_lock);
+                free(f);
+                return -ESHUTDOWN;
+        }
         f->next = d->fwds;
         d->fwds = f;
         pthread_mutex_unlock(&d->fwd_lock);
         *ret = f;
         return 0;
+}
+
+void agent_fwd_thread_begin(struct agent_daemon *d)
+{
+        pthread_mutex_lock(&d->fwd_lock);
+        d->n_fwd_threads++;
+        pthread_mutex_unlock(&d->fwd_lock);
+}
+
+void agent_fwd_thread_end(struct agent_daemon *d)
+{
+        pthread_mutex_lock(&d->fwd_lock);
+        d->n_fwd_threads--;
+        pthread_cond_broadcast(&d->fwd_done);
+        pthread_mutex_unlock(&d->fwd_lock);
+}
+
+void agent_fwd_close_all(struct agent_daemon *d)
+{
+        pthread_mutex_lock(&d->fwd_lock);
+        d->fwd_closing = true;
+        for (struct agent_fwd *f = d->fwds; f; f = f->next) {
+                (void)shutdown(f->a, SHUT_RDWR);
+                (void)shutdown(f->b, SHUT_RDWR);
+        }
+        while (d->n_fwd_threads > 0)
+                pthread_cond_wait(&d->fwd_done, &d->fwd_lock);
+        pthread_mutex_unlock(&d->fwd_lock);
 }
 
 void agent_fwd_unregister(struct agent_daemon *d, struct agent_fwd *f)

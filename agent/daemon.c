@@ -180,6 +180,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         pthread_cond_init(&d->changed, NULL);
         pthread_cond_init(&d->watch_cond, NULL);
         pthread_mutex_init(&d->fwd_lock, NULL);
+        pthread_cond_init(&d->fwd_done, NULL);
         d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (d->wake_fd < 0) {
                 r = -errno;
@@ -407,6 +408,7 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
         agent_audit_close(d->audit);
         pthread_mutex_destroy(&d->lock);
         pthread_mutex_destroy(&d->fwd_lock);
+        pthread_cond_destroy(&d->fwd_done);
         free(d);
         return NULL;
 }

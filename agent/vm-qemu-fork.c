@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +37,14 @@ static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error 
                 q->disk = strdup(new_disk);
         }
         return r;
+}
+
+/* Pre-exec hook of the helper: a network namespace of its own, gone with the process, where
+ * QEMU creates the tap itself (the fork's tap0 stays with the fork). Async-signal-safe. */
+static int helper_netns(void *userdata)
+{
+        (void)userdata;
+        return unshare(CLONE_NEWNET) < 0 ? -errno : 0;
 }
 
 int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
@@ -67,18 +76,18 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .agent_socket = agent,
                 .console_log = console,
                 .disk = disk,
-                .mac = q->mac, /* the fork's NIC, detached: the helper never runs */
+                /* the fork's NIC with the same offloads; its tap is made by QEMU inside a
+                 * throwaway netns (helper_netns), as the helper never runs */
+                .tap = q->tap,
+                .mac = q->mac,
                 .incoming_defer = true,
                 /* same devices as the fork (the stream has a vmgenid section); never runs */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
-                /* the fork's tap is in use by the fork: same NIC, no backend */
-                .net_hub = q->tap != NULL,
-                .mac = q->mac,
         };
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;
-        r = vmm_process_spawn(argv, log, NULL, NULL, ret_proc, err);
+        r = vmm_process_spawn(argv, log, q->tap ? helper_netns : NULL, NULL, ret_proc, err);
         fk_strv_free(argv);
         if (r >= 0)
                 *ret_qmp = TAKE_PTR(qmp);

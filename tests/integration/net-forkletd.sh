@@ -290,6 +290,25 @@ ip -n "$PEER" link set eth0 up
 ip -n "$PEER" link set lo up
 expect_not "nothing answers on the node's non-loopback address from another netns" guest-page \
         "$(printf 'GET / HTTP/1.0\r\n\r\n' | ip netns exec "$PEER" busybox nc -w 3 192.0.2.9 18080 2>&1)"
+# a relay held open must not keep forkletd from stopping; after the restart the VM is adopted
+# and its network re-attached (resolver back, policy unchanged)
+(sleep 30 | busybox nc 127.0.0.1 18080 >/dev/null 2>&1) &
+holder=$!
+sleep 1
+kill "$DPID"
+for _ in $(seq 60); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.25; done
+if kill -0 "$DPID" 2>/dev/null; then bad "forkletd stops within 15 s with a relay open"; else
+        ok "forkletd stops with a port-forward relay open"
+fi
+wait "$DPID" 2>/dev/null
+DPID=
+kill "$holder" 2>/dev/null
+start_daemon
+"$FORKLET" wait web --for=Running --timeout=60 >/dev/null || bad "web adopted after restart"
+expect "after restart: the re-attached resolver answers" "203.0.113.20" "$(lookup web other.test)"
+expect "after restart: still REFUSED for unlisted names" "REFUSED" "$(lookup web api.github.test)"
+expect_not "after restart: policy still closed for 203.0.113.10" "200" "$(fetch web 203.0.113.10)"
+expect "after restart: port-forward works again" guest-page "$(get 127.0.0.1)"
 manifest_stop() { sed -i 's/^spec:/spec:\n  state: Stopped/' "$T/web.yaml" && "$FORKLET" apply -f "$T/web.yaml" >/dev/null; }
 manifest_stop
 for _ in $(seq 120); do kill -0 $PF 2>/dev/null || break; sleep 0.5; done

@@ -185,6 +185,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                 return r;
         }
         lineage_set(sd, id);
+        agent_metrics_add_checkpoint_bytes(res.ram_bytes + res.state_bytes);
         log_info("session %s: checkpoint %s (paused %.1f ms, %.1f MiB RAM%s)", key, id,
                  (double)res.pause_ns / 1e6, (double)res.ram_bytes / 1048576.0,
                  res.materialized ? ", materialized" : "");
@@ -253,7 +254,10 @@ static int flight_run(struct agent_daemon *d, struct agent_session *s, struct ag
         f->refs = 1;
         s->ck_flight = f;
         pthread_mutex_unlock(&d->lock);
+        uint64_t t0 = fk_now_mono_ns();
+
         r = agent_checkpoint_take(d, s, vm, name, f->id, &f->err);
+        agent_metrics_op_done(AGENT_OP_CHECKPOINT, r, t0);
         pthread_mutex_lock(&d->lock);
         f->r = r;
         f->done = true;

@@ -234,7 +234,9 @@ static void job_boot(struct job *j)
                 d->net_ops->boot_params(j->net, &p);
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
-        agent_metrics_op_done(AGENT_OP_BOOT, r, t0);
+        /* a fork's start is a fork; a rollback's restore is timed by the rollback request */
+        if (!j->restore.ck_dir || j->restore.private_ram)
+                agent_metrics_op_done(j->restore.ck_dir ? AGENT_OP_FORK : AGENT_OP_BOOT, r, t0);
         pthread_mutex_lock(&d->lock);
         if (j->net && !j->s->net) { /* kept after a failed boot too: reused, or torn down */
                 j->s->net = j->net;

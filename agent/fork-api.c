@@ -119,6 +119,8 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
         }
         pthread_mutex_unlock(&d->lock);
         agent_daemon_wake(d);
+        if (made > 0)
+                agent_metrics_add_forks(made);
         if (r < 0 && made == 0) {
                 json_decref(names);
                 return r;
@@ -157,6 +159,7 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
 {
         cleanup_free char *dir = NULL;
         struct agent_vm_ref *vm = NULL;
+        uint64_t t0 = fk_now_mono_ns();
         struct agent_session *s;
         int r;
 
@@ -193,6 +196,7 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
         else
                 fk_error_set(err, r, "rollback: %s", strerror(-r));
         pthread_mutex_unlock(&d->lock);
+        agent_metrics_op_done(AGENT_OP_ROLLBACK, r, t0);
         agent_daemon_wake(d);
         return r;
 }

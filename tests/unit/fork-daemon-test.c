@@ -62,6 +62,7 @@ static int fork_setup(void **state)
         atomic_store(&ck_slow, false);
         atomic_store(&ck_release, false);
         atomic_store(&ck_calls, 0);
+        agent_metrics_reset();
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
         reconcile(e);
         return 0;
@@ -89,6 +90,15 @@ static size_t count_checkpoints(struct env *e, const char *path)
         n = json_array_size(json_object_get(j, "items"));
         json_decref(j);
         return n;
+}
+
+static void metrics_has(struct env *e, const char *line)
+{
+        cleanup_free char *text = NULL;
+
+        assert_int_equal(agent_daemon_metrics_text(e->d, &text), 0);
+        if (!strstr(text, line))
+                fail_msg("metrics lack \"%s\"", line);
 }
 
 static void test_create_list_status(void **state)
@@ -180,6 +190,9 @@ static void test_fork_ownership_cascade(void **state)
         reconcile(e);
         assert_non_null(strstr(last_restore, id));
         assert_true(last_private);
+        metrics_has(e, "forklet_forks_total 2\n");
+        metrics_has(e, "forklet_operation_duration_seconds_count{op=\"fork\"} 2\n");
+        metrics_has(e, "forklet_operation_duration_seconds_count{op=\"checkpoint\"} 1\n");
         assert_int_equal(req(e, "GET", FORK0, NULL, &j), 200);
         assert_string_equal(phase_of(j), "Running");
         assert_string_equal(
@@ -227,6 +240,7 @@ static void test_rollback_copies_ram(void **state)
         assert_true(fk_asprintf(&mem, "%s/run/sessions/default.hello/mem.ram", e->dir) > 0);
         assert_int_equal(fk_read_file(mem, 64, &ram, NULL), 0);
         assert_string_equal(ram, "ram-bytes");
+        metrics_has(e, "forklet_operation_duration_seconds_count{op=\"rollback\"} 1\n");
         assert_int_equal(req(e, "POST", SESSION "/rollback", "{\"checkpoint\": \"ck_00\"}", NULL),
                          404);
 }

@@ -149,7 +149,9 @@ extern const struct agent_clock agent_clock_system;
 /* The serial console log of a session: <state dir>/console.log, at most AGENT_CONSOLE_MAX
  * bytes, the previous boot's (or the overflow) in console.log.1. */
 #define AGENT_CONSOLE_LOG "console.log"
-#define AGENT_CONSOLE_MAX (1024u * 1024)
+/* ext4 label of an image's rootfs.img (scripts/build-image-debian.sh); forklet.root= names it. */
+#define AGENT_ROOTFS_LABEL "forklet-root"
+#define AGENT_CONSOLE_MAX  (1024u * 1024)
 
 /* Everything needed to boot one session VM. Strings are borrowed for the call. */
 #define AGENT_PRE_EXEC_MAX 4
@@ -183,6 +185,9 @@ struct agent_boot_params {
         const char *disk;
         const char *tap;
         const char *mac;
+        /* The image's read-only root disk (rootfs.img, "debian"), NULL: the initramfs is the
+         * root. The guest finds it by its label (AGENT_ROOTFS_LABEL). Borrowed. */
+        const char *rootfs;
         /* Start from a checkpoint instead of a cold boot (fork, rollback); NULL: cold boot. */
         const char *restore_dir; /* holds "state" (device state saved with x-ignore-shared) */
         const char *mem_path;    /* guest RAM file; NULL: <run_dir>/mem.ram */

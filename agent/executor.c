@@ -26,6 +26,7 @@ struct job {
         struct agent_vm_ref *detached; /* the session's reference after a stop, owned */
         char *run_dir, *state_dir, *kernel, *initrd; /* owned */
         char *base_disk;                             /* owned, NULL: image has no workspace */
+        char *rootfs;                                /* owned, NULL: image has no root disk */
         struct agent_restore restore;                /* what the boot restores from */
         unsigned vcpus, memory_mib;
         const struct size_class *sc; /* borrowed from the (immutable) node config */
@@ -45,6 +46,7 @@ static struct job *job_free(struct job *j)
         free(j->kernel);
         free(j->initrd);
         free(j->base_disk);
+        free(j->rootfs);
         agent_restore_done(&j->restore);
         session_manifest_free(j->spec);
         free(j);
@@ -116,6 +118,12 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
         if (access(j->base_disk, F_OK) < 0) {
                 free(j->base_disk);
                 j->base_disk = NULL;
+        }
+        if (fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (access(j->rootfs, R_OK) < 0) {
+                free(j->rootfs);
+                j->rootfs = NULL;
         }
         if (access(j->kernel, R_OK) < 0 || access(j->initrd, R_OK) < 0)
                 return fk_error_set(
@@ -224,6 +232,7 @@ static void job_boot(struct job *j)
         if (r >= 0 && disk && (r = agent_disk_compact(disk, AGENT_DISK_MAX_DEPTH, &err)) > 0)
                 log_info("session %s: disk chain compacted onto its base", j->key);
         p.disk = disk;
+        p.rootfs = j->rootfs;
         p.mem_path = mem;
         p.restore_dir = j->restore.ck_dir;
         p.mem_private = j->restore.private_ram;

@@ -80,6 +80,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                  * throwaway netns (helper_netns), as the helper never runs */
                 .tap = q->tap,
                 .mac = q->mac,
+                .rootfs = q->rootfs,
                 .incoming_defer = true,
                 /* same devices as the fork (the stream has a vmgenid section); never runs */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",

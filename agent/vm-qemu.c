@@ -33,6 +33,7 @@ static void qemu_free(void *userdata, void *vm)
         vmm_console_free(q->console);
         vmm_process_free(q->proc);
         free(q->console_log);
+        free(q->rootfs);
         free(q->run_dir);
         free(q->mem_path);
         free(q->kernel);
@@ -64,13 +65,13 @@ static int write_vm_state(const struct qemu_vm *q)
         json_t *j;
 
         j = json_pack("{s:i, s:I, s:s, s:b, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, s:i, "
-                      "s:s?}",
+                      "s:s?, s:s?}",
                       "pid", (int)vmm_process_pid(q->proc), "startTime",
                       (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
                       "memPrivate", q->mem_private, "kernel", q->kernel, "initrd", q->initrd,
                       "disk", q->disk, "tap", q->tap, "mac", q->mac, "append", q->append, "vcpus",
                       (int)q->vcpus, "memoryMiB", (int)q->memory_mib, "accel", q->accel,
-                      "consoleLog", q->console_log);
+                      "consoleLog", q->console_log, "rootfs", q->rootfs);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -98,7 +99,10 @@ static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p,
         if (dup_str(&q->run_dir, p->run_dir) < 0 || dup_str(&q->mem_path, mem) < 0 ||
             dup_str(&q->kernel, p->kernel) < 0 || dup_str(&q->initrd, p->initrd) < 0 ||
             dup_str(&q->disk, p->disk) < 0 || dup_str(&q->tap, p->tap) < 0 ||
-            dup_str(&q->mac, p->mac) < 0 || dup_str(&q->append, p->append) < 0 ||
+            dup_str(&q->mac, p->mac) < 0 || dup_str(&q->rootfs, p->rootfs) < 0 ||
+            (p->rootfs ? fk_asprintf(&q->append, "forklet.root=" AGENT_ROOTFS_LABEL "%s%s",
+                                     p->append ? " " : "", p->append ? p->append : "") < 0
+                       : dup_str(&q->append, p->append) < 0) ||
             fk_asprintf(&q->console_log, "%s/" AGENT_CONSOLE_LOG, p->state_dir) < 0)
                 return -ENOMEM;
         return 0;
@@ -129,8 +133,8 @@ static void sync_clock(struct qemu_vm *q)
         struct fk_error err = {0};
 
         if (vmm_agent_set_time(q->agent, fk_now_real_ns(), VM_QMP_TIMEOUT_MS, &err) < 0)
-                log_warning("QEMU pid %d: guest clock not synced: %s", (int)vmm_process_pid(q->proc),
-                            err.msg);
+                log_warning("QEMU pid %d: guest clock not synced: %s",
+                            (int)vmm_process_pid(q->proc), err.msg);
 }
 
 /* Waits for the guest agent, giving up early if QEMU dies or the session is deleted. */
@@ -203,7 +207,8 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .agent_socket = agent,
                 .console_socket = console,
                 .vmgenid = guid,
-                .append = p->append,
+                .append = q->append, /* p->append plus forklet.root= with a rootfs */
+                .rootfs = p->rootfs,
                 .disk = p->disk,
                 .tap = p->tap,
                 .mac = p->mac,
@@ -301,6 +306,7 @@ static void read_vm_config(struct qemu_vm *q, json_t *j)
         (void)dup_str(&q->mac, json_string_value(json_object_get(j, "mac")));
         (void)dup_str(&q->append, json_string_value(json_object_get(j, "append")));
         (void)dup_str(&q->console_log, json_string_value(json_object_get(j, "consoleLog")));
+        (void)dup_str(&q->rootfs, json_string_value(json_object_get(j, "rootfs")));
 }
 
 static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
@@ -341,8 +347,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
         (void)accel;
         if (fk_asprintf(&qmp, "%s/qmp.sock", run_dir) < 0 ||
             fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 ||
-            fk_asprintf(&con_sock, "%s/console.sock", run_dir) < 0 || !(q = calloc(1, sizeof(*q))) ||
-            dup_str(&q->run_dir, run_dir) < 0) {
+            fk_asprintf(&con_sock, "%s/console.sock", run_dir) < 0 ||
+            !(q = calloc(1, sizeof(*q))) || dup_str(&q->run_dir, run_dir) < 0) {
                 free(q);
                 return fk_error_set(err, -ENOMEM, "out of memory");
         }

@@ -172,7 +172,7 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
 
 /* Paths, escaped for QEMU's option syntax. */
 struct escaped {
-        char *name, *mem, *console, *qmp, *agent, *disk;
+        char *name, *mem, *console, *qmp, *agent, *disk, *rootfs;
 };
 
 static void escaped_done(struct escaped *e)
@@ -183,6 +183,7 @@ static void escaped_done(struct escaped *e)
         free(e->qmp);
         free(e->agent);
         free(e->disk);
+        free(e->rootfs);
 }
 
 static int escape_all(const struct vmm_config *c, struct escaped *e)
@@ -193,7 +194,9 @@ static int escape_all(const struct vmm_config *c, struct escaped *e)
         e->qmp = qemu_opt_escape(c->qmp_socket);
         e->agent = qemu_opt_escape(c->agent_socket);
         e->disk = c->disk ? qemu_opt_escape(c->disk) : NULL;
-        if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent || (c->disk && !e->disk))
+        e->rootfs = c->rootfs ? qemu_opt_escape(c->rootfs) : NULL;
+        if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent || (c->disk && !e->disk) ||
+            (c->rootfs && !e->rootfs))
                 return -ENOMEM;
         return 0;
 }
@@ -229,6 +232,15 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                      e->disk);
                 arg(b, "-device");
                 arg(b, "virtio-blk-device,drive=disk0");
+        }
+        if (c->rootfs) {
+                /* The image's root filesystem, shared by every session of the image: raw and
+                 * read-only (the guest puts a tmpfs overlay on it). After disk0 so a VM without
+                 * one keeps its device order. */
+                arg(b, "-drive");
+                argf(b, "file=%s,format=raw,if=none,id=root0,readonly=on", e->rootfs);
+                arg(b, "-device");
+                arg(b, "virtio-blk-device,drive=root0");
         }
         if (c->tap) {
                 arg(b, "-netdev");

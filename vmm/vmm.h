@@ -43,6 +43,7 @@ struct vmm_config {
         const char *console_socket; /* instead: a unix socket QEMU listens on for vmm_console */
         const char *vmgenid;        /* GUID string, NULL: none */
         const char *disk;           /* qcow2 workspace disk, NULL: none */
+        const char *rootfs;         /* read-only raw root disk of the image, NULL: none */
         const char *tap;            /* tap ifname in the current netns, NULL: no network */
         const char *mac;            /* guest MAC with tap */
         bool net_hub; /* no tap: the same NIC on an unconnected hub port (a paused helper QEMU

@@ -114,6 +114,8 @@ static void test_disk(void **state)
         (void)state;
         c.disk = "/var/lib/forklet/sessions/roastery/disk.qcow2";
         check_golden(&c, "disk");
+        c.rootfs = "/var/lib/forklet/images/debian/rootfs.img";
+        check_golden(&c, "rootfs");
 }
 
 static void test_tap(void **state)

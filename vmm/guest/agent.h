@@ -67,3 +67,8 @@ void ga_poweroff_now(void);
 
 /* init.c: PID 1. */
 int ga_init_main(void);
+/* init-root.c: the virtio disk with this ext4 label ("/dev/vdX" into dev), -ENOENT if none. */
+int ga_init_find_label(const char *label, char *dev, size_t size);
+/* Mounts the disk labelled label read-only under a tmpfs overlay and makes it the root (the
+ * API filesystems move along); busybox_copy receives the initramfs' busybox first. -errno. */
+int ga_init_switch_root(const char *label, const char *busybox_copy);

@@ -15,7 +15,7 @@ AGENT=$2
 SCRIPT=$(readlink -f "$0")
 # Wanted modules, in load order; each is expanded with its dependencies from modules.dep.
 MODULES="virtio_ring virtio virtio_mmio failover net_failover virtio_net virtio_console
- virtio_blk crc16 crc32c_generic mbcache jbd2 ext4"
+ virtio_blk crc16 crc32c_generic mbcache jbd2 ext4 overlay"
 
 die() {
         echo "build-image.sh: $*" >&2

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* PID 1 of the minimal guest: mounts the API filesystems, loads the virtio/ext4 modules in the
- * order the image builder wrote, sets the hostname, brings up lo, mounts /dev/vda on
- * /workspace, then keeps the agent running and reaps every orphan. */
+/* PID 1 of the guest: mounts the API filesystems, loads the virtio/ext4 modules in the order
+ * the image builder wrote, switches into a root disk when forklet.root=LABEL asks (debian
+ * image), sets the hostname, brings up lo, mounts the disk labelled "workspace" (else /dev/vda)
+ * on /workspace, then keeps the agent running and reaps every orphan. */
 #include "vmm/guest/agent.h"
 
 #include <errno.h>
@@ -21,8 +22,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define AGENT_PATH "/sbin/forklet-agent"
-#define ORDER_FILE "/lib/modules/forklet.order"
+#define AGENT_PATH  "/sbin/forklet-agent"
+#define ORDER_FILE  "/lib/modules/forklet.order"
+#define BUSYBOX_RUN "/run/forklet-busybox" /* the initramfs' busybox after a root switch */
+
+static const char *busybox = "/bin/busybox";
 
 static void __attribute__((format(printf, 2, 3))) say(int err, const char *fmt, ...)
 {
@@ -137,8 +141,15 @@ static void loopback_up(void)
 static void mount_workspace(void)
 {
         struct stat st;
+        char dev[64];
 
         (void)mkdir("/workspace", 0755);
+        /* By label first: with a root disk attached, /dev/vda need not be the workspace. */
+        if (ga_init_find_label("workspace", dev, sizeof(dev)) == 0) {
+                if (mount(dev, "/workspace", "ext4", MS_NOATIME, NULL) < 0)
+                        say(errno, "mount %s on /workspace", dev);
+                return;
+        }
         /* virtio_blk probes synchronously on load, but give devtmpfs a moment. */
         for (int i = 0; i < 20 && stat("/sys/class/block/vda", &st) == 0; i++) {
                 if (stat("/dev/vda", &st) == 0) {
@@ -157,7 +168,7 @@ static int run(const char *const argv[])
         pid_t pid = fork();
 
         if (pid == 0) {
-                execv("/bin/busybox", (char *const *)argv);
+                execv(busybox, (char *const *)argv);
                 _exit(127);
         }
         if (pid < 0 || waitpid(pid, &status, 0) != pid)
@@ -215,6 +226,21 @@ static pid_t spawn_agent(void)
         return pid;
 }
 
+/* forklet.root=LABEL: run from that disk (read-only, tmpfs overlay) instead of the initramfs. */
+static void switch_root(const char *cmdline)
+{
+        char label[32];
+        int r;
+
+        if (!cmdline_get(cmdline, "forklet.root", label, sizeof(label)))
+                return;
+        r = ga_init_switch_root(label, BUSYBOX_RUN);
+        if (r < 0)
+                say(-r, "switch to the root disk labelled %s (staying in the initramfs)", label);
+        else
+                busybox = BUSYBOX_RUN;
+}
+
 static int read_cmdline(char *buf, size_t size)
 {
         FILE *f = fopen("/proc/cmdline", "re");
@@ -242,6 +268,7 @@ int ga_init_main(void)
         load_modules();
         if (read_cmdline(cmdline, sizeof(cmdline)) < 0)
                 cmdline[0] = 0;
+        switch_root(cmdline);
         set_hostname(cmdline);
         loopback_up();
         setup_network(cmdline);

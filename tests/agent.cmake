@@ -28,6 +28,12 @@ fk_integration_test(agent-lifecycle
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 900)
 
+# Skips (77) unless scripts/build-image-debian.sh built build/images/debian (never in CI).
+fk_integration_test(agent-debian
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-debian.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 600)
+
 fk_integration_test(agent-resources
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-resources.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>

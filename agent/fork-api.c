@@ -183,6 +183,8 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
         s->busy = true;
         d->workers++;
         pthread_mutex_unlock(&d->lock);
+        /* As a stop does: relays to the old VM go; the netns and cgroup stay for the new one. */
+        agent_fwd_close_key(d, s->key);
         if (vm)
                 (void)d->ops.stop(d->ops.userdata, vm->vm, 500);
         agent_vm_ref_put(vm);

@@ -105,12 +105,14 @@ check_server "$ff" "$pid" "$sum"
 gsh web "kill $pid; rm -rf /workspace/www; sync" || fail "kill + rm in web"
 gsh web "$GET_STATUS" | grep -q " 200 " && fail "server still answers after kill"
 qemu_before=$(field web pid)
+ns_before=$(field web netns)
 t0=$(date +%s%N)
 "$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback web"
 echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
 check_server web "$pid" "$sum"
 [ "$(field web phase)" = Running ] || fail "web not Running after rollback"
 [ "$(field web pid)" != "$qemu_before" ] || fail "rollback kept the old QEMU"
+[ "$(field web netns)" = "$ns_before" ] || fail "rollback changed the netns ($ns_before -> $(field web netns))"
 id=$(field web forkId)
 [ -n "$id" ] && [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "rollback identity"
 ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"

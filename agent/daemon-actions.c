@@ -105,6 +105,11 @@ int agent_daemon_wait_phase(struct agent_daemon *d, const char *ns, const char *
                       : fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
                 if (r != 0)
                         break;
+                /* A waiting API thread must not hold up forkletd's shutdown. */
+                if (atomic_load(&d->quit)) {
+                        r = fk_error_set(err, -ESHUTDOWN, "forkletd is shutting down");
+                        break;
+                }
                 if (fk_now_mono_ns() >= deadline) {
                         r = fk_error_set(err, -ETIMEDOUT, "session %s/%s: still %s after %u ms", ns,
                                          name, session_phase_to_string(s->phase), timeout_ms);

@@ -155,6 +155,8 @@ static int run(const struct node_config *cfg, sigset_t *mask)
                 (void)agent_sd_notify("STOPPING=1");
         }
         cluster_agent_stop(cluster);
+        /* Before the API stops: it ends API threads waiting for a phase (?wait=). */
+        agent_daemon_shutdown(d);
         api_server_stop(api);
         agent_daemon_free(d);
         cg_manager_free(cg);

@@ -4,6 +4,8 @@
  * ImageNotFound, then boots once built), and the files route (binary round trip). */
 #include "agent-harness.h"
 
+#include <pthread.h>
+
 #define HELLO "/api/v1alpha1/namespaces/default/sessions/hello"
 
 /* An in-memory guest filesystem of one file for the files route. */
@@ -229,6 +231,42 @@ static void test_files(void **state)
         memset(&guest_file, 0, sizeof(guest_file));
 }
 
+struct waiter {
+        struct env *e;
+        long status;
+        char msg[256];
+};
+
+static void *wait_thread(void *userdata)
+{
+        struct waiter *w = userdata;
+
+        w->status = action(w->e, "start?wait=60", NULL, 0, w->msg, sizeof(w->msg));
+        return NULL;
+}
+
+/* forkletd stopping ends an API call waiting for a phase instead of waiting it out. */
+static void test_wait_ends_on_shutdown(void **state)
+{
+        struct env *e = *state;
+        struct waiter w = {.e = e};
+        uint64_t t0;
+        pthread_t t;
+
+        running_hello(e);
+        assert_int_equal(action(e, "stop", NULL, 0, NULL, 0), 200);
+        reconcile(e);
+        assert_string_equal(phase(e), "Stopped");
+        t0 = fk_now_mono_ns();
+        assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+        usleep(300 * 1000);
+        agent_daemon_shutdown(e->d);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_true(fk_now_mono_ns() - t0 < 10ull * 1000000000ull);
+        assert_int_equal(w.status, 500);
+        assert_non_null(strstr(w.msg, "shutting down"));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -236,6 +274,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_image_not_found, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_wait_ends_on_shutdown, setup, teardown),
         };
 
         signal(SIGPIPE, SIG_IGN);

@@ -193,6 +193,7 @@ struct agent_boot_params {
         const char *mem_path;    /* guest RAM file; NULL: <run_dir>/mem.ram */
         bool mem_private;        /* map mem_path share=off (a fork's copy-on-write RAM) */
         const char *fork_id;     /* identity handed to the guest after a restore */
+        uid_t jail_uid;          /* QEMU's own uid (agent/jail.h), 0: not jailed */
 };
 
 /* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
@@ -213,6 +214,9 @@ struct agent_checkpoint_result {
 
 /* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */
 struct agent_vm_ops {
+        /* The backend runs QEMU as a process that the node's jail (agent/jail.h) can drop to
+         * its own uid; false for test fakes. */
+        bool jailable;
         /* Boots and waits for the guest agent. On failure cleans up what it started. */
         int (*boot)(void *userdata, const struct agent_boot_params *p, void **ret_vm,
                     struct fk_error *err);

@@ -2,6 +2,7 @@
 /* The executor: carries out planned actions through the VM ops (long ones in a worker thread
  * per action, the session marked busy meanwhile) and notices QEMU exits. */
 #include "agent/agent-internal.h"
+#include "agent/jail.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -183,6 +184,7 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
                           void **ret_vm, struct fk_error *err)
 {
         struct cg_join *join = NULL;
+        struct agent_jail jail = {0};
         int r;
 
         r = agent_resources_prepare(d, j->key, j->sc, &join, err);
@@ -190,7 +192,11 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
                 return r;
         if (join)
                 p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){cg_join_pre_exec, join};
-        r = boot_journaled(d, j, p, ret_vm, err);
+        /* last: after the cgroup join and the netns entry, which need root */
+        if (d->ops.jailable && d->cfg->jail_uid_count)
+                r = agent_jail_prepare(d->cfg, p, &jail, err);
+        if (r >= 0)
+                r = boot_journaled(d, j, p, ret_vm, err);
         cg_join_free(join);
         if (r < 0)
                 agent_resources_teardown(d, j->key);

@@ -4,6 +4,7 @@
  * and filesystem snapshots (fsfreeze, move the disk, thaw). */
 #include "agent/agent-internal.h"
 #include "agent/vm-qemu.h"
+#include "agent/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/guest/agent-client.h"
@@ -30,6 +31,12 @@ static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error 
 
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
+        /* forkletd made new_disk; a jailed QEMU opens it as its own uid */
+        if (q->jail_uid && (r = agent_jail_grant(new_disk, q->jail_uid, 6)) < 0) {
+                json_decref(args);
+                return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
+                                    new_disk, strerror(-r));
+        }
         r = qmp_execute(q->qmp, "blockdev-snapshot-sync", args, VM_QMP_TIMEOUT_MS, NULL, err);
         json_decref(args);
         if (r >= 0) {

@@ -2,6 +2,7 @@
 /* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
  * re-adopt one after a restart (vm.json in the run dir), stop, pause, resume and exec. */
 #include "agent/agent-internal.h"
+#include "agent/jail.h"
 #include "agent/vm-qemu.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define VM_CONNECT_TIMEOUT_MS 15000
 #define VM_READY_STEP_MS      1000
@@ -65,13 +67,14 @@ static int write_vm_state(const struct qemu_vm *q)
         json_t *j;
 
         j = json_pack("{s:i, s:I, s:s, s:b, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, s:i, "
-                      "s:s?, s:s?}",
+                      "s:s?, s:s?, s:I}",
                       "pid", (int)vmm_process_pid(q->proc), "startTime",
                       (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
                       "memPrivate", q->mem_private, "kernel", q->kernel, "initrd", q->initrd,
                       "disk", q->disk, "tap", q->tap, "mac", q->mac, "append", q->append, "vcpus",
                       (int)q->vcpus, "memoryMiB", (int)q->memory_mib, "accel", q->accel,
-                      "consoleLog", q->console_log, "rootfs", q->rootfs);
+                      "consoleLog", q->console_log, "rootfs", q->rootfs, "jailUid",
+                      (json_int_t)q->jail_uid);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -96,6 +99,7 @@ static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p,
         q->vcpus = p->vcpus;
         q->memory_mib = p->memory_mib;
         q->accel = p->accel;
+        q->jail_uid = p->jail_uid;
         if (dup_str(&q->run_dir, p->run_dir) < 0 || dup_str(&q->mem_path, mem) < 0 ||
             dup_str(&q->kernel, p->kernel) < 0 || dup_str(&q->initrd, p->initrd) < 0 ||
             dup_str(&q->disk, p->disk) < 0 || dup_str(&q->tap, p->tap) < 0 ||
@@ -212,6 +216,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .disk = p->disk,
                 .tap = p->tap,
                 .mac = p->mac,
+                .sandbox = p->jail_uid != 0,
         };
         /* Under TCG the guest calibrates its TSC against emulated timers, which can stall
          * for minutes on a busy host; handing it the host's frequency avoids that. */
@@ -250,6 +255,26 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         return r;
 }
 
+/* Reads a file of ours (at most 1 MiB) from a run dir a jailed QEMU owns: it may have replaced
+ * it with a symlink or its own file, which must not be believed. */
+static int read_trusted(const char *path, char **ret)
+{
+        cleanup_close int fd = agent_jail_open_trusted(path);
+        cleanup_free char *buf = NULL;
+        size_t len = 0;
+        ssize_t n;
+
+        if (fd < 0)
+                return fd;
+        if (!(buf = malloc(1024 * 1024 + 1)))
+                return -ENOMEM;
+        while (len < 1024 * 1024 && (n = read(fd, buf + len, 1024 * 1024 - len)) > 0)
+                len += (size_t)n;
+        buf[len] = '\0';
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
 /* When QEMU died during boot, its last stderr line says why better than a closed socket. */
 static void explain_exit(struct qemu_vm *q, const char *run_dir, struct fk_error *err)
 {
@@ -259,8 +284,7 @@ static void explain_exit(struct qemu_vm *q, const char *run_dir, struct fk_error
 
         if (!q->proc || vmm_process_wait(q->proc, 500) != 1)
                 return;
-        if (fk_asprintf(&path, "%s/qemu.log", run_dir) < 0 ||
-            fk_read_file(path, 1024 * 1024, &buf, NULL) < 0)
+        if (fk_asprintf(&path, "%s/qemu.log", run_dir) < 0 || read_trusted(path, &buf) < 0)
                 return;
         end = buf + strlen(buf);
         while (end > buf && (end[-1] == '\n' || end[-1] == ' '))
@@ -298,6 +322,7 @@ static void read_vm_config(struct qemu_vm *q, json_t *j)
         q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
         q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));
         q->accel = (int)json_integer_value(json_object_get(j, "accel"));
+        q->jail_uid = (uid_t)json_integer_value(json_object_get(j, "jailUid"));
         (void)dup_str(&q->mem_path, json_string_value(json_object_get(j, "memPath")));
         (void)dup_str(&q->kernel, json_string_value(json_object_get(j, "kernel")));
         (void)dup_str(&q->initrd, json_string_value(json_object_get(j, "initrd")));
@@ -318,7 +343,7 @@ static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
 
         if (fk_asprintf(&path, "%s/" VM_STATE_FILE, run_dir) < 0)
                 return -ENOMEM;
-        r = fk_read_file(path, 4096, &buf, NULL);
+        r = read_trusted(path, &buf);
         if (r < 0)
                 return r;
         j = json_loads(buf, 0, NULL);
@@ -446,6 +471,7 @@ static int qemu_poll_exit(void *vm, int *ret_status, const char **ret_reason)
 }
 
 const struct agent_vm_ops agent_vm_ops_qemu = {
+        .jailable = true,
         .boot = qemu_boot,
         .adopt = qemu_adopt,
         .stop = qemu_stop,

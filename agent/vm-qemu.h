@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "agent/agent.h"
 
@@ -21,6 +22,7 @@ struct qemu_vm {
         bool mem_private;
         unsigned vcpus, memory_mib;
         int accel;
+        uid_t jail_uid; /* QEMU's own uid (agent/jail.h), 0: not jailed */
 };
 
 /* Builds a vmm_config for q's devices (strings borrowed from q) and spawns QEMU with it:

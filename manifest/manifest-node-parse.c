@@ -16,7 +16,8 @@
 static const char *const top_fields[] = {"apiVersion", "kind",         "nodeName",    "stateDir",
                                          "runDir",     "accel",        "manifestDir", "api",
                                          "network",    "cgroupParent", "sizeClasses", "images",
-                                         "capacity",   "controlPlane", "labels",      NULL};
+                                         "capacity",   "controlPlane", "labels",      "jail",
+                                         NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
@@ -29,6 +30,7 @@ static const char *const cap_fields[] = {"reserveMemoryMiB",
                                          "qemuOverheadMiB",
                                          "forkMemoryPercent",
                                          NULL};
+static const char *const jail_fields[] = {"uidBase", "uidCount", NULL};
 static const char *const cp_fields[] = {"etcd", "prefix", NULL};
 
 struct nctx {
@@ -197,6 +199,20 @@ static void decode_capacity(struct nctx *n, const struct mnode *v)
                                    fields[i].min, fields[i].max, &x))
                         *(unsigned *)((char *)n->cfg + fields[i].off) = (unsigned)x;
         }
+}
+
+static void decode_jail(struct nctx *n, const struct mnode *v)
+{
+        const struct mnode *f;
+        uint64_t x;
+
+        if (!mget_map(n->c, v, "jail", jail_fields))
+                return;
+        /* uid 0..65535 holds the host's own users; a range must not wrap past 2^32 - 2. */
+        if ((f = opt(v, "uidBase")) && mget_uint(n->c, f, "jail.uidBase", 65536, 4000000000u, &x))
+                n->cfg->jail_uid_base = (unsigned)x;
+        if ((f = opt(v, "uidCount")) && mget_uint(n->c, f, "jail.uidCount", 0, 1u << 24, &x))
+                n->cfg->jail_uid_count = (unsigned)x;
 }
 
 static void decode_control_plane(struct nctx *n, const struct mnode *v)
@@ -389,6 +405,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 decode_capacity(n, v);
         if ((v = opt(root, "controlPlane")))
                 decode_control_plane(n, v);
+        if ((v = opt(root, "jail")))
+                decode_jail(n, v);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
 }

@@ -141,6 +141,8 @@ int node_config_init_defaults(struct node_config *c)
         c->cpu_overcommit_percent = 400;
         c->qemu_overhead_mib = 128;
         c->fork_memory_percent = 25;
+        c->jail_uid_base = 200000;
+        c->jail_uid_count = 65536;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
         if (!c->node_name || !c->state_dir || !c->run_dir || !c->manifest_dir || !c->uplink_pool ||

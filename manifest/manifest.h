@@ -146,6 +146,10 @@ struct node_config {
         /* Share of guest RAM a fork is charged at admission, before its PSS is known (its
          * RAM is copy-on-write on the checkpoint). Default 25. */
         unsigned fork_memory_percent;
+        /* jail: each session's QEMU runs as its own uid/gid from [jail_uid_base,
+         * jail_uid_base + jail_uid_count); count 0 turns the jail off. Default 200000, 65536. */
+        unsigned jail_uid_base;
+        unsigned jail_uid_count;
         char **etcd;       /* owned strv, empty: standalone */
         char *etcd_prefix; /* owned, default "/forklet" */
         struct kv *labels; /* owned array: node labels (cluster nodeSelector) */

@@ -283,6 +283,10 @@ int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *e
         arg(&b, "-M");
         add_machine(&b, cfg, e.mem);
         add_devices(&b, cfg, &e);
+        if (cfg->sandbox) {
+                arg(&b, "-sandbox");
+                arg(&b, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        }
         if (cfg->pidfile) {
                 arg(&b, "-pidfile");
                 arg(&b, cfg->pidfile);

@@ -66,7 +66,8 @@ static int wait_migration(struct qmp_client *qmp, unsigned timeout_ms, struct fk
 
 int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied)
 {
-        cleanup_close int in = open(src, O_RDONLY | O_CLOEXEC);
+        /* no symlink: the RAM file sits in a directory a jailed QEMU owns */
+        cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         cleanup_close int out = -1;
         uint64_t copied = 0;
         struct stat st;
@@ -108,31 +109,56 @@ int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied)
         return 0;
 }
 
+/* Migration through a file forkletd opens and hands to QEMU (getfd + "fd:"): a sandboxed QEMU
+ * may neither spawn the "exec:cat" helper (-sandbox spawn=deny) nor open paths of ours. QEMU
+ * 7.2 has no file: transport (8.2); fd: on a regular file works both ways. */
+static int migrate_fd(struct qmp_client *qmp, const char *command, const char *path,
+                      unsigned timeout_ms, struct fk_error *err)
+{
+        bool out = strcmp(command, "migrate") == 0;
+        cleanup_close int fd = out ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+                                   : open(path, O_RDONLY | O_CLOEXEC);
+        json_t *args;
+        int r;
+
+        if (fd < 0)
+                return fk_error_set(err, -errno, "open %s: %s", path, strerror(errno));
+        args = json_pack("{s:s}", "fdname", "fk-migrate");
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute_with_fd(qmp, "getfd", args, fd, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0)
+                return r;
+        args = json_pack("{s:s}", "uri", "fd:fk-migrate");
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, command, args, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0) {
+                json_t *c = json_pack("{s:s}", "fdname", "fk-migrate");
+
+                (void)qmp_execute(qmp, "closefd", c, timeout_ms, NULL, NULL);
+                json_decref(c);
+                return r;
+        }
+        return wait_migration(qmp, timeout_ms, err);
+}
+
 static int save_locked(struct qmp_client *qmp, const char *mem_path, const char *dir,
                        unsigned timeout_ms, struct vmm_checkpoint_stats *stats,
                        struct fk_error *err)
 {
-        cleanup_free char *state = NULL, *ram = NULL, *uri = NULL;
-        json_t *args;
+        cleanup_free char *state = NULL, *ram = NULL;
         struct stat st;
         int r;
 
         if (fk_asprintf(&state, "%s/state", dir) < 0 || fk_asprintf(&ram, "%s/ram", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        /* exec: is the one file-like transport QEMU 7.2 has (file: came in 8.2). */
-        if (fk_asprintf(&uri, "exec:cat > '%s'", state) < 0)
-                return fk_error_set(err, -ENOMEM, "out of memory");
         r = set_ignore_shared(qmp, true, timeout_ms, err);
         if (r < 0)
                 return r;
-        args = json_pack("{s:s}", "uri", uri);
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate", args, timeout_ms, NULL, err);
-        json_decref(args);
-        if (r < 0)
-                return r;
-        r = wait_migration(qmp, timeout_ms, err);
+        r = migrate_fd(qmp, "migrate", state, timeout_ms, err);
         if (r < 0)
                 return r;
         r = vmm_sparse_copy(mem_path, ram, &stats->ram_bytes);
@@ -185,24 +211,16 @@ int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char
 int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
                         struct fk_error *err)
 {
-        cleanup_free char *uri = NULL;
-        json_t *args;
+        cleanup_free char *state = NULL;
         int r;
 
-        if (fk_asprintf(&uri, "exec:cat '%s/state'", dir) < 0)
+        if (fk_asprintf(&state, "%s/state", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         /* The capability must be set on the destination before the stream starts. */
         r = set_ignore_shared(qmp, true, timeout_ms, err);
         if (r < 0)
                 return r;
-        args = json_pack("{s:s}", "uri", uri);
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate-incoming", args, timeout_ms, NULL, err);
-        json_decref(args);
-        if (r < 0)
-                return r;
-        r = wait_migration(qmp, timeout_ms, err);
+        r = migrate_fd(qmp, "migrate-incoming", state, timeout_ms, err);
         if (r < 0)
                 return r;
         /* The source was stopped when saved, so the loaded VM is paused. */
@@ -211,41 +229,22 @@ int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, un
         return 0;
 }
 
-static int migrate_uri(struct qmp_client *qmp, const char *command, const char *uri,
-                       bool ignore_shared, unsigned timeout_ms, struct fk_error *err)
+static int migrate_file(struct qmp_client *qmp, const char *command, const char *path,
+                        bool ignore_shared, unsigned timeout_ms, struct fk_error *err)
 {
-        json_t *args;
-        int r;
+        int r = set_ignore_shared(qmp, ignore_shared, timeout_ms, err);
 
-        r = set_ignore_shared(qmp, ignore_shared, timeout_ms, err);
-        if (r < 0)
-                return r;
-        args = json_pack("{s:s}", "uri", uri);
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, command, args, timeout_ms, NULL, err);
-        json_decref(args);
-        if (r < 0)
-                return r;
-        return wait_migration(qmp, timeout_ms, err);
+        return r < 0 ? r : migrate_fd(qmp, command, path, timeout_ms, err);
 }
 
 int vmm_migrate_save_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
                           unsigned timeout_ms, struct fk_error *err)
 {
-        cleanup_free char *uri = NULL;
-
-        if (fk_asprintf(&uri, "exec:cat > '%s'", path) < 0)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        return migrate_uri(qmp, "migrate", uri, ignore_shared, timeout_ms, err);
+        return migrate_file(qmp, "migrate", path, ignore_shared, timeout_ms, err);
 }
 
 int vmm_migrate_load_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
                           unsigned timeout_ms, struct fk_error *err)
 {
-        cleanup_free char *uri = NULL;
-
-        if (fk_asprintf(&uri, "exec:cat '%s'", path) < 0)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        return migrate_uri(qmp, "migrate-incoming", uri, ignore_shared, timeout_ms, err);
+        return migrate_file(qmp, "migrate-incoming", path, ignore_shared, timeout_ms, err);
 }

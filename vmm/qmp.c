@@ -164,8 +164,37 @@ static int wait_reply(struct qmp_client *c, uint64_t id, uint64_t deadline, json
         }
 }
 
-int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
-                json_t **ret_return, struct fk_error *err)
+/* The command goes with the fd (SCM_RIGHTS) in one message, as libvirt sends getfd. */
+static int send_with_fd(int sock, const char *data, size_t size, int pass_fd)
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u;
+        struct iovec iov = {.iov_base = (void *)data, .iov_len = size};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = u.buf,
+                             .msg_controllen = sizeof(u.buf)};
+        struct cmsghdr *cm;
+        ssize_t n;
+
+        memset(&u, 0, sizeof(u));
+        cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+        do
+                n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return errno == EPIPE ? -ECONNRESET : -errno;
+        return send_all(sock, data + n, size - (size_t)n);
+}
+
+static int execute(struct qmp_client *c, const char *command, json_t *args, int pass_fd,
+                   unsigned timeout_ms, json_t **ret_return, struct fk_error *err)
 {
         _cleanup_(json_decrefp) json_t *reply = NULL;
         uint64_t deadline = deadline_after(timeout_ms), id;
@@ -185,7 +214,7 @@ int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigne
                                     "QMP %s: cannot encode command (arguments must be "
                                     "an object)",
                                     command);
-        r = send_all(c->fd, line, len);
+        r = pass_fd >= 0 ? send_with_fd(c->fd, line, len, pass_fd) : send_all(c->fd, line, len);
         if (r < 0) {
                 if (r == -ECONNRESET)
                         c->eof = true;
@@ -199,6 +228,20 @@ int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigne
         if (ret_return)
                 *ret_return = json_incref(json_object_get(reply, "return"));
         return 0;
+}
+
+int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
+                json_t **ret_return, struct fk_error *err)
+{
+        return execute(c, command, args, -1, timeout_ms, ret_return, err);
+}
+
+int qmp_execute_with_fd(struct qmp_client *c, const char *command, json_t *args, int fd,
+                        unsigned timeout_ms, json_t **ret_return, struct fk_error *err)
+{
+        if (fd < 0)
+                return fk_error_set(err, -EBADF, "QMP %s: no fd to pass", command);
+        return execute(c, command, args, fd, timeout_ms, ret_return, err);
 }
 
 int qmp_next_event(struct qmp_client *c, json_t **ret)

@@ -51,6 +51,8 @@ struct vmm_config {
         bool incoming_defer; /* -incoming defer (fork / restore) */
         const char *pidfile; /* NULL: none */
         unsigned tsc_khz;    /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
+        bool sandbox;        /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
+                              * denied (QEMU's seccomp filter; migration must then use fd:) */
 };
 
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
@@ -108,6 +110,10 @@ struct qmp_client *qmp_client_free(struct qmp_client *c);
  * thread-safe: one caller at a time per client. */
 int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
                 json_t **ret_return, struct fk_error *err);
+/* qmp_execute, passing fd (borrowed; QEMU gets a copy) with the command over the unix socket
+ * (SCM_RIGHTS), as `getfd` and `add-fd` expect. -EBADF for fd < 0. */
+int qmp_execute_with_fd(struct qmp_client *c, const char *command, json_t *args, int fd,
+                        unsigned timeout_ms, json_t **ret_return, struct fk_error *err);
 /* Pops the oldest queued event (new reference) or returns 0 with *ret NULL if none. */
 int qmp_next_event(struct qmp_client *c, json_t **ret);
 /* Convenience: query-status -> "running", "paused", ... (caller frees). */

@@ -154,6 +154,15 @@ static void test_vmgenid(void **state)
         check_golden(&c, "vmgenid");
 }
 
+static void test_sandbox(void **state)
+{
+        struct vmm_config c = base();
+
+        (void)state;
+        c.sandbox = true;
+        check_golden(&c, "sandbox");
+}
+
 /* Everything at once, with commas in paths (QEMU reads ",," as a literal comma). */
 static void test_full_escaped(void **state)
 {
@@ -236,7 +245,7 @@ int main(void)
                 cmocka_unit_test(test_fork),        cmocka_unit_test(test_disk),
                 cmocka_unit_test(test_tap),         cmocka_unit_test(test_vmgenid),
                 cmocka_unit_test(test_net_hub),     cmocka_unit_test(test_full_escaped),
-                cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_sandbox),     cmocka_unit_test(test_errors),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,3 +38,7 @@ fk_integration_test(agent-resources
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-resources.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 900)
+fk_integration_test(jail
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/jail.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 1200)

@@ -114,7 +114,7 @@ int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *
         /* A fork maps the checkpoint's RAM file MAP_PRIVATE, but QEMU 7.2 still opens it
          * O_RDWR (readonly=on would map it read-only): read-write it must be. */
         if (grant(p->kernel, j->uid, 4, err) < 0 || grant(p->initrd, j->uid, 4, err) < 0 ||
-            grant(p->mem_path, j->uid, 6, err) < 0 ||
+            grant(p->rootfs, j->uid, 4, err) < 0 || grant(p->mem_path, j->uid, 6, err) < 0 ||
             (p->disk && grant_disk(p->disk, j->uid, err) < 0))
                 return err->code;
         p->jail_uid = j->uid;

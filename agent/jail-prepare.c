@@ -113,6 +113,10 @@ int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *
                                     (unsigned)j->uid, strerror(-r));
         /* A fork maps the checkpoint's RAM file MAP_PRIVATE, but QEMU 7.2 still opens it
          * O_RDWR (readonly=on would map it read-only): read-write it must be. */
+        /* Opening /dev/net/tun gives nothing without owning a tap or CAP_NET_ADMIN (distros
+         * ship it 0666); some hosts have it 0600. */
+        if (p->tap && grant("/dev/net/tun", j->uid, 6, err) < 0)
+                return err->code;
         if (grant(p->kernel, j->uid, 4, err) < 0 || grant(p->initrd, j->uid, 4, err) < 0 ||
             grant(p->rootfs, j->uid, 4, err) < 0 || grant(p->mem_path, j->uid, 6, err) < 0 ||
             (p->disk && grant_disk(p->disk, j->uid, err) < 0))

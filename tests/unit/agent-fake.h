@@ -32,7 +32,9 @@ struct fake_backend {
         atomic_int next_pid;
         unsigned last_memory_mib, last_vcpus;
         char last_kernel[512];
-        char last_env[512]; /* env of the last exec, ';'-joined */
+        char last_env[512];                  /* env of the last exec, ';'-joined */
+        char last_tap[32], last_append[256]; /* network boot parameters of the last boot */
+        size_t last_n_pre_exec;
 };
 
 static inline struct fake_vm *fake_vm_new(pid_t pid)
@@ -79,6 +81,9 @@ static inline int fake_boot(void *ud, const struct agent_boot_params *p, void **
         f->last_memory_mib = p->memory_mib;
         f->last_vcpus = p->vcpus;
         snprintf(f->last_kernel, sizeof(f->last_kernel), "%s", p->kernel);
+        snprintf(f->last_tap, sizeof(f->last_tap), "%s", p->tap ? p->tap : "");
+        snprintf(f->last_append, sizeof(f->last_append), "%s", p->append ? p->append : "");
+        f->last_n_pre_exec = p->n_pre_exec;
         snprintf(path, sizeof(path), "%s/qmp.sock", p->run_dir);
         snprintf(pid, sizeof(pid), "%d", (int)v->pid);
         (void)fk_write_file_atomic(path, pid, strlen(pid), 0600);

@@ -222,11 +222,8 @@ static int net_setup(const struct node_config *cfg, const char *key,
         if (r >= 0)
                 r = apply_policy(n, m, err);
         if (r < 0) {
-                if (n->ns) {
-                        struct fk_error ignored = {0};
-
-                        (void)net_session_teardown(n->ns, &ignored);
-                }
+                /* Kernel state stays: it may be a running VM's (re-attach after a restart);
+                 * the next setup reuses it, delete or orphan cleanup removes it. */
                 net_release(n);
                 return r;
         }

@@ -2,10 +2,12 @@
 /* A bidirectional byte relay between two stream sockets with half-close, used by port-forward
  * on both ends (forkletd: API connection <-> guest; the CLI: local client <-> API). */
 #include "agent/agent.h"
+#include "common/cleanup.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,10 +42,12 @@ static int pump(int from, int to, char *buf)
 
 int agent_relay(int a, int b)
 {
-        static __thread char buf[RELAY_BUF];
+        cleanup_free char *buf = malloc(RELAY_BUF);
         bool a_open = true, b_open = true; /* reading side still open */
         int r = 0;
 
+        if (!buf)
+                return -ENOMEM;
         while (a_open || b_open) {
                 struct pollfd p[2] = {
                         {.fd = a_open ? a : -1, .events = POLLIN},

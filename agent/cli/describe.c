@@ -29,6 +29,24 @@ static void print_conditions(const json_t *status)
         }
 }
 
+static void print_network(const json_t *n)
+{
+        const json_t *dns = json_object_get(n, "dns");
+
+        if (!json_is_string(json_object_get(n, "netns")))
+                return;
+        printf("Network:      netns %s, guest %s, uplink %s, egress %s\n", str(n, "netns"),
+               str(n, "guestIP"), str(n, "uplinkAddress"), str(n, "egress"));
+        if (json_is_object(dns))
+                printf("Resolver:     %s: %lld queries, %lld refused, %lld forwarded, %lld "
+                       "addresses learned\n",
+                       str(n, "resolver"),
+                       (long long)json_integer_value(json_object_get(dns, "queries")),
+                       (long long)json_integer_value(json_object_get(dns, "refused")),
+                       (long long)json_integer_value(json_object_get(dns, "forwarded")),
+                       (long long)json_integer_value(json_object_get(dns, "learned")));
+}
+
 static void describe(const json_t *s)
 {
         json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
@@ -60,6 +78,7 @@ static void describe(const json_t *s)
                        (long long)json_integer_value(json_object_get(res, "memoryPeak")) >> 20,
                        (long long)json_integer_value(json_object_get(res, "pids")),
                        (long long)json_integer_value(json_object_get(res, "oomKills")));
+        print_network(json_object_get(st, "network"));
         print_conditions(st);
 }
 

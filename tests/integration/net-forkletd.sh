@@ -86,8 +86,10 @@ for a in 203.0.113.10 203.0.113.20 203.0.113.53 169.254.169.254; do
         ip -n "$INET" addr add $a/32 dev lo
 done
 ip -n "$INET" link set eth0 up
-ip netns exec "$INET" busybox httpd -f -p 80 -h "$T/www" &
-PIDS+=($!)
+for port in 80 8080; do
+        ip netns exec "$INET" busybox httpd -f -p $port -h "$T/www" &
+        PIDS+=($!)
+done
 ip netns exec "$INET" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
         --user=root --listen-address=203.0.113.53 --bind-interfaces --port=53 \
         --pid-file="$T/dnsmasq.pid" --address=/api.github.test/203.0.113.10 \
@@ -148,8 +150,8 @@ field() { "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\
 gsh() { "$FORKLET" exec "$1" --timeout=60 -- sh -c "$2" 2>&1; }
 # A only: busybox nslookup gives up on the first error, and dnsmasq refuses AAAA here
 lookup() { gsh "$1" "busybox nslookup -type=a $2 10.0.2.3"; }
-fetch() { # fetch SESSION IP: prints the HTTP status line, nothing when no connection
-        gsh "$1" "printf 'GET / HTTP/1.0\r\n\r\n' | busybox timeout 8 busybox nc -w 3 $2 80 | head -n1"
+fetch() { # fetch SESSION IP [PORT]: prints the HTTP status line, nothing when no connection
+        gsh "$1" "printf 'GET / HTTP/1.0\r\n\r\n' | busybox timeout 8 busybox nc -w 3 $2 ${3:-80} | head -n1"
 }
 expect() { # expect DESCRIPTION PATTERN TEXT
         if printf '%s' "$3" | grep -q -- "$2"; then ok "$1"; else
@@ -186,6 +188,9 @@ expect "DNS to another resolver is dropped" "timed out\|no servers\|can't" \
         "$(gsh web 'busybox timeout 10 busybox nslookup api.github.test 203.0.113.53')"
 expect "resolver counted refusals in status" '"refused": [1-9]' \
         "$("$FORKLET" get session web -o json)"
+expect "describe shows the network and the resolver" \
+        "Network: *netns $netns, guest 10.0.2.15, uplink 198.18.*, egress restricted" \
+        "$("$FORKLET" describe web)"
 tcpq=$(printf '\x00\x21\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x06github\x04test\x00\x00\x01\x00\x01' |
         ip netns exec "$netns" busybox nc -w 3 10.0.2.3 53 | od -An -tx1 | tr -d ' \n')
 expect "resolver answers over TCP too (length-prefixed, same id)" "^....1234.*cb00710a" "$tcpq"
@@ -211,6 +216,14 @@ expect "flipped: api.github.test now refused" "REFUSED" "$(lookup web api.github
 expect_not "flipped: 203.0.113.10 no longer reachable" "200" "$(fetch web 203.0.113.10)"
 expect "flipped: other.test resolves" "203.0.113.20" "$(lookup web other.test)"
 expect "flipped: other.test answers HTTP 200" "200 OK" "$(fetch web 203.0.113.20)"
+# a name restricted to a port: its learned addresses go into the port's set only
+manifest web "[other.test:8080]"
+sleep 2
+expect "other.test:8080: resolves" "203.0.113.20" "$(lookup web other.test)"
+expect "other.test:8080: port 8080 answers" "200 OK" "$(fetch web 203.0.113.20 8080)"
+expect_not "other.test:8080: port 80 does not" "200" "$(fetch web 203.0.113.20 80)"
+manifest web "[other.test]"
+sleep 2
 expect "no reboot across egress changes (same QEMU pid)" "^$pid\$" "$(field web pid)"
 
 # --- two sessions, same guest IP, both reach an allowed host at once ----------------------------

@@ -160,11 +160,12 @@ int api_handle_sessions(struct MHD_Connection *c, struct api_request *req)
                                "%s not allowed here", m);
 }
 
-/* The tail of console.log (the last API_LOG_TAIL bytes). */
+/* The tail of console.log (the last API_LOG_TAIL bytes); ?previous=1: of console.log.1. */
 int api_handle_log(struct MHD_Connection *c, struct api_request *req)
 {
         cleanup_free char *path = NULL;
         struct MHD_Response *resp;
+        const char *prev;
         struct stat st;
         off_t off;
         int fd, r;
@@ -176,6 +177,15 @@ int api_handle_log(struct MHD_Connection *c, struct api_request *req)
         if (r < 0)
                 return api_reply_error(c, MHD_HTTP_NOT_FOUND, "NotFound", NULL,
                                        "session %s/%s not found", req->route.ns, req->route.name);
+        prev = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "previous");
+        if (prev && strcmp(prev, "0") != 0) {
+                char *p1 = NULL;
+
+                if (fk_asprintf(&p1, "%s.1", path) < 0)
+                        return MHD_NO;
+                free(path);
+                path = p1;
+        }
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {
                 if (fd >= 0)

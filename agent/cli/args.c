@@ -260,6 +260,11 @@ int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_ar
                 if (strcmp(verb, "validate") == 0 &&
                     (r = opt_value(argc, argv, &i, "--config", NULL, &a.config, err)))
                         continue;
+                if (strcmp(verb, "logs") == 0 &&
+                    (!strcmp(argv[i], "--previous") || !strcmp(argv[i], "-p"))) {
+                        a.previous = true;
+                        continue;
+                }
                 if (argv[i][0] == '-' || !takes_name || a.name)
                         r = unknown(verb, argv[i], err);
                 else

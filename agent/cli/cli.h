@@ -81,8 +81,10 @@ struct cli_files_args {
         size_t n_files;
         const char *name;   /* delete/logs NAME */
         const char *config; /* validate --config */
+        bool previous;      /* logs --previous: the log before the current one */
 };
-/* validate -f F... [--config C]; apply -f F...; delete NAME | -f F...; logs|describe NAME.
+/* validate -f F... [--config C]; apply -f F...; delete NAME | -f F...; logs [-p] NAME;
+ * describe NAME.
  * verb selects what is allowed. Caller frees ret->files. */
 int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_args *ret,
                     struct fk_error *err);

@@ -12,7 +12,7 @@ const struct cli_command cli_commands[] = {
         {"exec", cli_exec,
          "exec NAME [-i] [--detach] [--timeout=SECONDS] [--output-cap=BYTES] -- CMD [ARG...]"},
         {"delete", cli_delete, "delete NAME | -f FILE..."},
-        {"logs", cli_logs, "logs NAME"},
+        {"logs", cli_logs, "logs [--previous|-p] NAME"},
         {"describe", cli_describe, "describe NAME"},
         {"audit", cli_audit, "audit verify [--file PATH] [-o json|yaml]"},
         {"node", cli_node, "node [-o json|yaml]"},

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* forklet logs NAME: prints the session's serial console log (its last MiB) via the API. */
+/* forklet logs [--previous] NAME: prints the session's serial console log (its last MiB) via
+ * the API; --previous the one before (the previous boot's, or what rotation moved aside). */
 #include "agent/cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -21,7 +22,7 @@ int cli_logs(const struct cli *c, int argc, char **argv)
                 return CLI_EXIT_USAGE;
         }
         free(a.files);
-        if (cli_session_path(c, a.name, "/log", &path) < 0 ||
+        if (cli_session_path(c, a.name, a.previous ? "/log?previous=1" : "/log", &path) < 0 ||
             cli_request(c, "GET", path, NULL, &resp, &err) < 0) {
                 fprintf(stderr, "forklet logs: %s\n", err.msg[0] ? err.msg : "out of memory");
                 return CLI_EXIT_FAILURE;

@@ -192,6 +192,7 @@ fi
 step "console log: capped and rotated"
 "$FORKLET" logs $N | grep -q "Linux version\|forklet" || fail "forklet logs: no boot output"
 [ -f "$T/state/sessions/default.$N/console.log.1" ] || fail "boot did not rotate console.log"
+"$FORKLET" logs --previous $N | grep -q "Linux version\|forklet" || fail "forklet logs --previous: empty"
 gx --timeout=240 -- sh -c 'i=0; while [ $i -lt 1200 ]; do
         printf "%01000d\n" $i; i=$((i+1)); done > /dev/ttyS0' || fail "flood the console"
 sleep 1

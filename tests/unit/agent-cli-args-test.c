@@ -197,6 +197,24 @@ static void test_exec(void **state)
         assert_non_null(strstr(err.msg, "byte count"));
 }
 
+static void test_logs_previous(void **state)
+{
+        struct cli_files_args a;
+        struct fk_error err = {0};
+
+        (void)state;
+        assert_int_equal(cli_parse_files(3, ARGV("logs", "--previous", "web"), "logs", &a, &err),
+                         0);
+        assert_true(a.previous);
+        assert_string_equal(a.name, "web");
+        free(a.files);
+        assert_int_equal(cli_parse_files(2, ARGV("logs", "web"), "logs", &a, &err), 0);
+        assert_false(a.previous);
+        free(a.files);
+        assert_int_equal(cli_parse_files(3, ARGV("describe", "-p", "web"), "describe", &a, &err),
+                         -EINVAL);
+}
+
 static void test_action(void **state)
 {
         struct cli_action_args a;
@@ -314,7 +332,7 @@ int main(void)
                 cmocka_unit_test(test_wait),        cmocka_unit_test(test_exec),
                 cmocka_unit_test(test_files),       cmocka_unit_test(test_age),
                 cmocka_unit_test(test_action),      cmocka_unit_test(test_cp),
-                cmocka_unit_test(test_portforward),
+                cmocka_unit_test(test_portforward), cmocka_unit_test(test_logs_previous),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -231,6 +231,27 @@ static void test_files(void **state)
         memset(&guest_file, 0, sizeof(guest_file));
 }
 
+static void test_logs(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *cur = NULL, *old = NULL;
+        struct cli_response resp = {0};
+        struct fk_error err = {0};
+
+        running_hello(e);
+        assert_true(fk_asprintf(&cur, "%s/state/sessions/default.hello/console.log", e->dir) > 0);
+        assert_true(fk_asprintf(&old, "%s.1", cur) > 0);
+        assert_int_equal(fk_write_file_atomic(cur, "this boot\n", 10, 0600), 0);
+        assert_int_equal(fk_write_file_atomic(old, "last boot\n", 10, 0600), 0);
+        assert_int_equal(cli_request(&e->cli, "GET", HELLO "/log", NULL, &resp, &err), 0);
+        assert_string_equal(resp.body, "this boot\n");
+        cli_response_done(&resp);
+        assert_int_equal(cli_request(&e->cli, "GET", HELLO "/log?previous=1", NULL, &resp, &err),
+                         0);
+        assert_string_equal(resp.body, "last boot\n");
+        cli_response_done(&resp);
+}
+
 struct waiter {
         struct env *e;
         long status;
@@ -274,6 +295,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_image_not_found, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_wait_ends_on_shutdown, setup, teardown),
         };
 

@@ -148,6 +148,10 @@ int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);
  * writes it) straight onto the chain's bottom. 1 compacted, 0 nothing to do, -errno + err. */
 int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err);
 #define AGENT_DISK_MAX_DEPTH 16
+/* Hard-links layer and every layer under it that lives in the same directory into dst_dir
+ * (created), keeping their names, so the chain resolves there without the source dir (backing
+ * names inside a directory are relative). *ret (may be NULL): the link of layer (heap). */
+int agent_disk_link_chain(const char *layer, const char *dst_dir, char **ret, struct fk_error *err);
 
 /* qemu-img convert -U -O qcow2 src dst: a standalone copy of a (read-only) chain. */
 int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
@@ -163,6 +167,7 @@ struct agent_restore {
         char *layer;      /* owned: disk layer the new overlay goes over, NULL: keep the disk */
         bool private_ram; /* fork: map ck_dir/ram share=off; rollback: copy it into run dir */
         char fork_id[96]; /* identity for the guest */
+        char ck_id[48];   /* the checkpoint's id (for the lineage) */
 };
 void agent_restore_done(struct agent_restore *r);
 /* Under the lock: fills r for s's next boot (fork first start, rollback, snapshot restore). */

@@ -83,6 +83,13 @@ int agent_disk_virtual_size(const char *path, uint64_t *ret)
         return 0;
 }
 
+static bool same_dir(const char *a, const char *b)
+{
+        const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+
+        return sa && sb && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0;
+}
+
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err)
 {
         char size[32], *argv[14];
@@ -108,7 +115,9 @@ int agent_disk_create_overlay(const char *path, const char *backing, struct fk_e
         /* -u: do not open the backing file, which a running QEMU may hold locked. */
         argv[n++] = (char *)"-u";
         argv[n++] = (char *)"-b";
-        argv[n++] = (char *)backing;
+        /* Relative when in the same directory (QEMU resolves it against the overlay's dir), so
+         * a chain of layers hard-linked into another session's dir works there too. */
+        argv[n++] = (char *)(same_dir(path, backing) ? strrchr(backing, '/') + 1 : backing);
         argv[n++] = (char *)"-F";
         argv[n++] = (char *)(qcow2 ? "qcow2" : "raw");
         argv[n++] = (char *)path;
@@ -234,6 +243,13 @@ static char *backing_of(const char *path)
                 free(name);
                 return NULL;
         }
+        if (name[0] != '/' && strrchr(path, '/')) {
+                char *abs = NULL;
+
+                (void)fk_asprintf(&abs, "%.*s/%s", (int)(strrchr(path, '/') - path), path, name);
+                free(name);
+                return abs;
+        }
         return name;
 }
 
@@ -285,4 +301,42 @@ int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *er
                         (char *)"-F",       (char *)(qcow2 ? "qcow2" : "raw"),
                         (char *)path,       NULL};
         return run_tool(argv, err) < 0 ? -EIO : 1;
+}
+
+int agent_disk_link_chain(const char *layer, const char *dst_dir, char **ret, struct fk_error *err)
+{
+        char *cur = strdup(layer), *next, *top = NULL;
+        int r = 0;
+
+        if (!cur)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = fk_mkdir_p(dst_dir, 0700);
+        if (r < 0) {
+                free(cur);
+                return fk_error_set(err, r, "create %s: %s", dst_dir, strerror(-r));
+        }
+        for (unsigned i = 0; cur && same_dir(cur, layer) && i < 10000; i++) {
+                cleanup_free char *dst = NULL;
+
+                if (fk_asprintf(&dst, "%s/%s", dst_dir, strrchr(cur, '/') + 1) < 0) {
+                        r = fk_error_set(err, -ENOMEM, "out of memory");
+                        break;
+                }
+                if (link(cur, dst) < 0 && errno != EEXIST) {
+                        r = fk_error_set(err, -errno, "link %s -> %s: %m", cur, dst);
+                        break;
+                }
+                if (i == 0 && !(top = strdup(dst))) {
+                        r = fk_error_set(err, -ENOMEM, "out of memory");
+                        break;
+                }
+                next = backing_of(cur);
+                free(cur);
+                cur = next;
+        }
+        free(cur);
+        if (r >= 0 && ret)
+                *ret = TAKE_PTR(top);
+        free(top);
+        return r;
 }

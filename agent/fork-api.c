@@ -8,6 +8,7 @@
 #include "manifest/manifest.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +40,57 @@ static struct session_manifest *fork_spec(const struct session_manifest *parent,
         return m;
 }
 
+/* Hard-links what the fork's first start needs (the checkpoint's state, RAM and meta into
+ * <fork>/origin, its disk layers into <fork>/disk), so the fork outlives its parent and the
+ * checkpoint; links share the pages (and the page cache) with the parent's files. */
+static int fork_link_origin(struct agent_daemon *d, const struct agent_session *p, const char *key,
+                            const char *id, struct fk_error *err)
+{
+        static const char *const files[] = {"state", "ram", "meta.json"};
+        cleanup_free char *ck = NULL, *sd = NULL, *origin = NULL, *disk = NULL;
+        json_t *meta;
+        int r;
+
+        if (agent_checkpoint_dir(d->cfg->state_dir, p->key, id, &ck) < 0 ||
+            agent_session_state_dir(d->cfg->state_dir, key, &sd) < 0 ||
+            fk_asprintf(&origin, "%s/origin", sd) < 0 || agent_disk_dir(sd, &disk) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = fk_mkdir_p(origin, 0700);
+        if (r < 0)
+                return fk_error_set(err, r, "create %s: %s", origin, strerror(-r));
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                cleanup_free char *src = NULL, *dst = NULL;
+
+                if (fk_asprintf(&src, "%s/%s", ck, files[i]) < 0 ||
+                    fk_asprintf(&dst, "%s/%s", origin, files[i]) < 0)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                if (link(src, dst) < 0 && errno != EEXIST)
+                        return fk_error_set(err, -errno, "link %s: %m", dst);
+        }
+        meta = agent_checkpoint_read_meta(ck);
+        r = json_string_value(json_object_get(meta, "disk"))
+                    ? agent_disk_link_chain(json_string_value(json_object_get(meta, "disk")), disk,
+                                            NULL, err)
+                    : 0;
+        json_decref(meta);
+        return r;
+}
+
 /* Under the lock: creates fork session `name` of p from checkpoint id. */
 static int fork_create(struct agent_daemon *d, struct agent_session *p, const char *name,
                        const char *id, bool by_spec, struct fk_error *err)
 {
         struct agent_session *f = agent_session_new(p->namespace, name);
         int r;
+
+        if (f && (r = fork_link_origin(d, p, f->key, id, err)) < 0) {
+                cleanup_free char *sd = NULL;
+
+                if (agent_session_state_dir(d->cfg->state_dir, f->key, &sd) >= 0)
+                        (void)fk_rm_rf(sd);
+                agent_session_free(f);
+                return r;
+        }
 
         if (!f || !(f->spec = fork_spec(p->spec, name)) || !(f->fork_parent = strdup(p->name)) ||
             !(f->fork_checkpoint = strdup(id))) {

@@ -39,8 +39,9 @@ static int fork_id_new(const char *name, char *out, size_t size)
         return 0;
 }
 
-/* Fills r from the checkpoint in dir (its disk layer from meta.json). */
-static int restore_from(const char *dir, bool private_ram, const char *name,
+/* Fills r from the checkpoint in dir (its disk layer from meta.json; when layer_dir is set, the
+ * layer of that name there: a fork's links). */
+static int restore_from(const char *dir, const char *layer_dir, bool private_ram, const char *name,
                         struct agent_restore *r, struct fk_error *err)
 {
         json_t *meta = agent_checkpoint_read_meta(dir);
@@ -48,10 +49,16 @@ static int restore_from(const char *dir, bool private_ram, const char *name,
         int k = 0;
 
         if (!meta)
-                k = fk_error_set(err, -ENOENT, "checkpoint %s has no usable meta.json", dir);
-        else if (!(r->ck_dir = strdup(dir)) || (layer && !(r->layer = strdup(layer))))
+                return fk_error_set(err, -ENOENT, "checkpoint %s has no usable meta.json", dir);
+        snprintf(r->ck_id, sizeof(r->ck_id), "%s",
+                 json_string_value(json_object_get(meta, "id")) ?: "");
+        if (!(r->ck_dir = strdup(dir)))
                 k = fk_error_set(err, -ENOMEM, "out of memory");
-        else if (fork_id_new(name, r->fork_id, sizeof(r->fork_id)) < 0)
+        else if (layer && layer_dir && strrchr(layer, '/'))
+                k = fk_asprintf(&r->layer, "%s/%s", layer_dir, strrchr(layer, '/') + 1);
+        else if (layer && !(r->layer = strdup(layer)))
+                k = fk_error_set(err, -ENOMEM, "out of memory");
+        if (k >= 0 && fork_id_new(name, r->fork_id, sizeof(r->fork_id)) < 0)
                 k = fk_error_set(err, -EIO, "getrandom failed");
         r->private_ram = private_ram;
         json_decref(meta);
@@ -76,16 +83,23 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
                 return -ENOMEM;
         if (s->rollback_to) {
                 k = agent_checkpoint_own_dir(d, s, s->rollback_to, &dir, err);
-                return k < 0 ? k : restore_from(dir, false, s->name, r, err);
+                return k < 0 ? k : restore_from(dir, NULL, false, s->name, r, err);
         }
         if (s->fork_parent && !restored_once(sd)) {
+                cleanup_free char *origin = NULL, *disk = NULL;
+
+                /* the links made when the fork was created (see fork_link_origin) */
+                if (fk_asprintf(&origin, "%s/origin", sd) < 0 || agent_disk_dir(sd, &disk) < 0)
+                        return -ENOMEM;
+                if (access(origin, F_OK) == 0)
+                        return restore_from(origin, disk, true, s->name, r, err);
                 if (fk_asprintf(&pkey, "%s.%s", s->namespace, s->fork_parent) < 0 ||
                     agent_checkpoint_dir(d->cfg->state_dir, pkey, s->fork_checkpoint, &dir) < 0)
                         return -ENOMEM;
                 if (access(dir, F_OK) < 0)
                         return fk_error_set(err, -ENOENT, "checkpoint %s of session %s is gone",
                                             s->fork_checkpoint, s->fork_parent);
-                return restore_from(dir, true, s->name, r, err);
+                return restore_from(dir, NULL, true, s->name, r, err);
         }
         if (s->from_snapshot && agent_disk_active(sd, &dir) == -ENOENT) {
                 if (fk_asprintf(&r->layer, "%s/snapshots/%s/disk.qcow2", d->cfg->state_dir,
@@ -151,12 +165,14 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
             fk_asprintf(&mark, "%s/" RESTORED_MARK, sd) >= 0)
                 (void)fk_write_file_atomic(mark, r->fork_id, strlen(r->fork_id), 0600);
         free(mark);
-        if (fk_asprintf(&mark, "%s/lineage", sd) >= 0) {
-                const char *id = strrchr(r->ck_dir, '/');
-
-                id = id ? id + 1 : r->ck_dir;
-                (void)fk_write_file_atomic(mark, id, strlen(id), 0600);
-        }
+        mark = NULL;
+        /* A fork's RAM links are no longer needed once it runs (QEMU keeps its mapping). */
+        if (r->private_ram && fk_asprintf(&mark, "%s/origin", sd) >= 0)
+                (void)fk_rm_rf(mark);
+        free(mark);
+        mark = NULL;
+        if (r->ck_id[0] && fk_asprintf(&mark, "%s/lineage", sd) >= 0)
+                (void)fk_write_file_atomic(mark, r->ck_id, strlen(r->ck_id), 0600);
 }
 
 static int discard_output(int stream, const void *data, size_t size, void *ud)

@@ -66,14 +66,6 @@ done
 "$FORKLET" get session web -o json | grep -q '"web-fork-2"' || fail "status.forks of web"
 [ "$("$FORKLET" checkpoint list web-fork-0 | tail -n +2 | grep -c .)" = 0 ] ||
         fail "a fork inherited its parent's checkpoints"
-# forkletd restart: forks are adopted (same QEMU) and keep their identity
-qpid=$(field web-fork-1 pid)
-id=$(field web-fork-1 forkId)
-stop_daemon
-start_daemon
-"$FORKLET" wait web-fork-1 --for=Running --timeout=60 || fail "web-fork-1 not adopted"
-[ "$(field web-fork-1 pid)" = "$qpid" ] || fail "restart booted web-fork-1 again"
-[ "$(gsh web-fork-1 'echo $FORKLET_FORK_ID')" = "$id" ] || fail "fork id lost across restart"
 gsh web-fork-1 'echo only-in-fork-1 > /workspace/www/mine && sync' || fail "write in fork-1"
 [ -z "$(gsh web 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by parent"
 [ -z "$(gsh web-fork-2 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by sibling"
@@ -118,6 +110,15 @@ id=$(field web forkId)
 ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"
 "$FORKLET" checkpoint list web | grep "^$ck3 " | grep -q "$ck" || fail "parent of $ck3 is not $ck"
 "$FORKLET" rollback web ck_00000000 2>&1 | grep -q "not found" || fail "rollback to unknown id"
+
+# ---- forkletd restart: forks are adopted (same QEMU) and keep their identity ----------------
+qpid=$(field web-fork-1 pid)
+id=$(field web-fork-1 forkId)
+stop_daemon
+start_daemon
+"$FORKLET" wait web-fork-1 --for=Running --timeout=60 || fail "web-fork-1 not adopted"
+[ "$(field web-fork-1 pid)" = "$qpid" ] || fail "restart booted web-fork-1 again"
+[ "$(gsh web-fork-1 'echo $FORKLET_FORK_ID')" = "$id" ] || fail "fork id lost across restart"
 
 # ---- layers: delete refused while forks depend on a checkpoint ---------------------------------
 out=$("$FORKLET" checkpoint delete web "$ck" 2>&1) && fail "deleted a checkpoint forks depend on"

@@ -3,7 +3,7 @@
 # Through forkletd + CLI on real QEMU: filesystem snapshots (workspace only, fsfreeze) and
 # restore into a new session that boots fresh and runs afterStart again; declarative spec.forks
 # (scale up and down); a failed checkpoint leaves the session running and lists nothing, and a
-# partial checkpoint left behind is removed on the next start.
+# partial checkpoint left behind is removed on the next start; a fork outlives its parent.
 # Usage: fork-snapshot.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -58,4 +58,15 @@ sed -i '/state: Stopped/d' "$T/app.yaml"
 "$FORKLET" apply -f "$T/app.yaml" >/dev/null && "$FORKLET" wait app --for=Running --timeout=240 || fail "restart app"
 [ -e "$sd/checkpoints/.ck_0123456789abcdef.partial" ] && fail "partial checkpoint not removed on start"
 [ "$(gsh app 'cat /workspace/kept2')" = still-writable ] || fail "disk lost across stop/start after snapshot"
+
+# ---- a fork outlives its parent (its origin and layers are hard links of its own) -------------
+"$FORKLET" delete app >/dev/null || fail "delete app"
+"$FORKLET" wait app --for=Deleted --timeout=120 || fail "app not deleted"
+[ "$(gsh app-fork-0 'cat /workspace/starts')" = started ] || fail "fork hurt by its parent's delete"
+"$FORKLET" stop app-fork-0 --timeout=120 >/dev/null || fail "stop app-fork-0"
+"$FORKLET" start app-fork-0 --timeout=240 >/dev/null || fail "start app-fork-0 without its parent"
+"$FORKLET" wait app-fork-0 --for=Running --timeout=240 || fail "app-fork-0 not Running"
+[ "$(gsh app-fork-0 'cat /workspace/starts')" = "started
+started" ] || fail "fork's disk after its parent's delete and a cold start"
+"$FORKLET" get session app-fork-0 -o json | grep -q '"session": "app"' || fail "forkOf lost"
 echo PASS

@@ -188,7 +188,11 @@ static void test_fork_ownership_cascade(void **state)
                             "hello-fork-1");
         json_decref(j);
         reconcile(e);
-        assert_non_null(strstr(last_restore, id));
+        /* restored from links to the parent's checkpoint in the fork's own dir, removed once
+         * the fork runs */
+        assert_non_null(strstr(last_restore, "/default.hello-fork-"));
+        assert_non_null(strstr(last_restore, "/origin"));
+        assert_int_equal(access(last_restore, F_OK), -1);
         assert_true(last_private);
         metrics_has(e, "forklet_forks_total 2\n");
         metrics_has(e, "forklet_operation_duration_seconds_count{op=\"fork\"} 2\n");

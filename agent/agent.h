@@ -476,8 +476,9 @@ int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *sna
 /* Sets spec.state (enum session_state) of a session: the pause/resume/stop/start verbs. For an
  * API session the change is persisted like an apply (generation + 1); *ret_changed is false
  * when the state already was that (a no-op that succeeds, also for manifest-dir sessions).
- * -ENOENT unknown; -EPERM for a manifest-dir session (err names the file to edit); -EBUSY
- * being deleted. Logs the change. */
+ * -ENOENT unknown; -EPERM for a manifest-dir session (err names the file to edit) or one the
+ * control plane assigned; -EAGAIN pause of a Stopped session; -EBUSY being deleted. Logs the
+ * change. */
 int agent_daemon_set_state(struct agent_daemon *d, const char *ns, const char *name, int state,
                            bool *ret_changed, struct fk_error *err);
 /* Waits until the session has acted on its current generation and sits in phase want.

@@ -36,6 +36,11 @@ static int set_state_locked(struct agent_daemon *d, struct agent_session *s, int
                 return fk_error_set(err, -EPERM,
                                     "session %s/%s is defined by %s; set spec.state: %s there",
                                     s->namespace, s->name, s->source_file, want);
+        if (s->source == AGENT_SOURCE_CLUSTER)
+                return fk_error_set(err, -EPERM,
+                                    "session %s/%s is assigned by the control plane; set "
+                                    "spec.state: %s and apply it with forklet --etcd",
+                                    s->namespace, s->name, want);
         s->spec->state = (enum session_state)state;
         s->generation++;
         r = agent_store_save(d->cfg->state_dir, s);

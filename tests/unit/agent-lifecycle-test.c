@@ -165,6 +165,21 @@ static void test_manifest_dir(void **state)
         assert_string_equal(apply, "unchanged");
 }
 
+/* A session the control plane assigned is changed through etcd, not on the node. */
+static void test_cluster_session(void **state)
+{
+        struct env *e = *state;
+        char msg[512];
+
+        running_hello(e);
+        pthread_mutex_lock(&e->d->lock);
+        agent_daemon_find(e->d, "default", "hello")->source = AGENT_SOURCE_CLUSTER;
+        pthread_mutex_unlock(&e->d->lock);
+        assert_int_equal(action(e, "stop", NULL, 0, msg, sizeof(msg)), 409);
+        assert_non_null(strstr(msg, "control plane"));
+        assert_non_null(strstr(msg, "spec.state: Stopped"));
+}
+
 static void test_image_not_found(void **state)
 {
         struct env *e = *state;
@@ -293,6 +308,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_verbs, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cluster_session, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_image_not_found, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_logs, setup, teardown),

@@ -4,6 +4,7 @@
  * migration stream needs none: forkletd opens it and passes the fd. */
 #include "agent/agent.h"
 #include "agent/jail.h"
+#include "vmm/vmm.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
@@ -116,6 +117,10 @@ int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *
         /* Opening /dev/net/tun gives nothing without owning a tap or CAP_NET_ADMIN (distros
          * ship it 0666); some hosts have it 0600. */
         if (p->tap && grant("/dev/net/tun", j->uid, 6, err) < 0)
+                return err->code;
+        /* With KVM, QEMU opens /dev/kvm itself (root:kvm 0660 on Debian): the jailed uid has
+         * no kvm group, so it gets its own ACL entry like the tun device. */
+        if (p->accel == VMM_ACCEL_KVM && grant("/dev/kvm", j->uid, 6, err) < 0)
                 return err->code;
         if (grant(p->kernel, j->uid, 4, err) < 0 || grant(p->initrd, j->uid, 4, err) < 0 ||
             grant(p->rootfs, j->uid, 4, err) < 0 || grant(p->mem_path, j->uid, 6, err) < 0 ||

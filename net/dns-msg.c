@@ -284,3 +284,21 @@ bool net_dns_name_matches(const char *pattern, bool wildcard, const char *name)
         /* "*.example.com" matches subdomains only: "a.example.com", not "example.com" */
         return nl > pl + 1 && name[nl - pl - 1] == '.' && strcasecmp(name + nl - pl, pattern) == 0;
 }
+
+const char *net_dns_effective_name(const struct net_dns_rule *rules, size_t n_rules,
+                                   const struct net_dns_derived *derived, size_t n_derived,
+                                   const char *qname, uint64_t now_ns)
+{
+        for (size_t i = 0; i < n_rules; i++)
+                if (net_dns_name_matches(rules[i].name, rules[i].wildcard, qname))
+                        return qname;
+        for (size_t i = 0; i < n_derived; i++) {
+                if (derived[i].expire_ns <= now_ns || strcmp(derived[i].name, qname) != 0)
+                        continue;
+                for (size_t k = 0; k < n_rules; k++)
+                        if (net_dns_name_matches(rules[k].name, rules[k].wildcard,
+                                                 derived[i].origin))
+                                return derived[i].origin;
+        }
+        return NULL;
+}

@@ -24,6 +24,7 @@
 #define DNS_TTL_CAP_S     86400
 #define DNS_LEARNED_MAX   4096
 #define DNS_TCP_IDLE_MS   10000
+#define DNS_DERIVED_MAX   1024
 
 struct learned {
         char name[NET_DNS_NAME_MAX]; /* the allowed query name that produced addr */
@@ -43,6 +44,8 @@ struct net_dns {
         bool open;
         struct learned *learned;
         size_t n_learned;
+        struct net_dns_derived *derived; /* CNAME targets of allowed names */
+        size_t n_derived;
         struct net_dns_stats stats;
         int udp_fd, tcp_fd, stop_fd;
         pthread_t thread;
@@ -58,15 +61,42 @@ static void rules_free(struct net_dns_rule *v, size_t n)
         free(v);
 }
 
-/* Under d->lock. */
-static bool name_allowed(const struct net_dns *d, const char *name)
+/* Under d->lock: the allowed name a query counts as (NULL: refuse). */
+static const char *effective_name(const struct net_dns *d, const char *qname)
 {
-        if (d->open)
-                return true;
-        for (size_t i = 0; i < d->n_rules; i++)
-                if (net_dns_name_matches(d->rules[i].name, d->rules[i].wildcard, name))
-                        return true;
-        return false;
+        return net_dns_effective_name(d->rules, d->n_rules, d->derived, d->n_derived, qname,
+                                      fk_now_mono_ns());
+}
+
+/* Under d->lock: remember chain[1..] as reached from origin (expired entries are reused). */
+static void derive(struct net_dns *d, const char *origin, char (*chain)[NET_DNS_NAME_MAX],
+                   size_t n_chain, uint64_t expire)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        for (size_t c = 1; c < n_chain; c++) {
+                struct net_dns_derived *slot = NULL;
+
+                for (size_t i = 0; i < d->n_derived && !slot; i++)
+                        if (d->derived[i].expire_ns <= now ||
+                            (strcmp(d->derived[i].name, chain[c]) == 0 &&
+                             strcmp(d->derived[i].origin, origin) == 0))
+                                slot = &d->derived[i];
+                if (!slot && d->n_derived < DNS_DERIVED_MAX) {
+                        struct net_dns_derived *v =
+                                realloc(d->derived, (d->n_derived + 1) * sizeof(*v));
+
+                        if (!v)
+                                return;
+                        d->derived = v;
+                        slot = &v[d->n_derived++];
+                }
+                if (!slot)
+                        return;
+                snprintf(slot->name, sizeof(slot->name), "%s", chain[c]);
+                snprintf(slot->origin, sizeof(slot->origin), "%s", origin);
+                slot->expire_ns = expire;
+        }
 }
 
 static void remember(struct net_dns *d, const char *name, const struct net_dns_answer *a,
@@ -103,29 +133,39 @@ static void remember(struct net_dns *d, const char *name, const struct net_dns_a
         d->n_learned++;
 }
 
-/* Puts the addresses of an allowed answer into the nft sets, once per matching rule's port. */
+/* Puts the addresses of an allowed answer into the nft sets, once per port of the rules that
+ * match the name the query counts as; CNAME targets become derived names of it. */
 static void learn(struct net_dns *d, const char *qname, const uint8_t *msg, size_t size)
 {
+        char chain[NET_DNS_CHAIN_MAX][NET_DNS_NAME_MAX];
+        char origin[NET_DNS_NAME_MAX];
         struct net_dns_answer a[64];
-        size_t n = 0;
+        size_t n = 0, n_chain = 0;
+        const char *eff;
 
-        if (net_dns_parse_answers(msg, size, qname, a, sizeof(a) / sizeof(a[0]), &n, NULL, NULL) <
-            0)
+        if (net_dns_parse_answers(msg, size, qname, a, sizeof(a) / sizeof(a[0]), &n, chain,
+                                  &n_chain) < 0)
                 return;
         pthread_mutex_lock(&d->lock);
-        for (size_t i = 0; i < n && !d->open; i++) {
+        eff = d->open ? NULL : effective_name(d, qname);
+        if (eff) { /* copied: derive() may reuse the slot eff points into */
+                snprintf(origin, sizeof(origin), "%s", eff);
+                derive(d, origin, chain, n_chain,
+                       fk_now_mono_ns() + (uint64_t)d->ttl_floor_s * 1000000000);
+        }
+        for (size_t i = 0; i < n && eff; i++) {
                 uint32_t ttl = FK_MIN(FK_MAX(a[i].ttl, d->ttl_floor_s), DNS_TTL_CAP_S);
                 bool any = false;
 
                 for (size_t k = 0; k < d->n_rules; k++) {
-                        if (!net_dns_name_matches(d->rules[k].name, d->rules[k].wildcard, qname))
+                        if (!net_dns_name_matches(d->rules[k].name, d->rules[k].wildcard, origin))
                                 continue;
                         if (net_egress_allow_addr_port(d->s, a[i].family, a[i].addr,
                                                        d->rules[k].port, ttl) >= 0)
                                 any = true;
                 }
                 if (any) {
-                        remember(d, qname, &a[i], fk_now_mono_ns() + (uint64_t)ttl * 1000000000);
+                        remember(d, origin, &a[i], fk_now_mono_ns() + (uint64_t)ttl * 1000000000);
                         d->stats.learned++;
                 }
         }
@@ -145,7 +185,7 @@ static int process(struct net_dns *d, const uint8_t *q, size_t q_size, uint8_t *
                 return r;
         pthread_mutex_lock(&d->lock);
         d->stats.queries++;
-        allowed = name_allowed(d, qu.name);
+        allowed = d->open || effective_name(d, qu.name);
         open = d->open;
         if (!allowed)
                 d->stats.refused++;
@@ -514,6 +554,7 @@ struct net_dns *net_dns_stop(struct net_dns *d)
                 close(d->stop_fd);
         rules_free(d->rules, d->n_rules);
         free(d->learned);
+        free(d->derived);
         free(d->up.addrs);
         free(d->up.lens);
         pthread_mutex_destroy(&d->lock);

@@ -262,3 +262,16 @@ int net_dns_upstream_query(const struct net_dns_upstreams *u, const uint8_t *q, 
 int net_egress_update_keep(struct net_session *s, const struct net_egress_policy *p,
                            bool (*keep)(const struct net_nft_elem *e, void *ud), void *ud,
                            struct fk_error *reterr);
+
+/* A name reached through a CNAME from an allowed name: queries for it count as queries for the
+ * origin until expire (a stub resolver may chase the chain itself). */
+struct net_dns_derived {
+        char name[NET_DNS_NAME_MAX];
+        char origin[NET_DNS_NAME_MAX];
+        uint64_t expire_ns; /* CLOCK_MONOTONIC */
+};
+/* The allowed name a query for qname counts as: qname when a rule matches it, else the origin
+ * of a live derived entry for qname that a rule still matches; NULL when refused. Pure. */
+const char *net_dns_effective_name(const struct net_dns_rule *rules, size_t n_rules,
+                                   const struct net_dns_derived *derived, size_t n_derived,
+                                   const char *qname, uint64_t now_ns);

@@ -200,8 +200,11 @@ manifest web "[www.github.test]"
 sleep 2
 expect "api.github.test refused once unlisted" "REFUSED" "$(lookup web api.github.test)"
 expect_not "its learned address left the set with it" "200" "$(fetch web 203.0.113.10)"
+expect "a CNAME target alone is not listed" "REFUSED" "$(lookup web edge.cdn.test)"
 expect "CNAME chain www.github.test -> edge.cdn.test resolves" "203.0.113.10" \
         "$(lookup web www.github.test)"
+expect "the target of an allowed CNAME resolves on its own afterwards" "203.0.113.10" \
+        "$(lookup web edge.cdn.test)"
 expect "the CNAME target's address was learned: HTTP 200" "200 OK" "$(fetch web 203.0.113.10)"
 
 # --- live change: open egress, then [other.test] -----------------------------------------------

@@ -221,6 +221,35 @@ static void test_name_matching(void **state)
         assert_false(net_dns_name_matches("example.test", true, "example.test.evil"));
 }
 
+static void test_effective_name(void **state)
+{
+        const struct net_dns_rule rules[] = {
+                {.name = "www.github.test"},
+                {.name = "example.test", .wildcard = true, .port = 443},
+        };
+        struct net_dns_derived derived[3] = {
+                {.name = "edge.cdn.test", .origin = "www.github.test", .expire_ns = 100},
+                {.name = "old.cdn.test", .origin = "www.github.test", .expire_ns = 10},
+                {.name = "x.cdn.test", .origin = "gone.test", .expire_ns = 100},
+        };
+
+        (void)state;
+        assert_string_equal(net_dns_effective_name(rules, 2, derived, 3, "www.github.test", 50),
+                            "www.github.test");
+        assert_string_equal(net_dns_effective_name(rules, 2, derived, 3, "a.example.test", 50),
+                            "a.example.test");
+        assert_null(net_dns_effective_name(rules, 2, derived, 3, "example.test", 50));
+        assert_null(net_dns_effective_name(rules, 2, derived, 3, "other.test", 50));
+        /* a CNAME target of an allowed name counts as that name while it lives */
+        assert_string_equal(net_dns_effective_name(rules, 2, derived, 3, "edge.cdn.test", 50),
+                            "www.github.test");
+        assert_null(net_dns_effective_name(rules, 2, derived, 3, "edge.cdn.test", 100));
+        assert_null(net_dns_effective_name(rules, 2, derived, 3, "old.cdn.test", 50));
+        /* ... and only while its origin is still listed */
+        assert_null(net_dns_effective_name(rules, 2, derived, 3, "x.cdn.test", 50));
+        assert_null(net_dns_effective_name(rules, 1, derived, 0, "edge.cdn.test", 50));
+}
+
 static void test_upstream_parse(void **state)
 {
         struct sockaddr_storage sa;
@@ -249,6 +278,7 @@ int main(void)
                 cmocka_unit_test(test_answers_cname_chain),
                 cmocka_unit_test(test_answers_cname_loop),
                 cmocka_unit_test(test_name_matching),
+                cmocka_unit_test(test_effective_name),
                 cmocka_unit_test(test_upstream_parse),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -135,12 +135,11 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
                 unlink(disk);
         unlink(full);
         if (qmp_path) {
-                char *s = strrchr(qmp_path, '/');
+                cleanup_free char *agent = NULL;
+
                 unlink(qmp_path);
-                if (s) {
-                        strcpy(s, "/helper-agent.sock");
-                        unlink(qmp_path);
-                }
+                if (fk_asprintf(&agent, "%s/helper-agent.sock", q->run_dir) >= 0)
+                        unlink(agent);
         }
         return r;
 }

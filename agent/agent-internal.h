@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "agent/agent.h"
+#include "manifest/manifest.h"
 
 enum agent_source {
         AGENT_SOURCE_API,
@@ -88,6 +89,7 @@ struct agent_session {
         char *from_snapshot;   /* owned: snapshot id whose disk the first boot starts on */
         struct agent_ck_flight *ck_flight; /* the checkpoint being taken (coalesces requests) */
         bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
+        json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -158,6 +160,43 @@ int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
 /* The active overlay, created over base (the image's raw workspace.img) the first time.
  * *ret is a heap path. err set on failure. */
 int agent_disk_prepare(const char *state_dir, const char *base, char **ret, struct fk_error *err);
+
+/* ---- secrets (secrets.c): spec.secrets values for one boot ---------------------------------- */
+
+#define AGENT_SECRET_MAX      (64 * 1024) /* a file or a mint's stdout beyond this is refused */
+#define AGENT_MINT_TIMEOUT_MS 10000
+#define AGENT_SECRETS_DIR     "/run/forklet/secrets" /* in the guest (tmpfs) */
+
+struct agent_secret {
+        char name[MANIFEST_SECRET_NAME_MAX + 1];
+        unsigned char *value; /* owned, wiped when freed */
+        size_t size;
+        bool minted;
+};
+struct agent_secret_set {
+        struct agent_secret *v; /* owned array of n */
+        size_t n;
+};
+/* Wipes and frees the values; leaves s empty. */
+void agent_secret_set_done(struct agent_secret_set *s);
+/* cmd + "--session" key "--parent" parent "--fork-id" fork_id (NULL: ""). Caller frees *ret. */
+int agent_secrets_mint_argv(char *const *cmd, const char *key, const char *parent,
+                            const char *fork_id, char ***ret);
+/* Runs argv (argv[0] absolute; stdin /dev/null, stderr inherited) and returns its stdout
+ * (heap, caller frees): -EFBIG past max bytes, -ETIMEDOUT (killed), -EPROTO on a non-zero exit,
+ * -ENODATA when empty. Messages never hold the output. */
+int agent_secrets_run(char *const *argv, size_t max, unsigned timeout_ms, unsigned char **ret,
+                      size_t *ret_size, struct fk_error *err);
+/* Every secret of m for one boot of session key (files read, minted ones minted with parent and
+ * fork_id). On failure nothing is returned. Does not log. */
+/* status.identity for a boot that delivered secrets (checkpoint: the id restored from, NULL
+ * on a cold boot; restored: the guest accepted a new identity). New reference or NULL. */
+json_t *agent_identity_ledger(const char *fork_id, const char *checkpoint,
+                              const struct agent_secret_set *secrets, bool restored,
+                              bool reseeded);
+int agent_secrets_resolve(const struct node_config *cfg, const struct session_manifest *m,
+                          const char *key, const char *parent, const char *fork_id,
+                          struct agent_secret_set *ret, struct fk_error *err);
 
 /* ---- fork engine (checkpoint.c, fork.c) ------------------------------------------------------ */
 

@@ -156,6 +156,8 @@ extern const struct agent_clock agent_clock_system;
 /* Everything needed to boot one session VM. Strings are borrowed for the call. */
 #define AGENT_PRE_EXEC_MAX 4
 
+struct agent_secret;
+
 struct agent_boot_params {
         const char *key;       /* "<namespace>.<name>" */
         const char *name;      /* session name */
@@ -194,6 +196,10 @@ struct agent_boot_params {
         bool mem_private;        /* map mem_path share=off (a fork's copy-on-write RAM) */
         const char *fork_id;     /* identity handed to the guest after a restore */
         uid_t jail_uid;          /* QEMU's own uid (agent/jail.h), 0: not jailed */
+        /* spec.secrets values (agent-internal.h), written to /run/forklet/secrets/NAME mode
+         * 0400 once the agent is ready: right after the identity on a restore. Borrowed. */
+        const struct agent_secret *secrets;
+        size_t n_secrets;
 };
 
 /* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
@@ -381,6 +387,8 @@ void agent_metrics_failed(enum agent_op op);
 void agent_metrics_op_done(enum agent_op op, int r, uint64_t t0_mono_ns);
 void agent_metrics_reconcile_error(void);
 void agent_metrics_add_forks(unsigned n);
+/* Forks whose ledger lists inherited (copied, unchanged) secrets. */
+void agent_metrics_add_forks_inherited_secrets(unsigned n);
 void agent_metrics_add_checkpoint_bytes(uint64_t bytes);
 /* Per-session resource usage, read at scrape time through a hook (the cgroup wiring sets it;
  * none: no per-session series). fn returns 0 and fills ret, or -errno to skip the session.

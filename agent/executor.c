@@ -10,6 +10,7 @@
 #include "manifest/manifest.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct job {
         char key[2 * 64 + 2], name[64];
         struct session_manifest *spec; /* owned copy for a network setup (boot) */
         void *net;                     /* the session's network (borrowed) or a new one */
+        char parent_key[2 * 64 + 2];   /* a fork's parent session ("" otherwise) */
 };
 
 static struct job *job_free(struct job *j)
@@ -203,6 +205,36 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
         return r;
 }
 
+/* spec.secrets for this boot: minted with the session, its parent and the new fork id. */
+static int job_secrets(struct job *j, struct agent_secret_set *ret, struct agent_boot_params *p,
+                       struct fk_error *err)
+{
+        int r;
+
+        r = agent_secrets_resolve(j->d->cfg, j->spec, j->key, j->parent_key,
+                                  j->restore.ck_dir ? j->restore.fork_id : NULL, ret, err);
+        p->secrets = ret->v;
+        p->n_secrets = ret->n;
+        return r;
+}
+
+/* status.identity after a successful boot (under the lock). A restore succeeds only once the
+ * guest took the new identity and fresh entropy, on a QEMU with a new vmgenid; a cold boot's
+ * kernel seeded itself and copied nothing. */
+static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
+{
+        bool restored = j->restore.ck_dir != NULL;
+        json_t *id = agent_identity_ledger(
+                restored && j->restore.fork_id[0] ? j->restore.fork_id : NULL,
+                restored && j->restore.ck_id[0] ? j->restore.ck_id : NULL, secrets, restored,
+                !restored || j->restore.fork_id[0]);
+
+        json_decref(j->s->identity);
+        j->s->identity = id;
+        if (j->restore.private_ram && json_array_size(json_object_get(id, "inheritedSecrets")))
+                agent_metrics_add_forks_inherited_secrets(1);
+}
+
 static void job_boot(struct job *j)
 {
         struct agent_daemon *d = j->d;
@@ -223,11 +255,14 @@ static void job_boot(struct job *j)
                 .spawned_ctx = j,
         };
         cleanup_free char *disk = NULL, *mem = NULL;
+        _cleanup_(agent_secret_set_done) struct agent_secret_set secrets = {0};
         uint64_t t0 = fk_now_mono_ns();
         void *vm = NULL;
         int r;
 
         r = job_prepare_dirs(j, true);
+        if (r >= 0)
+                r = job_secrets(j, &secrets, &p, &err);
         if (r < 0)
                 fk_error_set(&err, r, "create %s: %s", j->run_dir, strerror(-r));
         agent_checkpoint_clean_partial(j->state_dir);
@@ -267,6 +302,7 @@ static void job_boot(struct job *j)
                 session_failed(d, j->s, "BootFailed", err.msg[0] ? err.msg : strerror(-r));
                 return;
         }
+        job_ledger(j, &secrets);
         j->s->pid = d->ops.pid(vm);
         j->s->phase = SESSION_PHASE_RUNNING;
         j->s->started_ns = now_real(d);
@@ -468,7 +504,12 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         s->res.memory_mib = j->memory_mib;
         snprintf(s->res.class_name, sizeof(s->res.class_name), "%s", j->sc->name);
         j->net = s->net;
-        if (d->net_ops && !j->net && session_manifest_copy(s->spec, &j->spec) < 0) {
+        if (s->fork_parent)
+                snprintf(j->parent_key, sizeof(j->parent_key), "%s.%s", s->namespace,
+                         s->fork_parent);
+        /* the network setup and the secrets read the spec in the job */
+        if (s->spec && ((d->net_ops && !j->net) || s->spec->n_secrets) &&
+            session_manifest_copy(s->spec, &j->spec) < 0) {
                 job_free(j);
                 return -ENOMEM;
         }

@@ -378,5 +378,7 @@ int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *
                                               s->fork_checkpoint));
         if (s->fork_id)
                 json_object_set_new(st, "forkId", json_string(s->fork_id));
+        if (s->identity)
+                json_object_set(st, "identity", s->identity);
         return 0;
 }

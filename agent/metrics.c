@@ -30,7 +30,7 @@ static struct {
         pthread_mutex_t lock;
         struct histogram ops[_AGENT_OP_MAX];
         uint64_t failed[_AGENT_OP_MAX];
-        uint64_t reconcile_errors, forks, checkpoint_bytes;
+        uint64_t reconcile_errors, forks, checkpoint_bytes, forks_inherited_secrets;
         int (*stats_fn)(void *userdata, const char *key, struct agent_session_stats *ret);
         void *stats_userdata;
 } m = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -83,6 +83,11 @@ void agent_metrics_add_forks(unsigned n)
         add(&m.forks, n);
 }
 
+void agent_metrics_add_forks_inherited_secrets(unsigned n)
+{
+        add(&m.forks_inherited_secrets, n);
+}
+
 void agent_metrics_add_checkpoint_bytes(uint64_t bytes)
 {
         add(&m.checkpoint_bytes, bytes);
@@ -103,7 +108,7 @@ void agent_metrics_reset(void)
         pthread_mutex_lock(&m.lock);
         memset(m.ops, 0, sizeof(m.ops));
         memset(m.failed, 0, sizeof(m.failed));
-        m.reconcile_errors = m.forks = m.checkpoint_bytes = 0;
+        m.reconcile_errors = m.forks = m.checkpoint_bytes = m.forks_inherited_secrets = 0;
         pthread_mutex_unlock(&m.lock);
 }
 
@@ -147,6 +152,10 @@ static void render_counters(FILE *f)
         fprintf(f, "forklet_forks_total %llu\n", (unsigned long long)m.forks);
         header(f, "forklet_checkpoint_bytes_total", "counter", "Bytes written into checkpoints.");
         fprintf(f, "forklet_checkpoint_bytes_total %llu\n", (unsigned long long)m.checkpoint_bytes);
+        header(f, "forklet_forks_inherited_secrets", "counter",
+               "Forks started with file secrets copied unchanged from their parent.");
+        fprintf(f, "forklet_forks_inherited_secrets %llu\n",
+                (unsigned long long)m.forks_inherited_secrets);
 }
 
 /* Sessions by phase; per-session usage through the hook (under d->lock). */

@@ -77,6 +77,7 @@ struct agent_session *agent_session_free(struct agent_session *s)
         free(s->fork_parent);
         free(s->fork_checkpoint);
         free(s->fork_id);
+        json_decref(s->identity);
         free(s->rollback_to);
         free(s->from_snapshot);
         free(s->key);

@@ -112,9 +112,29 @@ static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p,
         return 0;
 }
 
-/* After a restore the guest is a copy: new fork id and entropy before anything else. */
-static int give_identity(struct qemu_vm *q, const char *fork_id, struct fk_error *err)
+/* spec.secrets into the guest's tmpfs; messages name the path, never the value. */
+static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
 {
+        char path[sizeof(AGENT_SECRETS_DIR) + MANIFEST_SECRET_NAME_MAX + 2];
+
+        for (size_t i = 0; i < p->n_secrets; i++) {
+                int r;
+
+                snprintf(path, sizeof(path), AGENT_SECRETS_DIR "/%s", p->secrets[i].name);
+                r = vmm_agent_write_file(q->agent, path, p->secrets[i].value, p->secrets[i].size,
+                                         0400, VM_QMP_TIMEOUT_MS, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* After a restore the guest is a copy: new fork id and entropy before anything else, then the
+ * session's secrets (minted anew), then the identity file. */
+static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p,
+                         struct fk_error *err)
+{
+        const char *fork_id = p->fork_id;
         unsigned char entropy[64];
         int r;
 
@@ -123,6 +143,8 @@ static int give_identity(struct qemu_vm *q, const char *fork_id, struct fk_error
                 return fk_error_set(err, r, "getrandom: %s", strerror(-r));
         r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
                                    VM_QMP_TIMEOUT_MS, err);
+        if (r >= 0)
+                r = give_secrets(q, p, err);
         if (r < 0)
                 return r;
         /* DESIGN names /run/forklet/identity; the agent writes fork-id: keep both. */
@@ -249,7 +271,9 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         if (r >= 0)
                 r = wait_ready(q, p, log, err);
         if (r >= 0 && p->restore_dir && p->fork_id)
-                r = give_identity(q, p->fork_id, err);
+                r = give_identity(q, p, err);
+        else if (r >= 0)
+                r = give_secrets(q, p, err);
         if (r >= 0 && p->restore_dir)
                 sync_clock(q);
         return r;

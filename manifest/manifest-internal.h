@@ -123,6 +123,16 @@ int node_config_finish(struct node_config *c);
 void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,
                          struct kv **ret, size_t *ret_n);
 int manifest_decode_header(struct mctx *c, const struct mnode *root, const char *kind);
+/* spec.secrets (manifest-secrets.c): decode into m (reports problems), and model helpers. */
+void manifest_decode_secrets(struct mctx *c, const struct mnode *n, const struct node_config *cfg,
+                             struct session_manifest *m);
+void manifest_secrets_free(struct secret_spec *v, size_t n);
+/* Deep copy into *ret (n entries; on -ENOMEM *ret is partial: free it with n). */
+int manifest_secrets_copy(const struct secret_spec *v, size_t n, struct secret_spec **ret);
+bool manifest_secrets_equal(const struct secret_spec *a, size_t na, const struct secret_spec *b,
+                            size_t nb);
+/* [{name, file} | {name, mint: true}] (new reference, NULL on ENOMEM). */
+json_t *manifest_secrets_json(const struct secret_spec *v, size_t n);
 /* Decodes one Session tree; on reported errors returns -EINVAL. */
 int session_decode(struct mctx *c, const struct mnode *root, const struct node_config *cfg,
                    struct session_manifest **ret);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The Session model: enum tables, free, deep copy, equality, and the canonical JSON rendering
  * (fixed key order, defaults filled in). */
-#include "manifest/manifest.h"
+#include "manifest/manifest-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
@@ -81,6 +81,7 @@ struct session_manifest *session_manifest_free(struct session_manifest *m)
         free(m->checkpoints);
         free(m->forks_from);
         kvs_free(m->node_selector, m->n_node_selector);
+        manifest_secrets_free(m->secrets, m->n_secrets);
         free(m->source);
         free(m);
         return NULL;
@@ -133,7 +134,7 @@ static int copy_arrays(const struct session_manifest *m, struct session_manifest
                         return -ENOMEM;
         if (m->after_start && fk_strv_copy(m->after_start, &c->after_start) < 0)
                 return -ENOMEM;
-        return 0;
+        return manifest_secrets_copy(m->secrets, m->n_secrets, &c->secrets);
 }
 
 int session_manifest_copy(const struct session_manifest *m, struct session_manifest **ret)
@@ -148,6 +149,7 @@ int session_manifest_copy(const struct session_manifest *m, struct session_manif
         c->ports = NULL;
         c->after_start = NULL;
         c->checkpoints = NULL;
+        c->secrets = NULL;
         if (dup_str(m->name, &c->name) < 0 || dup_str(m->namespace, &c->namespace) < 0 ||
             dup_str(m->size_class, &c->size_class) < 0 || dup_str(m->image, &c->image) < 0 ||
             dup_str(m->forks_from, &c->forks_from) < 0 || dup_str(m->source, &c->source) < 0 ||
@@ -211,7 +213,8 @@ bool session_manifest_equal(const struct session_manifest *a, const struct sessi
                kvs_eq(a->env, a->n_env, b->env, b->n_env) && lists_eq(a, b) &&
                a->has_forks == b->has_forks && str_eq(a->forks_from, b->forks_from) &&
                a->forks_count == b->forks_count &&
-               kvs_eq(a->node_selector, a->n_node_selector, b->node_selector, b->n_node_selector);
+               kvs_eq(a->node_selector, a->n_node_selector, b->node_selector, b->n_node_selector) &&
+               manifest_secrets_equal(a->secrets, a->n_secrets, b->secrets, b->n_secrets);
 }
 
 /* json_object_set_new that remembers a failure. */
@@ -265,6 +268,8 @@ static json_t *spec_lists_json(const struct session_manifest *m, json_t *s, bool
         /* Only when set, so manifests without it render as before. */
         if (m->n_node_selector)
                 set(s, "nodeSelector", kvs_json(m->node_selector, m->n_node_selector, ok), ok);
+        if (m->n_secrets)
+                set(s, "secrets", manifest_secrets_json(m->secrets, m->n_secrets), ok);
         return s;
 }
 

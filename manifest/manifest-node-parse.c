@@ -16,7 +16,8 @@
 static const char *const top_fields[] = {
         "apiVersion",  "kind",         "nodeName", "stateDir",     "runDir",      "accel",
         "manifestDir", "api",          "network",  "cgroupParent", "sizeClasses", "images",
-        "capacity",    "controlPlane", "labels",   "jail",         NULL};
+        "capacity",    "controlPlane", "labels",   "jail",         "secrets",
+        NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
@@ -31,6 +32,7 @@ static const char *const cap_fields[] = {"reserveMemoryMiB",
                                          NULL};
 static const char *const jail_fields[] = {"uidBase", "uidCount", NULL};
 static const char *const cp_fields[] = {"etcd", "prefix", NULL};
+static const char *const secrets_fields[] = {"mintCommand", NULL};
 
 struct nctx {
         struct mctx *c;
@@ -212,6 +214,31 @@ static void decode_jail(struct nctx *n, const struct mnode *v)
                 n->cfg->jail_uid_base = (unsigned)x;
         if ((f = opt(v, "uidCount")) && mget_uint(n->c, f, "jail.uidCount", 0, 1u << 24, &x))
                 n->cfg->jail_uid_count = (unsigned)x;
+}
+
+/* secrets.mintCommand: a non-empty argv whose program is an absolute path. */
+static void decode_secrets(struct nctx *n, const struct mnode *v)
+{
+        const struct mnode *a;
+        char p[MPATH_MAX];
+
+        if (!mget_map(n->c, v, "secrets", secrets_fields) || !(a = opt(v, "mintCommand")))
+                return;
+        if (a->type != MNODE_SEQ || a->n_items == 0) {
+                mctx_err(n->c, a, "secrets.mintCommand",
+                         "must be a non-empty list of strings (a program and its arguments)");
+                return;
+        }
+        for (size_t i = 0; i < a->n_items; i++) {
+                const char *s = mget_string(n->c, a->items[i],
+                                            mpath_idx(p, sizeof(p), "secrets.mintCommand", i));
+
+                if (s && i == 0 && s[0] != '/')
+                        mctx_err(n->c, a->items[i], p,
+                                 "the program must be an absolute path, got \"%s\"", s);
+                else if (s && fk_strv_push(&n->cfg->mint_command, s) < 0)
+                        n->c->oom = true;
+        }
 }
 
 static void decode_control_plane(struct nctx *n, const struct mnode *v)
@@ -406,6 +433,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 decode_control_plane(n, v);
         if ((v = opt(root, "jail")))
                 decode_jail(n, v);
+        if ((v = opt(root, "secrets")))
+                decode_secrets(n, v);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
 }

@@ -36,6 +36,7 @@ struct node_config *node_config_free(struct node_config *c)
         }
         free(c->images);
         fk_strv_free(c->etcd);
+        fk_strv_free(c->mint_command);
         free(c->etcd_prefix);
         for (size_t i = 0; i < c->n_labels; i++) {
                 free(c->labels[i].key);

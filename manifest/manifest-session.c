@@ -15,7 +15,8 @@ static const char *const top_fields[] = {"apiVersion", "kind", "metadata", "spec
 static const char *const meta_fields[] = {"name", "namespace", "labels", NULL};
 static const char *const spec_fields[] = {"sizeClass",   "image",  "state",        "restartPolicy",
                                           "env",         "egress", "ports",        "lifecycle",
-                                          "checkpoints", "forks",  "nodeSelector", NULL};
+                                          "checkpoints", "forks",  "nodeSelector", "secrets",
+                                          NULL};
 static const char *const lifecycle_fields[] = {"afterStart", NULL};
 static const char *const checkpoint_fields[] = {"name", NULL};
 static const char *const forks_fields[] = {"from", "count", NULL};
@@ -372,6 +373,8 @@ static void decode_spec(struct mctx *c, const struct mnode *spec, const struct n
         if ((v = opt(spec, "nodeSelector")))
                 manifest_decode_kvs(c, v, "spec.nodeSelector", false, &m->node_selector,
                                     &m->n_node_selector);
+        if ((v = opt(spec, "secrets")))
+                manifest_decode_secrets(c, v, cfg, m);
 }
 
 static int session_defaults(struct session_manifest *m)

@@ -62,6 +62,15 @@ struct checkpoint_spec {
         char *name; /* owned */
 };
 
+/* spec.secrets entry: a value read from a node file when the session boots, or minted by the
+ * node's secrets.mintCommand per session and per fork. The value itself never lives here. */
+#define MANIFEST_SECRET_NAME_MAX 63
+struct secret_spec {
+        char *name; /* owned: an environment-variable-like name or a DNS label (a file name) */
+        char *file; /* owned absolute node path, NULL when minted */
+        bool mint;
+};
+
 struct session_manifest {
         /* metadata */
         char *name;        /* owned, DNS-1123 label */
@@ -87,6 +96,8 @@ struct session_manifest {
         unsigned forks_count;
         struct kv *node_selector; /* owned array; cluster: node labels required (empty: any) */
         size_t n_node_selector;
+        struct secret_spec *secrets; /* owned array of n_secrets (names unique) */
+        size_t n_secrets;
         /* where it came from (for messages); not rendered */
         char *source; /* owned file name or "<api>" */
         unsigned source_line;
@@ -154,6 +165,8 @@ struct node_config {
         char *etcd_prefix; /* owned, default "/forklet" */
         struct kv *labels; /* owned array: node labels (cluster nodeSelector) */
         size_t n_labels;
+        /* secrets.mintCommand: owned argv (absolute program first), NULL: minting refused */
+        char **mint_command;
         char *source; /* owned file name */
 };
 

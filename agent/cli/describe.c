@@ -47,6 +47,28 @@ static void print_network(const json_t *n)
                        (long long)json_integer_value(json_object_get(dns, "learned")));
 }
 
+/* status.identity: what this machine shares with others because memory was copied. */
+static void print_identity(const json_t *id)
+{
+        const json_t *v;
+        size_t i;
+
+        if (!json_is_object(id))
+                return;
+        printf("Identity:     fork id %s, from checkpoint %s, kernel reseeded %s\n",
+               json_is_string(json_object_get(id, "forkId")) ? str(id, "forkId") : "-",
+               json_is_string(json_object_get(id, "checkpoint")) ? str(id, "checkpoint") : "-",
+               json_is_true(json_object_get(id, "kernelReseeded")) ? "yes" : "NO");
+        printf("  Inherited secrets (copied):");
+        json_array_foreach(json_object_get(id, "inheritedSecrets"), i, v)
+                printf(" %s", json_string_value(v));
+        printf("%s\n  Minted secrets (new):", json_array_size(json_object_get(
+                                                        id, "inheritedSecrets")) ? "" : " -");
+        json_array_foreach(json_object_get(id, "mintedSecrets"), i, v)
+                printf(" %s", json_string_value(v));
+        printf("%s\n", json_array_size(json_object_get(id, "mintedSecrets")) ? "" : " -");
+}
+
 static void describe(const json_t *s)
 {
         json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
@@ -79,6 +101,7 @@ static void describe(const json_t *s)
                        (long long)json_integer_value(json_object_get(res, "pids")),
                        (long long)json_integer_value(json_object_get(res, "oomKills")));
         print_network(json_object_get(st, "network"));
+        print_identity(json_object_get(st, "identity"));
         print_conditions(st);
 }
 

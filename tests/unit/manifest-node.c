@@ -229,7 +229,7 @@ static void test_node_errors(void **state)
                                            "(known: apiVersion, kind, nodeName, stateDir, "
                                            "runDir, accel, manifestDir, api, network, "
                                            "cgroupParent, sizeClasses, images, capacity, "
-                                           "controlPlane, labels, jail)")},
+                                           "controlPlane, labels, jail, secrets)")},
                     2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         assert_diag(&d,

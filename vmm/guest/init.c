@@ -264,6 +264,9 @@ int ga_init_main(void)
         do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         do_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "mode=0620,ptmxmode=0666");
         do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+        /* forkletd writes spec.secrets here through the agent (tmpfs: never on a disk) */
+        (void)mkdir("/run/forklet", 0755);
+        (void)mkdir("/run/forklet/secrets", 0700);
         do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         load_modules();
         if (read_cmdline(cmdline, sizeof(cmdline)) < 0)

@@ -224,10 +224,10 @@ static int job_secrets(struct job *j, struct agent_secret_set *ret, struct agent
 static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
 {
         bool restored = j->restore.ck_dir != NULL;
-        json_t *id = agent_identity_ledger(
-                restored && j->restore.fork_id[0] ? j->restore.fork_id : NULL,
-                restored && j->restore.ck_id[0] ? j->restore.ck_id : NULL, secrets, restored,
-                !restored || j->restore.fork_id[0]);
+        json_t *id =
+                agent_identity_ledger(restored && j->restore.fork_id[0] ? j->restore.fork_id : NULL,
+                                      restored && j->restore.ck_id[0] ? j->restore.ck_id : NULL,
+                                      secrets, restored, !restored || j->restore.fork_id[0]);
 
         json_decref(j->s->identity);
         j->s->identity = id;

@@ -131,8 +131,7 @@ static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, st
 
 /* After a restore the guest is a copy: new fork id and entropy before anything else, then the
  * session's secrets (minted anew), then the identity file. */
-static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p,
-                         struct fk_error *err)
+static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
 {
         const char *fork_id = p->fork_id;
         unsigned char entropy[64];

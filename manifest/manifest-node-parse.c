@@ -16,8 +16,7 @@
 static const char *const top_fields[] = {
         "apiVersion",  "kind",         "nodeName", "stateDir",     "runDir",      "accel",
         "manifestDir", "api",          "network",  "cgroupParent", "sizeClasses", "images",
-        "capacity",    "controlPlane", "labels",   "jail",         "secrets",
-        NULL};
+        "capacity",    "controlPlane", "labels",   "jail",         "secrets",     NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",

@@ -13,10 +13,9 @@
 
 static const char *const top_fields[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
 static const char *const meta_fields[] = {"name", "namespace", "labels", NULL};
-static const char *const spec_fields[] = {"sizeClass",   "image",  "state",        "restartPolicy",
-                                          "env",         "egress", "ports",        "lifecycle",
-                                          "checkpoints", "forks",  "nodeSelector", "secrets",
-                                          NULL};
+static const char *const spec_fields[] = {
+        "sizeClass", "image",       "state", "restartPolicy", "env",     "egress", "ports",
+        "lifecycle", "checkpoints", "forks", "nodeSelector",  "secrets", NULL};
 static const char *const lifecycle_fields[] = {"afterStart", NULL};
 static const char *const checkpoint_fields[] = {"name", NULL};
 static const char *const forks_fields[] = {"from", "count", NULL};

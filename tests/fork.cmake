@@ -23,3 +23,7 @@ if(CMOCKA_FOUND)
   fk_unit_test(fork-cli-args-test SOURCES unit/fork-cli-args-test.c LIBS fk_cli)
   fk_unit_test(fork-daemon-test SOURCES unit/fork-daemon-test.c LIBS fk_cli fk_agent)
 endif()
+fk_integration_test(fork-secrets
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-secrets.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 1200)

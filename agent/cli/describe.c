@@ -62,8 +62,8 @@ static void print_identity(const json_t *id)
         printf("  Inherited secrets (copied):");
         json_array_foreach(json_object_get(id, "inheritedSecrets"), i, v)
                 printf(" %s", json_string_value(v));
-        printf("%s\n  Minted secrets (new):", json_array_size(json_object_get(
-                                                        id, "inheritedSecrets")) ? "" : " -");
+        printf("%s\n  Minted secrets (new):",
+               json_array_size(json_object_get(id, "inheritedSecrets")) ? "" : " -");
         json_array_foreach(json_object_get(id, "mintedSecrets"), i, v)
                 printf(" %s", json_string_value(v));
         printf("%s\n", json_array_size(json_object_get(id, "mintedSecrets")) ? "" : " -");

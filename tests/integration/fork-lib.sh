@@ -23,14 +23,30 @@ fail() {
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 command -v qemu-img >/dev/null || skip "qemu-img not installed"
 
+# The netns prefix forkletd uses for this node: "fk" + 24 bits of FNV-1a of stateDir + "-".
+netns_prefix() {
+        local s=$T/state h=2166136261 i c
+        for ((i = 0; i < ${#s}; i++)); do
+                printf -v c '%d' "'${s:i:1}"
+                h=$((((h ^ c) * 16777619) & 0xffffffff))
+        done
+        printf 'fk%06x-' $((h & 0xffffff))
+}
+
 fk_cleanup() {
-        local p f
+        local p f n pre
         [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
         for p in $(ls /proc | grep -E '^[0-9]+$'); do
                 # only a QEMU of this test (its command line names our run dir)
                 grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
         sleep 0.2
+        # session networks outlive forkletd (adopted on restart): remove this node's netns
+        # (the veth's host end and the nft tables inside go with it)
+        pre=$(netns_prefix)
+        for n in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+                case "$n" in "$pre"*) ip netns delete "$n" 2>/dev/null ;; esac
+        done
         # session cgroups go with their sessions (or their killed QEMUs); the parent is ours
         for _ in $(seq 40); do
                 for p in /sys/fs/cgroup/*/fk-test-fork-$$/* /sys/fs/cgroup/*/fk-test-fork-$$ \

@@ -17,6 +17,7 @@
 struct args {
         const char *config;
         enum log_level level;
+        bool remove_networks;
 };
 
 static void usage(FILE *f)
@@ -28,6 +29,10 @@ static void usage(FILE *f)
                 "  -c, --config FILE      node config (default: built-in, manifest dir\n"
                 "                         /etc/forklet/sessions, socket /run/forklet/api.sock)\n"
                 "  -l, --log-level LEVEL  error|warning|notice|info|debug (default info)\n"
+                "      --remove-networks  remove every session network of this node (netns,\n"
+                "                         veths, NAT tables, leases) and exit; for "
+                "decommissioning\n"
+                "                         a node or cleaning up after tests, with its VMs gone\n"
                 "  -h, --help             this text\n"
                 "      --version          print the version\n"
                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup error, 2 on usage errors.\n");
@@ -40,6 +45,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 {"log-level", required_argument, NULL, 'l'},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
+                {"remove-networks", no_argument, NULL, 'R'},
                 {},
         };
         int c;
@@ -63,6 +69,9 @@ static int parse_args(int argc, char **argv, struct args *a)
                 case 'V':
                         printf("forkletd %s\n", FORKLET_VERSION);
                         return 0;
+                case 'R':
+                        a->remove_networks = true;
+                        break;
                 default:
                         usage(stderr);
                         return 2;
@@ -182,6 +191,17 @@ int main(int argc, char **argv)
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         if (load_config(a.config, &cfg) < 0)
                 return 1;
+        if (a.remove_networks) {
+                struct fk_error err = {0};
+
+                r = agent_net_ops_real.cleanup(cfg, NULL, &err);
+                if (r < 0)
+                        log_error("remove session networks: %s", err.msg);
+                else
+                        log_info("removed %d session network(s) of node %s", r, cfg->node_name);
+                node_config_free(cfg);
+                return r < 0 ? 1 : 0;
+        }
         r = run(cfg, &mask);
         node_config_free(cfg);
         return r < 0 ? 1 : 0;

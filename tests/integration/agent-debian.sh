@@ -33,6 +33,8 @@ cleanup() {
                 p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
                 [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
+        # the session networks forkletd made for this node (netns, host veths, NAT tables)
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         rm -rf "$T"
 }
 trap cleanup EXIT

@@ -40,6 +40,8 @@ cleanup() {
                 # only a QEMU we started (its cmdline names our run dir)
                 grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
+        # the session networks forkletd made for this node (netns, host veths, NAT tables)
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         rm -rf "$T"
         # session cgroups go with their sessions; the parent is ours to remove
         for p in /sys/fs/cgroup/*/fk-test-hello-$$ /sys/fs/cgroup/fk-test-hello-$$; do

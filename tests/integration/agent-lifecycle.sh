@@ -37,6 +37,8 @@ cleanup() {
                 # only a QEMU we started (its command line names our run dir)
                 [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
+        # the session networks forkletd made for this node (netns, host veths, NAT tables)
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         rm -rf "$T"
 }
 trap cleanup EXIT

@@ -47,6 +47,8 @@ cleanup() {
         local p
         [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
         for p in $(our_qemus ""); do kill -9 "$p" 2>/dev/null; done
+        # the session networks forkletd made for this node (netns, host veths, NAT tables)
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         rm -rf "$T"
         # session cgroups go with their sessions; the parent is the test's to remove
         rmdir /sys/fs/cgroup/*/fk-test-ops-$$ /sys/fs/cgroup/fk-test-ops-$$ 2>/dev/null || :

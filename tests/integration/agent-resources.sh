@@ -49,6 +49,8 @@ cleanup() {
                 for d in "$CG/$c/$PARENT"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
                 rmdir "$CG/$c/$PARENT" 2>/dev/null
         done
+        # the session networks forkletd made for this node (netns, host veths, NAT tables)
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT

@@ -52,6 +52,9 @@ cleanup() {
         done
         for p in $(our_qemus); do kill -9 "$p" 2>/dev/null; done
         cl_etcd_stop KILL
+        for f in "$T"/n*.yaml; do
+                [ -f "$f" ] && "$FORKLETD" --config "$f" --remove-networks >/dev/null 2>&1
+        done
         rm -rf "$T"
 }
 trap cleanup EXIT

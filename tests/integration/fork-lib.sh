@@ -57,6 +57,8 @@ fk_cleanup() {
                         >/dev/null 2>&1 || break
                 sleep 0.25
         done
+        # the session networks forkletd made for this node (netns, host veths, NAT tables)
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
 }
 trap fk_cleanup EXIT

@@ -47,13 +47,11 @@ cleanup() {
                 [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
         done
         for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-        # session netns this node made (named after its state dir hash) and the test's own
-        for n in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-                case "$n" in
-                "$INET" | "$PEER") ip netns del "$n" ;;
-                *) [ -e "$T/state" ] && grep -qx "$n" "$T/netns.txt" 2>/dev/null && ip netns del "$n" ;;
-                esac
-        done
+        # the session networks this node made, then the test's own netns
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks \
+                >>"$T/forkletd.log" 2>&1
+        ip netns del "$INET" 2>/dev/null
+        ip netns del "$PEER" 2>/dev/null
         rm -rf "$T"
 }
 trap cleanup EXIT
@@ -145,7 +143,6 @@ spec:
 EOF
         "$FORKLET" apply -f "$T/$1.yaml" >/dev/null || die "apply $1 egress $2"
 }
-remember_netns() { ip netns list | awk '{print $1}' | grep -- "-default\." >>"$T/netns.txt"; }
 field() { "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1; }
 gsh() { "$FORKLET" exec "$1" --timeout=60 -- sh -c "$2" 2>&1; }
 # A only: busybox nslookup gives up on the first error, and dnsmasq refuses AAAA here
@@ -167,7 +164,6 @@ expect_not() {
 start_daemon
 manifest web "[api.github.test]"
 "$FORKLET" wait web --for=Running --timeout=300 >/dev/null || die "session web not Running"
-remember_netns
 pid=$(field web pid)
 netns=$(field web netns)
 [ -n "$netns" ] && ip netns list | grep -qw -- "$netns" && ok "status.network.netns $netns exists" ||
@@ -232,7 +228,6 @@ expect "no reboot across egress changes (same QEMU pid)" "^$pid\$" "$(field web 
 # --- two sessions, same guest IP, both reach an allowed host at once ----------------------------
 manifest web2 "[other.test]"
 "$FORKLET" wait web2 --for=Running --timeout=300 >/dev/null || die "session web2 not Running"
-remember_netns
 expect "second session has the same guest IP" 10.0.2.15 "$(field web2 guestIP)"
 # learned addresses live for their TTL (floor 30 s): the boot above outlasted web's, so both
 # resolve again right before connecting
@@ -252,7 +247,6 @@ forks=$("$FORKLET" fork web2 --from "$ck" --count 2) || die "fork web2"
 for f in $forks; do
         "$FORKLET" wait "$f" --for=Running --timeout=300 >/dev/null || die "$f not Running"
 done
-remember_netns
 set -- $forks
 expect "fork $1 keeps the guest IP" 10.0.2.15 "$(gsh "$1" 'busybox ip -4 addr show')"
 expect "fork $2 keeps the guest IP" 10.0.2.15 "$(gsh "$2" 'busybox ip -4 addr show')"
@@ -350,6 +344,16 @@ ip netns list | grep -qw -- "$netns2" && bad "orphan netns $netns2 removed at st
 expect_not "no forklet host tables left" "forklet_" "$(nft list tables)"
 expect_not "no session veths left on the node" "@if" "$(ip -br link | grep -v "$UP\|p$P")"
 stop_daemon
+
+# --- forkletd --remove-networks: this node's networks only ------------------------------------
+ghost="${netns%-default.web}-default.ghost"
+ip netns add "$ghost"
+"$FORKLETD" --config "$T/node.yaml" --remove-networks >>"$T/forkletd.log" 2>&1 ||
+        bad "forkletd --remove-networks failed"
+ip netns list | grep -qw -- "$ghost" && bad "--remove-networks removed $ghost" ||
+        ok "--remove-networks removed this node's leftover netns"
+ip netns list | grep -qw -- "$INET" && ok "--remove-networks left other netns alone" ||
+        bad "--remove-networks removed $INET"
 
 echo "# $FAILS failure(s)"
 [ $FAILS -eq 0 ]

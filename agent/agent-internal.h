@@ -194,6 +194,10 @@ int agent_secrets_run(char *const *argv, size_t max, unsigned timeout_ms, unsign
 json_t *agent_identity_ledger(const char *fork_id, const char *checkpoint,
                               const struct agent_secret_set *secrets, bool restored,
                               bool reseeded);
+/* <state_dir>/identity.json (names only, 0600): kept for a VM adopted after a restart. The
+ * save is best effort; load returns a new reference or NULL. */
+void agent_identity_save(const char *state_dir, const json_t *id);
+json_t *agent_identity_load(const char *state_dir);
 int agent_secrets_resolve(const struct node_config *cfg, const struct session_manifest *m,
                           const char *key, const char *parent, const char *fork_id,
                           struct agent_secret_set *ret, struct fk_error *err);

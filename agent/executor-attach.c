@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,17 @@ static bool split_key(const char *key, char *ns, size_t ns_size, const char **na
         return manifest_name_is_valid(ns) && manifest_name_is_valid(*name);
 }
 
+/* status.identity of the machine that keeps running (saved at its boot). */
+static void adopt_identity(struct agent_daemon *d, struct agent_session *s)
+{
+        cleanup_free char *sd = NULL;
+
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0)
+                return;
+        json_decref(s->identity);
+        s->identity = agent_identity_load(sd);
+}
+
 static void adopt_one(struct agent_daemon *d, const char *key, const char *run_dir)
 {
         struct fk_error err = {0};
@@ -145,6 +157,7 @@ static void adopt_one(struct agent_daemon *d, const char *key, const char *run_d
         s->pid = d->ops.pid(vm);
         s->phase = SESSION_PHASE_RUNNING;
         s->observed_generation = s->generation;
+        adopt_identity(d, s);
         s->started_ns = d->clock.now_real_ns(d->clock.userdata);
         agent_session_set_condition(s, AGENT_COND_READY, "True", "Adopted", s->started_ns,
                                     "re-attached to QEMU pid %d", (int)s->pid);

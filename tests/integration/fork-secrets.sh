@@ -87,6 +87,16 @@ all="$all $m1"
 [ "$(secret vault API_TOKEN)" = "$FILE_VALUE" ] || fail "rollback: file secret"
 describe_line vault "Inherited secrets (copied): API_TOKEN$" >/dev/null || fail "rollback ledger"
 
+# ---- the ledger survives a forkletd restart (the VM is adopted, not booted again) -----------
+f0=$(echo $names | cut -d' ' -f1)
+qpid=$(field "$f0" pid)
+stop_daemon
+start_daemon
+"$FORKLET" wait "$f0" --for=Running --timeout=60 || fail "$f0 not adopted"
+[ "$(field "$f0" pid)" = "$qpid" ] || fail "restart booted $f0 again"
+describe_line "$f0" "Inherited secrets (copied): API_TOKEN$" >/dev/null || fail "ledger after restart"
+[ "$(secret "$f0" session-key)" = "$(echo $all | cut -d' ' -f2)" ] || fail "$f0 secret changed by adopt"
+
 # ---- no value anywhere forkletd writes ---------------------------------------------------
 # Except guest RAM images (checkpoints/*/ram, a VM's mem.ram): a checkpoint is a copy of the
 # guest's memory, so it holds what the guest holds (README: Secrets and copied identity).

@@ -251,6 +251,17 @@ static void test_resolve_and_ledger(void **state)
         assert_string_equal(
                 json_string_value(json_array_get(json_object_get(id, "mintedSecrets"), 0)), "m");
         assert_true(json_is_true(json_object_get(id, "kernelReseeded")));
+        agent_identity_save(dir, id); /* names only, kept for an adopted VM */
+        json_t *back = agent_identity_load(dir);
+        assert_true(json_equal(back, id));
+        json_decref(back);
+        char *saved = NULL, *p = NULL;
+        assert_true(fk_asprintf(&p, "%s/identity.json", dir) >= 0);
+        assert_int_equal(fk_read_file(p, 4096, &saved, NULL), 0);
+        assert_null(strstr(saved, "filevalue"));
+        assert_null(strstr(saved, "minted-for"));
+        free(saved);
+        free(p);
         json_decref(id);
         id = agent_identity_ledger(NULL, NULL, &s, false, true); /* cold boot: nothing copied */
         assert_int_equal(json_array_size(json_object_get(id, "inheritedSecrets")), 0);

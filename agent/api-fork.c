@@ -38,6 +38,25 @@ static int bad_request(struct MHD_Connection *c, const char *what)
         return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL, "%s", what);
 }
 
+/* The item of list j (taken) whose id is the route's, or 404. */
+static int reply_one(struct MHD_Connection *c, json_t *j, const struct api_route *rt)
+{
+        json_t *v, *hit = NULL;
+        size_t i;
+
+        json_array_foreach(json_object_get(j, "items"), i, v)
+        {
+                if (strcmp(json_string_value(json_object_get(v, "id")) ?: "", rt->item) == 0)
+                        hit = json_incref(v);
+        }
+        json_decref(j);
+        if (!hit)
+                return api_reply_error(c, MHD_HTTP_NOT_FOUND, "NotFound", NULL,
+                                       "checkpoint %s not found in session %s/%s", rt->item, rt->ns,
+                                       rt->name);
+        return api_reply_json(c, MHD_HTTP_OK, hit, NULL);
+}
+
 static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
 {
         struct api_route *rt = &req->route;
@@ -57,6 +76,12 @@ static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
                                       json_pack("{s:s, s:s, s:s}", "kind", "Status", "status",
                                                 "Success", "id", rt->item),
                                       NULL);
+        }
+        if (rt->item[0] && strcmp(m, "GET") == 0) {
+                r = agent_daemon_checkpoint_list(req->d, rt->ns, rt->name, &j, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+                return reply_one(c, j, rt);
         }
         if (!rt->item[0] && strcmp(m, "GET") == 0) {
                 r = agent_daemon_checkpoint_list(req->d, rt->ns, rt->name, &j, &err);

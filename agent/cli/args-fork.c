@@ -68,7 +68,8 @@ static int want(const struct parsed *p, size_t n, const char *usage, struct fk_e
 
 static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, struct fk_error *err)
 {
-        const char *usage = "checkpoint create NAME | list NAME | delete NAME ID [--cascade]";
+        const char *usage =
+                "checkpoint create NAME | list NAME | inspect NAME ID | delete NAME ID [--cascade]";
 
         if (p->n < 1)
                 return fk_error_set(err, -EINVAL, "usage: forklet %s", usage);
@@ -78,10 +79,13 @@ static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, str
                 a->verb = CLI_CHECKPOINT_LIST;
         else if (strcmp(p->pos[0], "delete") == 0)
                 a->verb = CLI_CHECKPOINT_DELETE;
+        else if (strcmp(p->pos[0], "inspect") == 0)
+                a->verb = CLI_CHECKPOINT_INSPECT;
         else
                 return fk_error_set(err, -EINVAL, "checkpoint: unknown action \"%s\" (%s)",
                                     p->pos[0], usage);
-        if (want(p, a->verb == CLI_CHECKPOINT_DELETE ? 3 : 2, usage, err) < 0)
+        if (want(p, a->verb == CLI_CHECKPOINT_DELETE || a->verb == CLI_CHECKPOINT_INSPECT ? 3 : 2,
+                 usage, err) < 0)
                 return -EINVAL;
         a->name = p->pos[1];
         a->id = p->n > 2 ? p->pos[2] : NULL;
@@ -90,8 +94,10 @@ static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, str
                 return fk_error_set(err, -EINVAL, "--cascade goes with checkpoint delete");
         if (p->output && strcmp(p->output, "json") == 0)
                 a->output = CLI_OUTPUT_JSON;
+        else if (p->output && strcmp(p->output, "yaml") == 0)
+                a->output = CLI_OUTPUT_YAML;
         else if (p->output)
-                return fk_error_set(err, -EINVAL, "checkpoint list: -o json only");
+                return fk_error_set(err, -EINVAL, "checkpoint: -o json|yaml only");
         return 0;
 }
 
@@ -153,7 +159,7 @@ int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_e
         if (r < 0)
                 return r;
         if (a.verb != CLI_CHECKPOINT_CREATE && a.verb != CLI_CHECKPOINT_LIST &&
-            a.verb != CLI_CHECKPOINT_DELETE)
+            a.verb != CLI_CHECKPOINT_DELETE && a.verb != CLI_CHECKPOINT_INSPECT)
                 a.name = p.pos[0];
         *ret = a;
         return 0;

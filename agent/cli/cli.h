@@ -104,12 +104,13 @@ int cli_parse_portforward(int argc, char **argv, struct cli_portforward_args *re
                           struct fk_error *err);
 
 /* Fork-engine verbs: checkpoint create|list NAME, checkpoint delete NAME ID [--cascade],
- * fork NAME --from ID --count N, rollback NAME ID, snapshot create NAME, restore SNAP --name NEW.
- * Strings borrowed from argv. */
+ * checkpoint inspect NAME ID, fork NAME --from ID --count N, rollback NAME ID, snapshot create
+ * NAME, restore SNAP --name NEW. Strings borrowed from argv. */
 enum cli_fork_verb {
         CLI_CHECKPOINT_CREATE,
         CLI_CHECKPOINT_LIST,
         CLI_CHECKPOINT_DELETE,
+        CLI_CHECKPOINT_INSPECT,
         CLI_FORK,
         CLI_ROLLBACK,
         CLI_SNAPSHOT_CREATE,

@@ -17,7 +17,8 @@ const struct cli_command cli_commands[] = {
         {"audit", cli_audit, "audit verify [--file PATH] [-o json|yaml]"},
         {"node", cli_node, "node [-o json|yaml]"},
         {"checkpoint", cli_fork_engine,
-         "checkpoint create NAME | list NAME [-o json] | delete NAME ID [--cascade]"},
+         "checkpoint create NAME | list NAME [-o json] | inspect NAME ID [-o json|yaml] | "
+         "delete NAME ID [--cascade]"},
         {"fork", cli_fork_engine, "fork NAME --from CHECKPOINT --count N"},
         {"rollback", cli_fork_engine, "rollback NAME CHECKPOINT"},
         {"snapshot", cli_fork_engine, "snapshot create NAME"},

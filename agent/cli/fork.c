@@ -4,6 +4,7 @@
 #include "agent/cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "manifest/manifest.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -80,6 +81,25 @@ static int print_list(json_t *j, enum cli_output o)
         return CLI_EXIT_OK;
 }
 
+/* One checkpoint as YAML (default) or JSON, with created as RFC 3339. */
+static int print_one(json_t *m, enum cli_output o)
+{
+        cleanup_free char *text = NULL;
+        char created[64];
+
+        fk_format_rfc3339((uint64_t)json_integer_value(json_object_get(m, "createdNs")), created,
+                          sizeof(created));
+        json_object_set_new(m, "created", json_string(created));
+        if (o == CLI_OUTPUT_JSON)
+                text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
+        else if (manifest_json_to_yaml(m, &text) < 0)
+                text = NULL;
+        if (!text)
+                return CLI_EXIT_FAILURE;
+        printf("%s%s", text, o == CLI_OUTPUT_JSON ? "\n" : "");
+        return CLI_EXIT_OK;
+}
+
 static int run(const struct cli *c, const struct cli_fork_args *a, json_t **out)
 {
         cleanup_free char *suffix = NULL;
@@ -91,6 +111,10 @@ static int run(const struct cli *c, const struct cli_fork_args *a, json_t **out)
         case CLI_CHECKPOINT_LIST:
                 return call(c, "forklet checkpoint list", "GET", a->name, "/checkpoints", NULL,
                             out);
+        case CLI_CHECKPOINT_INSPECT:
+                if (fk_asprintf(&suffix, "/checkpoints/%s", a->id) < 0)
+                        return CLI_EXIT_FAILURE;
+                return call(c, "forklet checkpoint inspect", "GET", a->name, suffix, NULL, out);
         case CLI_CHECKPOINT_DELETE:
                 if (fk_asprintf(&suffix, "/checkpoints/%s%s", a->id,
                                 a->cascade ? "?cascade=true" : "") < 0)
@@ -132,6 +156,9 @@ int cli_fork_engine(const struct cli *c, int argc, char **argv)
                 break;
         case CLI_CHECKPOINT_DELETE:
                 printf("checkpoint/%s deleted\n", a.id);
+                break;
+        case CLI_CHECKPOINT_INSPECT:
+                r = print_one(out, a.output);
                 break;
         case CLI_FORK:
                 json_array_foreach(json_object_get(out, "names"), i, v)

@@ -44,6 +44,7 @@ sum=$(gsh web 'sha256sum < /workspace/www/index.html')
 ck=$("$FORKLET" checkpoint create web) || fail "checkpoint create"
 echo "$ck" | grep -Eqx 'ck_[0-9a-f]+' || fail "checkpoint id '$ck'"
 "$FORKLET" checkpoint list web | grep -q "^$ck " || fail "$ck not listed"
+"$FORKLET" checkpoint inspect web "$ck" | grep -q "^ramBytes: [1-9]" || fail "checkpoint inspect"
 t0=$(date +%s%N)
 names=$("$FORKLET" fork web --from "$ck" --count 3) || fail "fork"
 [ "$(echo $names)" = "web-fork-0 web-fork-1 web-fork-2" ] || fail "fork printed '$names'"

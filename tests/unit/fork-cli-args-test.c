@@ -50,6 +50,12 @@ static void test_checkpoint(void **state)
         assert_true(a.cascade);
         assert_int_equal(PARSE(&a, &e, "checkpoint", "delete", "web", "ck_12"), 0);
         assert_false(a.cascade);
+        assert_int_equal(PARSE(&a, &e, "checkpoint", "inspect", "web", "ck_3", "-o", "yaml"), 0);
+        assert_int_equal(a.verb, CLI_CHECKPOINT_INSPECT);
+        assert_string_equal(a.name, "web");
+        assert_string_equal(a.id, "ck_3");
+        assert_int_equal(a.output, CLI_OUTPUT_YAML);
+        assert_int_equal(PARSE(&a, &e, "checkpoint", "inspect", "web"), -EINVAL);
         assert_int_equal(PARSE(&a, &e, "checkpoint", "delete", "web"), -EINVAL);
         assert_non_null(strstr(e.msg, "usage"));
         assert_int_equal(PARSE(&a, &e, "checkpoint", "make", "web"), -EINVAL);

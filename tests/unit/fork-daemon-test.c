@@ -104,12 +104,19 @@ static void metrics_has(struct env *e, const char *line)
 static void test_create_list_status(void **state)
 {
         struct env *e = *state;
-        cleanup_free char *id = create(e, 201);
+        cleanup_free char *id = create(e, 201), *path = NULL;
         json_t *j = NULL, *cks;
 
         assert_non_null(id);
         assert_int_equal(strncmp(id, "ck_", 3), 0);
         assert_int_equal(count_checkpoints(e, SESSION "/checkpoints"), 1);
+        assert_true(fk_asprintf(&path, SESSION "/checkpoints/%s", id) > 0);
+        assert_int_equal(req(e, "GET", path, NULL, &j), 200);
+        assert_string_equal(json_string_value(json_object_get(j, "id")), id);
+        assert_int_equal(json_integer_value(json_object_get(j, "ramBytes")), 9);
+        assert_true(json_integer_value(json_object_get(j, "sizeBytes")) > 0);
+        json_decref(j);
+        assert_int_equal(req(e, "GET", SESSION "/checkpoints/ck_0123", NULL, NULL), 404);
         assert_int_equal(req(e, "GET", SESSION, NULL, &j), 200);
         cks = json_object_get(json_object_get(j, "status"), "checkpoints");
         assert_int_equal(json_array_size(cks), 1);

@@ -192,8 +192,7 @@ int agent_secrets_run(char *const *argv, size_t max, unsigned timeout_ms, unsign
 /* status.identity for a boot that delivered secrets (checkpoint: the id restored from, NULL
  * on a cold boot; restored: the guest accepted a new identity). New reference or NULL. */
 json_t *agent_identity_ledger(const char *fork_id, const char *checkpoint,
-                              const struct agent_secret_set *secrets, bool restored,
-                              bool reseeded);
+                              const struct agent_secret_set *secrets, bool restored, bool reseeded);
 /* <state_dir>/identity.json (names only, 0600): kept for a VM adopted after a restart. The
  * save is best effort; load returns a new reference or NULL. */
 void agent_identity_save(const char *state_dir, const json_t *id);

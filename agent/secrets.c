@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,6 +138,29 @@ int agent_secrets_run(char *const *argv, size_t max, unsigned timeout_ms, unsign
         return 0;
 }
 
+/* The file, with symlinks resolved, is a regular file under a resolved secrets.fileDirs entry
+ * (the manifest check is lexical; a symlink must not lead out). */
+static int check_file(const struct node_config *cfg, const char *file)
+{
+        cleanup_free char *real = realpath(file, NULL);
+        struct stat st;
+
+        if (!real)
+                return -errno;
+        if (stat(real, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        for (size_t i = 0; cfg->secret_file_dirs && cfg->secret_file_dirs[i]; i++) {
+                cleanup_free char *dir = realpath(cfg->secret_file_dirs[i], NULL);
+                size_t n = dir ? strlen(dir) : 0;
+
+                if (dir && (n == 1 || (strncmp(real, dir, n) == 0 && real[n] == '/')))
+                        return 0;
+        }
+        return -EPERM;
+}
+
 static int resolve_one(const struct node_config *cfg, const struct secret_spec *sp, const char *key,
                        const char *parent, const char *fork_id, struct agent_secret *ret,
                        struct fk_error *err)
@@ -149,6 +173,11 @@ static int resolve_one(const struct node_config *cfg, const struct secret_spec *
         snprintf(ret->name, sizeof(ret->name), "%s", sp->name);
         ret->minted = sp->mint;
         if (!sp->mint) {
+                r = check_file(cfg, sp->file);
+                if (r < 0)
+                        return fk_error_set(err, r, "secret %s: %s: %s", sp->name, sp->file,
+                                            r == -EPERM ? "resolves outside secrets.fileDirs"
+                                                        : strerror(-r));
                 r = fk_read_file(sp->file, AGENT_SECRET_MAX, &buf, &size);
                 if (r < 0)
                         return fk_error_set(err, r, "secret %s: read %s: %s", sp->name, sp->file,

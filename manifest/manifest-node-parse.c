@@ -31,7 +31,7 @@ static const char *const cap_fields[] = {"reserveMemoryMiB",
                                          NULL};
 static const char *const jail_fields[] = {"uidBase", "uidCount", NULL};
 static const char *const cp_fields[] = {"etcd", "prefix", NULL};
-static const char *const secrets_fields[] = {"mintCommand", NULL};
+static const char *const secrets_fields[] = {"mintCommand", "fileDirs", NULL};
 
 struct nctx {
         struct mctx *c;
@@ -215,13 +215,42 @@ static void decode_jail(struct nctx *n, const struct mnode *v)
                 n->cfg->jail_uid_count = (unsigned)x;
 }
 
+/* secrets.fileDirs: absolute directories (replace the default; empty: no file secrets). */
+static void decode_file_dirs(struct nctx *n, const struct mnode *a)
+{
+        char p[MPATH_MAX];
+
+        if (!mget_seq(n->c, a, "secrets.fileDirs"))
+                return;
+        fk_strv_free(n->cfg->secret_file_dirs);
+        n->cfg->secret_file_dirs = calloc(1, sizeof(char *));
+        if (!n->cfg->secret_file_dirs)
+                n->c->oom = true;
+        for (size_t i = 0; !n->c->oom && i < a->n_items; i++) {
+                const char *s = mget_string(n->c, a->items[i],
+                                            mpath_idx(p, sizeof(p), "secrets.fileDirs", i));
+                char *r = NULL;
+
+                if (s && s[0] != '/')
+                        mctx_err(n->c, a->items[i], p, "must be an absolute path, got \"%s\"", s);
+                else if (s && (manifest_resolve_path(NULL, s, &r) < 0 ||
+                               fk_strv_push(&n->cfg->secret_file_dirs, r) < 0))
+                        n->c->oom = true;
+                free(r);
+        }
+}
+
 /* secrets.mintCommand: a non-empty argv whose program is an absolute path. */
 static void decode_secrets(struct nctx *n, const struct mnode *v)
 {
         const struct mnode *a;
         char p[MPATH_MAX];
 
-        if (!mget_map(n->c, v, "secrets", secrets_fields) || !(a = opt(v, "mintCommand")))
+        if (!mget_map(n->c, v, "secrets", secrets_fields))
+                return;
+        if ((a = opt(v, "fileDirs")))
+                decode_file_dirs(n, a);
+        if (!(a = opt(v, "mintCommand")))
                 return;
         if (a->type != MNODE_SEQ || a->n_items == 0) {
                 mctx_err(n->c, a, "secrets.mintCommand",

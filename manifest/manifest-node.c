@@ -37,6 +37,7 @@ struct node_config *node_config_free(struct node_config *c)
         free(c->images);
         fk_strv_free(c->etcd);
         fk_strv_free(c->mint_command);
+        fk_strv_free(c->secret_file_dirs);
         free(c->etcd_prefix);
         for (size_t i = 0; i < c->n_labels; i++) {
                 free(c->labels[i].key);
@@ -146,6 +147,8 @@ int node_config_init_defaults(struct node_config *c)
         c->jail_uid_count = 65536;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
+        if (fk_strv_push(&c->secret_file_dirs, "/etc/forklet/secrets") < 0)
+                return -ENOMEM;
         if (!c->node_name || !c->state_dir || !c->run_dir || !c->manifest_dir || !c->uplink_pool ||
             !c->uplink_interface || !c->dns || !c->cgroup_parent || !c->etcd || !c->etcd_prefix)
                 return -ENOMEM;

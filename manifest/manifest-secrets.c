@@ -12,6 +12,22 @@
 
 static const char *const secret_fields[] = {"name", "file", "mint", NULL};
 
+bool manifest_secret_file_allowed(const struct node_config *cfg, const char *path)
+{
+        cleanup_free char *norm = NULL;
+
+        if (manifest_resolve_path(NULL, path, &norm) < 0)
+                return false;
+        for (size_t i = 0; cfg->secret_file_dirs && cfg->secret_file_dirs[i]; i++) {
+                const char *d = cfg->secret_file_dirs[i];
+                size_t n = strlen(d);
+
+                if (n == 1 || (strncmp(norm, d, n) == 0 && norm[n] == '/'))
+                        return true; /* "/" allows everything */
+        }
+        return false;
+}
+
 static const char *secret_name_problem(const char *s)
 {
         if (strlen(s) > MANIFEST_SECRET_NAME_MAX)
@@ -82,6 +98,10 @@ static bool secret_source(struct mctx *c, const struct mnode *it, const char *pa
                 return false;
         if (s[0] != '/') {
                 mctx_err(c, f, p, "must be an absolute path on the node, got \"%s\"", s);
+                return false;
+        }
+        if (cfg && !manifest_secret_file_allowed(cfg, s)) {
+                mctx_err(c, f, p, "\"%s\" is not under the node's secrets.fileDirs", s);
                 return false;
         }
         return mstrdup(c, s, &sec->file) >= 0;

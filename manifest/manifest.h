@@ -167,6 +167,9 @@ struct node_config {
         size_t n_labels;
         /* secrets.mintCommand: owned argv (absolute program first), NULL: minting refused */
         char **mint_command;
+        /* secrets.fileDirs: owned strv of absolute dirs a file secret must lie under (checked
+         * lexically here, on the resolved path when read); default {"/etc/forklet/secrets"} */
+        char **secret_file_dirs;
         char *source; /* owned file name */
 };
 
@@ -223,6 +226,8 @@ int session_manifest_from_json(const json_t *j, const struct node_config *cfg,
 /* Renders a JSON value as YAML text (block style, stable), for `-o yaml`. Caller frees. */
 int manifest_json_to_yaml(const json_t *j, char **ret);
 
+/* path (absolute) lies under one of cfg->secret_file_dirs, lexically after normalization. */
+bool manifest_secret_file_allowed(const struct node_config *cfg, const char *path);
 /* Validates a DNS-1123 label (lowercase alnum and '-', 1..63, alnum at both ends). */
 bool manifest_name_is_valid(const char *name);
 /* Parses one egress entry; on error fills err with a message (without position). */

@@ -24,7 +24,7 @@ echo "\$v \$*" >>"$T/node-secrets/minted.log"
 printf '%s' "\$v"
 EOT
 chmod 0755 "$T/mint.sh"
-echo "secrets: {mintCommand: [$T/mint.sh]}" >>"$T/node.yaml"
+echo "secrets: {mintCommand: [$T/mint.sh], fileDirs: [$T/node-secrets]}" >>"$T/node.yaml"
 
 secret() { gsh "$1" "cat /run/forklet/secrets/$2"; }
 describe_line() { "$FORKLET" describe "$1" | grep "$2"; }

@@ -113,7 +113,8 @@ static void test_json_round_trip(void **state)
         json_t *j;
 
         (void)state;
-        assert_int_equal(parse("    - {name: A, file: /etc/a}\n    - {name: b-c, mint: true}\n",
+        assert_int_equal(parse("    - {name: A, file: /etc/forklet/secrets/a}\n    - {name: b-c, "
+                               "mint: true}\n",
                                cfg, &m, NULL, 0),
                          0);
         assert_int_equal(m->n_secrets, 2);
@@ -131,6 +132,40 @@ static void test_json_round_trip(void **state)
         session_manifest_free(back);
         session_manifest_free(copy);
         node_config_free(cfg);
+}
+
+static void test_file_dirs(void **state)
+{
+        struct node_config *def = node(""), *none = node("secrets: {fileDirs: []}\n"),
+                           *tmp = node("secrets: {fileDirs: [/tmp/x/../y]}\n");
+        struct session_manifest *m = NULL;
+        char msg[512];
+
+        (void)state;
+        /* the default: /etc/forklet/secrets only */
+        assert_int_equal(parse("    - {name: A, file: /etc/forklet/secrets/a}\n", def, &m, NULL, 0),
+                         0);
+        session_manifest_free(m);
+        assert_int_equal(parse("    - {name: A, file: /etc/shadow}\n", def, &m, msg, sizeof(msg)),
+                         -EINVAL);
+        assert_non_null(strstr(msg, "not under the node's secrets.fileDirs"));
+        assert_int_equal(parse("    - {name: A, file: /etc/forklet/secrets/../../shadow}\n", def,
+                               &m, NULL, 0),
+                         -EINVAL);
+        assert_int_equal(
+                parse("    - {name: A, file: /etc/forklet/secretsX/a}\n", def, &m, NULL, 0),
+                -EINVAL);
+        /* empty: no file secrets at all */
+        assert_int_equal(
+                parse("    - {name: A, file: /etc/forklet/secrets/a}\n", none, &m, NULL, 0),
+                -EINVAL);
+        /* normalized when loaded */
+        assert_string_equal(tmp->secret_file_dirs[0], "/tmp/y");
+        assert_int_equal(parse("    - {name: A, file: /tmp/y/a}\n", tmp, &m, NULL, 0), 0);
+        session_manifest_free(m);
+        node_config_free(def);
+        node_config_free(none);
+        node_config_free(tmp);
 }
 
 static void test_mint_argv(void **state)
@@ -232,7 +267,8 @@ static void test_resolve_and_ledger(void **state)
         (void)state;
         assert_true(fk_asprintf(&file, "%s/token", dir) >= 0);
         assert_int_equal(fk_write_file_atomic(file, "filevalue", 9, 0600), 0);
-        assert_true(fk_asprintf(&cfg_text, "secrets: {mintCommand: [%s]}\n", mint) >= 0);
+        assert_true(fk_asprintf(&cfg_text, "secrets: {mintCommand: [%s], fileDirs: [%s]}\n", mint,
+                                dir) >= 0);
         cfg = node(cfg_text);
         assert_non_null(cfg);
         snprintf(spec, sizeof(spec),
@@ -268,6 +304,21 @@ static void test_resolve_and_ledger(void **state)
         assert_true(json_is_null(json_object_get(id, "checkpoint")));
         json_decref(id);
         agent_secret_set_done(&s);
+        /* a symlink in fileDirs that leads out is refused when read */
+        char *link = NULL, *outside = NULL, lspec[512];
+        struct session_manifest *lm = NULL;
+        assert_true(fk_asprintf(&link, "%s/escape", dir) >= 0);
+        assert_true(fk_asprintf(&outside, "%s.outside", dir) >= 0);
+        assert_int_equal(fk_write_file_atomic(outside, "x", 1, 0600), 0);
+        assert_int_equal(symlink(outside, link), 0);
+        snprintf(lspec, sizeof(lspec), "    - {name: L, file: %s}\n", link);
+        assert_int_equal(parse(lspec, cfg, &lm, NULL, 0), 0); /* lexically inside */
+        assert_int_equal(agent_secrets_resolve(cfg, lm, "d.l", NULL, NULL, &s, &err), -EPERM);
+        assert_non_null(strstr(err.msg, "outside secrets.fileDirs"));
+        session_manifest_free(lm);
+        unlink(outside);
+        free(outside);
+        free(link);
         /* a missing file fails the whole set */
         unlink(file);
         assert_int_equal(agent_secrets_resolve(cfg, m, "d.f", NULL, NULL, &s, &err), -ENOENT);
@@ -297,6 +348,7 @@ int main(void)
                 cmocka_unit_test(test_node_mint_command),
                 cmocka_unit_test(test_mint_needs_node_command),
                 cmocka_unit_test(test_json_round_trip),
+                cmocka_unit_test(test_file_dirs),
                 cmocka_unit_test(test_mint_argv),
                 cmocka_unit_test(test_run_captures_stdout),
                 cmocka_unit_test(test_run_failures),

@@ -381,6 +381,27 @@ static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
         return r;
 }
 
+/* A VM left behind by a killed forkletd may be mid-restore (a fork or rollback whose
+ * migrate-incoming never finished: it can never become that session) or stopped by an
+ * interrupted checkpoint (resume it: adoption reports it Running and the planner pauses it again
+ * if the session is meant to be Paused). */
+static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
+{
+        cleanup_free char *status = NULL;
+        int r = qmp_query_status(q->qmp, VM_QMP_TIMEOUT_MS, &status, err);
+
+        if (r < 0)
+                return r;
+        if (strcmp(status, "inmigrate") == 0 || strcmp(status, "prelaunch") == 0 ||
+            strcmp(status, "restore-vm") == 0)
+                return fk_error_set(err, -ESRCH, "QEMU pid %d never finished its restore (%s)",
+                                    (int)vmm_process_pid(q->proc), status);
+        if (strcmp(status, "paused") == 0 || strcmp(status, "postmigrate") == 0 ||
+            strcmp(status, "finish-migrate") == 0)
+                return qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+        return 0;
+}
+
 static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret_vm,
                       struct fk_error *err)
 {
@@ -414,6 +435,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
                                         VM_QMP_TIMEOUT_MS, &q->console, &con_err);
         if (r >= 0)
                 r = qmp_client_connect(qmp, VM_QMP_TIMEOUT_MS, &q->qmp, err);
+        if (r >= 0)
+                r = adopt_check_status(q, err);
         if (r >= 0)
                 r = vmm_agent_connect(agent, VM_QMP_TIMEOUT_MS, &q->agent, err);
         if (r >= 0)

@@ -27,3 +27,8 @@ fk_integration_test(fork-secrets
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/fork-secrets.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 1200)
+# kill -9 of forkletd mid-checkpoint and mid-fork of 5, then restart (issue 7's recovery).
+fk_integration_test(agent-crash
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-crash.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 900)

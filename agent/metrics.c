@@ -152,9 +152,9 @@ static void render_counters(FILE *f)
         fprintf(f, "forklet_forks_total %llu\n", (unsigned long long)m.forks);
         header(f, "forklet_checkpoint_bytes_total", "counter", "Bytes written into checkpoints.");
         fprintf(f, "forklet_checkpoint_bytes_total %llu\n", (unsigned long long)m.checkpoint_bytes);
-        header(f, "forklet_forks_inherited_secrets", "counter",
+        header(f, "forklet_forks_inherited_secrets_total", "counter",
                "Forks started with file secrets copied unchanged from their parent.");
-        fprintf(f, "forklet_forks_inherited_secrets %llu\n",
+        fprintf(f, "forklet_forks_inherited_secrets_total %llu\n",
                 (unsigned long long)m.forks_inherited_secrets);
 }
 

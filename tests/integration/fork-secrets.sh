@@ -75,8 +75,8 @@ done
 [ "$(secret vault session-key)" = "$m0" ] || fail "the parent's secret changed under it"
 [ "$(echo $all | tr ' ' '\n' | sort -u | grep -c .)" = 3 ] ||
         fail "minted secret repeats across parent and forks: $all"
-curl -s --unix-socket "$FORKLET_SOCKET" http://x/metrics | grep -q '^forklet_forks_inherited_secrets 2$' ||
-        fail "metric forklet_forks_inherited_secrets != 2"
+curl -s --unix-socket "$FORKLET_SOCKET" http://x/metrics | grep -q '^forklet_forks_inherited_secrets_total 2$' ||
+        fail "metric forklet_forks_inherited_secrets_total != 2"
 
 # ---- rollback mints anew, the file secret is copied ----------------------------------------
 "$FORKLET" rollback vault "$ck" | grep -q "rolled back" || fail "rollback"

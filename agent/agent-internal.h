@@ -30,6 +30,15 @@ struct agent_condition {
         uint64_t last_transition_ns; /* wall clock */
 };
 
+/* One entry of a session's recent history (a condition that changed), for `forklet describe`. */
+#define AGENT_EVENTS_MAX 16
+struct agent_event {
+        uint64_t time_ns; /* wall clock */
+        bool warning;     /* "Warning" (condition not True) or "Normal" */
+        char reason[64];
+        char message[192];
+};
+
 /* A refcounted VM handle so an exec in flight keeps it alive across a stop. */
 struct agent_vm_ref {
         atomic_int refs;
@@ -72,6 +81,8 @@ struct agent_session {
         uint64_t retry_at_ns;
         unsigned failures;
         struct agent_condition conditions[_AGENT_COND_MAX];
+        struct agent_event events[AGENT_EVENTS_MAX]; /* ring, oldest at events_next when full */
+        unsigned n_events, events_next;
         struct agent_vm_ref *vm;             /* owned reference or NULL */
         void *net;                           /* owned network handle (net_ops) or NULL */
         const struct agent_net_ops *net_ops; /* set with net */

@@ -87,11 +87,27 @@ struct agent_session *agent_session_free(struct agent_session *s)
         return NULL;
 }
 
+/* Appends to the ring of recent events; the oldest goes once it is full. */
+static void record_event(struct agent_session *s, uint64_t now_ns, bool warning, const char *reason,
+                         const char *message)
+{
+        struct agent_event *e = &s->events[s->events_next];
+
+        e->time_ns = now_ns;
+        e->warning = warning;
+        snprintf(e->reason, sizeof(e->reason), "%s", reason);
+        snprintf(e->message, sizeof(e->message), "%s", message);
+        s->events_next = (s->events_next + 1) % AGENT_EVENTS_MAX;
+        if (s->n_events < AGENT_EVENTS_MAX)
+                s->n_events++;
+}
+
 void agent_session_set_condition(struct agent_session *s, enum agent_condition_type t,
                                  const char *status, const char *reason, uint64_t now_ns,
                                  const char *fmt, ...)
 {
         struct agent_condition *c = &s->conditions[t];
+        bool changed = !c->set || strcmp(c->status, status) != 0 || strcmp(c->reason, reason) != 0;
         va_list ap;
 
         if (!c->set || strcmp(c->status, status) != 0)
@@ -102,6 +118,8 @@ void agent_session_set_condition(struct agent_session *s, enum agent_condition_t
         va_start(ap, fmt);
         vsnprintf(c->message, sizeof(c->message), fmt, ap);
         va_end(ap);
+        if (changed)
+                record_event(s, now_ns, strcmp(status, "True") != 0, reason, c->message);
 }
 
 static json_t *time_json(uint64_t ns)
@@ -111,6 +129,23 @@ static json_t *time_json(uint64_t ns)
         if (ns == 0)
                 return json_null();
         return json_string(fk_format_rfc3339(ns, buf, sizeof(buf)));
+}
+
+/* status.events: oldest first. */
+static json_t *events_json(const struct agent_session *s)
+{
+        unsigned first = (s->events_next + AGENT_EVENTS_MAX - s->n_events) % AGENT_EVENTS_MAX;
+        json_t *a = json_array();
+
+        for (unsigned i = 0; a && i < s->n_events; i++) {
+                const struct agent_event *e = &s->events[(first + i) % AGENT_EVENTS_MAX];
+
+                json_array_append_new(a, json_pack("{s:o, s:s, s:s, s:s}", "time",
+                                                   time_json(e->time_ns), "type",
+                                                   e->warning ? "Warning" : "Normal", "reason",
+                                                   e->reason, "message", e->message));
+        }
+        return a;
 }
 
 static json_t *conditions_json(const struct agent_session *s)
@@ -145,11 +180,11 @@ json_t *agent_session_status_json(const struct agent_session *s, int accel)
 
         if (!net)
                 net = json_pack("{s:n}", "netns");
-        return json_pack("{s:s, s:o, s:o, s:o, s:n, s:[], s:[], s:I, s:o}", "phase",
+        return json_pack("{s:s, s:o, s:o, s:o, s:n, s:[], s:[], s:I, s:o, s:o}", "phase",
                          session_phase_to_string(s->phase), "conditions", conditions_json(s), "vm",
                          vm_json(s, accel), "network", net, "cgroup", "checkpoints", "forks",
                          "observedGeneration", (json_int_t)s->observed_generation, "startedAt",
-                         time_json(s->started_ns));
+                         time_json(s->started_ns), "events", events_json(s));
 }
 
 static int metadata_extend(json_t *meta, const struct agent_session *s)

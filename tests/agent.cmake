@@ -3,6 +3,7 @@
 # API over a real unix socket with a fake VM backend); integration tests with real QEMU.
 if(CMOCKA_FOUND)
   fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_agent)
+  fk_unit_test(agent-events-test SOURCES unit/agent-events-test.c LIBS fk_agent)
   fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
   fk_unit_test(agent-api-test SOURCES unit/agent-api-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-daemon-test SOURCES unit/agent-daemon-test.c LIBS fk_cli fk_agent)

@@ -29,6 +29,19 @@ static void print_conditions(const json_t *status)
         }
 }
 
+static void print_events(const json_t *status)
+{
+        json_t *events = json_object_get(status, "events"), *e;
+        size_t i;
+
+        if (!json_array_size(events))
+                return;
+        printf("Events:\n  %-21s %-8s %-20s %s\n", "TIME", "TYPE", "REASON", "MESSAGE");
+        json_array_foreach(events, i, e)
+                printf("  %-21s %-8s %-20s %s\n", str(e, "time"), str(e, "type"), str(e, "reason"),
+                       str(e, "message"));
+}
+
 static void print_network(const json_t *n)
 {
         const json_t *dns = json_object_get(n, "dns");
@@ -103,6 +116,7 @@ static void describe(const json_t *s)
         print_network(json_object_get(st, "network"));
         print_identity(json_object_get(st, "identity"));
         print_conditions(st);
+        print_events(st);
 }
 
 int cli_describe(const struct cli *c, int argc, char **argv)

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#define FORK_PROGRESS_MAX_S 600
 
 /* One request; on 2xx *ret gets the parsed body (new reference), else the error is printed. */
 static int call(const struct cli *c, const char *what, const char *method, const char *name,
@@ -100,6 +103,56 @@ static int print_one(json_t *m, enum cli_output o)
         return CLI_EXIT_OK;
 }
 
+/* The phase of session name, or NULL (caller frees). */
+static char *phase_of(const struct cli *c, const char *name)
+{
+        cleanup_free char *path = NULL;
+        struct cli_response resp = {0};
+        struct fk_error err = {0};
+        char *phase = NULL;
+        json_t *j;
+
+        if (cli_session_path(c, name, "", &path) < 0 ||
+            cli_request(c, "GET", path, NULL, &resp, &err) < 0 || resp.status != 200) {
+                cli_response_done(&resp);
+                return NULL;
+        }
+        j = json_loads(resp.body, 0, NULL);
+        const char *p = json_string_value(json_object_get(json_object_get(j, "status"), "phase"));
+        if (p)
+                phase = strdup(p);
+        json_decref(j);
+        cli_response_done(&resp);
+        return phase;
+}
+
+/* On a terminal, forking N shows the forks coming up ("3/5 Running") until all are Running or
+ * Failed, or FORK_PROGRESS_MAX_S passed; scripts (no TTY) get the names at once, as before. */
+static void fork_progress(const struct cli *c, json_t *names)
+{
+        size_t n = json_array_size(names), i;
+        json_t *v;
+
+        if (n == 0 || !isatty(STDERR_FILENO))
+                return;
+        for (unsigned t = 0; t < FORK_PROGRESS_MAX_S * 4; t++) {
+                unsigned running = 0, failed = 0;
+
+                json_array_foreach(names, i, v)
+                {
+                        cleanup_free char *ph = phase_of(c, json_string_value(v));
+
+                        running += ph && strcmp(ph, "Running") == 0;
+                        failed += ph && strcmp(ph, "Failed") == 0;
+                }
+                fprintf(stderr, "\rforks: %u/%zu Running, %u Failed", running, n, failed);
+                if (running + failed == n)
+                        break;
+                usleep(250000);
+        }
+        fputc('\n', stderr);
+}
+
 static int run(const struct cli *c, const struct cli_fork_args *a, json_t **out)
 {
         cleanup_free char *suffix = NULL;
@@ -163,6 +216,8 @@ int cli_fork_engine(const struct cli *c, int argc, char **argv)
         case CLI_FORK:
                 json_array_foreach(json_object_get(out, "names"), i, v)
                         printf("%s\n", json_string_value(v));
+                fflush(stdout);
+                fork_progress(c, json_object_get(out, "names"));
                 break;
         case CLI_ROLLBACK:
                 printf("session/%s rolled back to %s\n", a.name, a.id);

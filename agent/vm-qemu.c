@@ -7,7 +7,6 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "vmm/guest/agent-client.h"
 #include "vmm/vmm.h"
 
 #include <errno.h>

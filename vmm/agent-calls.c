@@ -3,7 +3,6 @@
  * files, identity and freeze. Every reply payload is decoded defensively; one that breaks the
  * protocol fails the call with -EPROTO and drops the channel. */
 #include "vmm/vmm.h"
-#include "vmm/guest/agent-client.h"
 #include "vmm/guest/client-internal.h"
 
 #include <errno.h>

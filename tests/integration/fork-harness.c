@@ -3,7 +3,6 @@
 #include "tests/integration/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
-#include "vmm/guest/agent-client.h"
 #include "vmm/vmm.h"
 
 #include <errno.h>

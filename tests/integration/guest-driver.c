@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "vmm/guest/agent-client.h"
 #include "vmm/vmm.h"
 
 static int failures;

@@ -19,7 +19,6 @@
 #include <cmocka.h>
 
 #include "common/util.h"
-#include "vmm/guest/agent-client.h"
 #include "vmm/guest/client-internal.h"
 #include "vmm/vmm.h"
 

@@ -40,31 +40,6 @@ static int apply_one(const struct cli *c, const struct session_manifest *m)
         return ret;
 }
 
-static int apply_file(const struct cli *c, const char *file)
-{
-        struct manifest_diag diag = {0};
-        struct session_manifest **v = NULL;
-        size_t n = 0;
-        int ret = CLI_EXIT_OK;
-
-        if (manifest_load_sessions_file(file, NULL, &v, &n, &diag) < 0) {
-                for (size_t i = 0; i < diag.n; i++)
-                        fprintf(stderr, "%s\n", diag.messages[i]);
-                if (diag.n == 0)
-                        fprintf(stderr, "%s: cannot load\n", file);
-                manifest_diag_done(&diag);
-                return CLI_EXIT_FAILURE;
-        }
-        for (size_t i = 0; i < n; i++) {
-                if (apply_one(c, v[i]) != CLI_EXIT_OK)
-                        ret = CLI_EXIT_FAILURE;
-                session_manifest_free(v[i]);
-        }
-        free(v);
-        manifest_diag_done(&diag);
-        return ret;
-}
-
 int cli_apply(const struct cli *c, int argc, char **argv)
 {
         struct cli_files_args a = {0};
@@ -76,7 +51,7 @@ int cli_apply(const struct cli *c, int argc, char **argv)
                 return CLI_EXIT_USAGE;
         }
         for (size_t i = 0; i < a.n_files; i++)
-                if (apply_file(c, a.files[i]) != CLI_EXIT_OK)
+                if (cli_for_each_manifest(c, a.files[i], apply_one) != CLI_EXIT_OK)
                         ret = CLI_EXIT_FAILURE;
         free(a.files);
         return ret;

@@ -167,6 +167,11 @@ int cli_request_lines(const struct cli *c, const char *method, const char *path,
 /* Like cli_request with a binary body of size bytes (application/octet-stream). */
 int cli_request_raw(const struct cli *c, const char *method, const char *path, const void *body,
                     size_t size, struct cli_response *ret, struct fk_error *err);
+/* Loads every Session of file (validation messages go to stderr: CLI_EXIT_FAILURE) and calls fn
+ * on each; CLI_EXIT_FAILURE if any call failed, else CLI_EXIT_OK. */
+struct session_manifest;
+int cli_for_each_manifest(const struct cli *c, const char *file,
+                          int (*fn)(const struct cli *c, const struct session_manifest *m));
 /* URL-escapes s for a query value (caller frees). */
 int cli_url_escape(const char *s, char **ret);
 /* Prints an API error reply ({message, details}) to stderr, prefixed with what. */

@@ -34,27 +34,9 @@ static int delete_one(const struct cli *c, const char *ns, const char *name)
         return ret;
 }
 
-static int delete_file(const struct cli *c, const char *file)
+static int delete_manifest(const struct cli *c, const struct session_manifest *m)
 {
-        struct manifest_diag diag = {0};
-        struct session_manifest **v = NULL;
-        size_t n = 0;
-        int ret = CLI_EXIT_OK;
-
-        if (manifest_load_sessions_file(file, NULL, &v, &n, &diag) < 0) {
-                for (size_t i = 0; i < diag.n; i++)
-                        fprintf(stderr, "%s\n", diag.messages[i]);
-                manifest_diag_done(&diag);
-                return CLI_EXIT_FAILURE;
-        }
-        for (size_t i = 0; i < n; i++) {
-                if (delete_one(c, v[i]->namespace, v[i]->name) != CLI_EXIT_OK)
-                        ret = CLI_EXIT_FAILURE;
-                session_manifest_free(v[i]);
-        }
-        free(v);
-        manifest_diag_done(&diag);
-        return ret;
+        return delete_one(c, m->namespace, m->name);
 }
 
 int cli_delete(const struct cli *c, int argc, char **argv)
@@ -70,7 +52,7 @@ int cli_delete(const struct cli *c, int argc, char **argv)
         if (a.name)
                 ret = delete_one(c, c->namespace, a.name);
         for (size_t i = 0; i < a.n_files; i++)
-                if (delete_file(c, a.files[i]) != CLI_EXIT_OK)
+                if (cli_for_each_manifest(c, a.files[i], delete_manifest) != CLI_EXIT_OK)
                         ret = CLI_EXIT_FAILURE;
         free(a.files);
         return ret;

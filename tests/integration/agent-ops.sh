@@ -50,8 +50,15 @@ cleanup() {
         # the session networks forkletd made for this node (netns, host veths, NAT tables)
         [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         rm -rf "$T"
-        # session cgroups go with their sessions; the parent is the test's to remove
-        rmdir /sys/fs/cgroup/*/fk-test-ops-$$ /sys/fs/cgroup/fk-test-ops-$$ 2>/dev/null || :
+        # forkletd was killed, so the session cgroups are ours to remove too (children first;
+        # a killed QEMU leaves its cgroup a moment later)
+        for _ in $(seq 40); do
+                rmdir /sys/fs/cgroup/*/fk-test-ops-$$/* /sys/fs/cgroup/*/fk-test-ops-$$ \
+                        /sys/fs/cgroup/fk-test-ops-$$/* /sys/fs/cgroup/fk-test-ops-$$ 2>/dev/null
+                ls -d /sys/fs/cgroup/*/fk-test-ops-$$ /sys/fs/cgroup/fk-test-ops-$$ >/dev/null 2>&1 ||
+                        break
+                sleep 0.25
+        done
 }
 trap cleanup EXIT
 

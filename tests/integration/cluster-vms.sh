@@ -56,6 +56,14 @@ cleanup() {
                 [ -f "$f" ] && "$FORKLETD" --config "$f" --remove-networks >/dev/null 2>&1
         done
         rm -rf "$T"
+        # each node's cgroup parent (and session cgroups a killed node left), children first
+        for _ in $(seq 40); do
+                rmdir /sys/fs/cgroup/*/forklet-cl$$-n*/* /sys/fs/cgroup/*/forklet-cl$$-n* \
+                        /sys/fs/cgroup/forklet-cl$$-n*/* /sys/fs/cgroup/forklet-cl$$-n* 2>/dev/null
+                ls -d /sys/fs/cgroup/*/forklet-cl$$-n* /sys/fs/cgroup/forklet-cl$$-n* \
+                        >/dev/null 2>&1 || break
+                sleep 0.25
+        done
 }
 trap cleanup EXIT
 

@@ -40,6 +40,13 @@ cleanup() {
         # the session networks forkletd made for this node (netns, host veths, NAT tables)
         [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
         rm -rf "$T"
+        # this node's cgroup parent (session cgroups a killed forkletd left first)
+        for _ in $(seq 40); do
+                rmdir /sys/fs/cgroup/*/fk-test-life-$$/* /sys/fs/cgroup/*/fk-test-life-$$ \
+                        /sys/fs/cgroup/fk-test-life-$$/* /sys/fs/cgroup/fk-test-life-$$ 2>/dev/null
+                ls -d /sys/fs/cgroup/*/fk-test-life-$$ /sys/fs/cgroup/fk-test-life-$$ >/dev/null 2>&1 || break
+                sleep 0.25
+        done
 }
 trap cleanup EXIT
 
@@ -50,6 +57,7 @@ kind: NodeConfig
 nodeName: life-$$
 stateDir: $T/state
 runDir: $T/run
+cgroupParent: fk-test-life-$$
 accel: ${FORKLET_TEST_ACCEL:-tcg}
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock}

@@ -53,6 +53,13 @@ cleanup() {
         ip netns del "$INET" 2>/dev/null
         ip netns del "$PEER" 2>/dev/null
         rm -rf "$T"
+        # this node's cgroup parent (session cgroups a killed forkletd left first)
+        for _ in $(seq 40); do
+                rmdir /sys/fs/cgroup/*/fk-test-netd-$$/* /sys/fs/cgroup/*/fk-test-netd-$$ \
+                        /sys/fs/cgroup/fk-test-netd-$$/* /sys/fs/cgroup/fk-test-netd-$$ 2>/dev/null
+                ls -d /sys/fs/cgroup/*/fk-test-netd-$$ /sys/fs/cgroup/fk-test-netd-$$ >/dev/null 2>&1 || break
+                sleep 0.25
+        done
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -107,6 +114,7 @@ kind: NodeConfig
 nodeName: nettest-$P
 stateDir: $T/state
 runDir: $T/run
+cgroupParent: fk-test-netd-$$
 accel: ${FORKLET_TEST_ACCEL:-tcg}
 manifestDir: $T/manifests
 api: {socket: $T/run/api.sock}

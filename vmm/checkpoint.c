@@ -145,6 +145,15 @@ static int migrate_fd(struct qmp_client *qmp, const char *command, const char *p
         return wait_migration(qmp, timeout_ms, err);
 }
 
+/* The capability must be set on both ends before the stream starts. */
+static int migrate_file(struct qmp_client *qmp, const char *command, const char *path,
+                        bool ignore_shared, unsigned timeout_ms, struct fk_error *err)
+{
+        int r = set_ignore_shared(qmp, ignore_shared, timeout_ms, err);
+
+        return r < 0 ? r : migrate_fd(qmp, command, path, timeout_ms, err);
+}
+
 static int save_locked(struct qmp_client *qmp, const char *mem_path, const char *dir,
                        unsigned timeout_ms, struct vmm_checkpoint_stats *stats,
                        struct fk_error *err)
@@ -155,10 +164,7 @@ static int save_locked(struct qmp_client *qmp, const char *mem_path, const char 
 
         if (fk_asprintf(&state, "%s/state", dir) < 0 || fk_asprintf(&ram, "%s/ram", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = set_ignore_shared(qmp, true, timeout_ms, err);
-        if (r < 0)
-                return r;
-        r = migrate_fd(qmp, "migrate", state, timeout_ms, err);
+        r = migrate_file(qmp, "migrate", state, true, timeout_ms, err);
         if (r < 0)
                 return r;
         r = vmm_sparse_copy(mem_path, ram, &stats->ram_bytes);
@@ -216,25 +222,13 @@ int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, un
 
         if (fk_asprintf(&state, "%s/state", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        /* The capability must be set on the destination before the stream starts. */
-        r = set_ignore_shared(qmp, true, timeout_ms, err);
-        if (r < 0)
-                return r;
-        r = migrate_fd(qmp, "migrate-incoming", state, timeout_ms, err);
+        r = migrate_file(qmp, "migrate-incoming", state, true, timeout_ms, err);
         if (r < 0)
                 return r;
         /* The source was stopped when saved, so the loaded VM is paused. */
         if (resume)
                 return qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, err);
         return 0;
-}
-
-static int migrate_file(struct qmp_client *qmp, const char *command, const char *path,
-                        bool ignore_shared, unsigned timeout_ms, struct fk_error *err)
-{
-        int r = set_ignore_shared(qmp, ignore_shared, timeout_ms, err);
-
-        return r < 0 ? r : migrate_fd(qmp, command, path, timeout_ms, err);
 }
 
 int vmm_migrate_save_file(struct qmp_client *qmp, const char *path, bool ignore_shared,

@@ -9,6 +9,7 @@
 #include "vmm/vmm.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,31 @@ static struct cg_manager *open_cgroups(const struct node_config *cfg)
         return m;
 }
 
+/* Before any thread starts: capabilities are per thread. */
+static int drop_privileges(const struct node_config *cfg)
+{
+        struct fk_error err = {0};
+        uint64_t kept = 0;
+        char names[512];
+        int r;
+
+        if (!cfg->drop_capabilities) {
+                log_notice("capabilities: all kept (hardening.dropCapabilities: false)");
+                return 0;
+        }
+        r = agent_privileges_drop(agent_privileges_keep_mask(), &kept, &err);
+        if (r < 0)
+                return log_error_errno(r,
+                                       "drop capabilities: %s (hardening.dropCapabilities: "
+                                       "false runs with all of them)",
+                                       err.msg);
+        if (agent_privileges_names(kept, names, sizeof(names)) < 0)
+                snprintf(names, sizeof(names), "0x%" PRIx64, kept);
+        log_info("capabilities: kept %s; every other one dropped (bounding set included)",
+                 kept ? names : "none (not privileged)");
+        return 0;
+}
+
 static int run(const struct node_config *cfg, sigset_t *mask)
 {
         struct cg_manager *cg = NULL;
@@ -191,6 +217,10 @@ int main(int argc, char **argv)
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         if (load_config(a.config, &cfg) < 0)
                 return 1;
+        if (drop_privileges(cfg) < 0) {
+                node_config_free(cfg);
+                return 1;
+        }
         if (a.remove_networks) {
                 struct fk_error err = {0};
 

@@ -13,10 +13,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
-static const char *const top_fields[] = {
-        "apiVersion",  "kind",         "nodeName", "stateDir",     "runDir",      "accel",
-        "manifestDir", "api",          "network",  "cgroupParent", "sizeClasses", "images",
-        "capacity",    "controlPlane", "labels",   "jail",         "secrets",     NULL};
+static const char *const top_fields[] = {"apiVersion", "kind",         "nodeName",    "stateDir",
+                                         "runDir",     "accel",        "manifestDir", "api",
+                                         "network",    "cgroupParent", "sizeClasses", "images",
+                                         "capacity",   "controlPlane", "labels",      "jail",
+                                         "secrets",    "hardening",    NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
@@ -30,6 +31,7 @@ static const char *const cap_fields[] = {"reserveMemoryMiB",
                                          "forkMemoryPercent",
                                          NULL};
 static const char *const jail_fields[] = {"uidBase", "uidCount", NULL};
+static const char *const hardening_fields[] = {"dropCapabilities", NULL};
 static const char *const cp_fields[] = {"etcd", "prefix", NULL};
 static const char *const secrets_fields[] = {"mintCommand", "fileDirs", NULL};
 
@@ -213,6 +215,20 @@ static void decode_jail(struct nctx *n, const struct mnode *v)
                 n->cfg->jail_uid_base = (unsigned)x;
         if ((f = opt(v, "uidCount")) && mget_uint(n->c, f, "jail.uidCount", 0, 1u << 24, &x))
                 n->cfg->jail_uid_count = (unsigned)x;
+}
+
+static void decode_hardening(struct nctx *n, const struct mnode *v)
+{
+        const struct mnode *f;
+
+        if (!mget_map(n->c, v, "hardening", hardening_fields) || !(f = opt(v, "dropCapabilities")))
+                return;
+        if (f->type != MNODE_SCALAR || f->kind != MSCALAR_BOOL) {
+                mctx_err(n->c, f, "hardening.dropCapabilities", "must be true or false, got %s",
+                         mnode_type_name(f));
+                return;
+        }
+        n->cfg->drop_capabilities = f->text[0] == 't' || f->text[0] == 'T';
 }
 
 /* secrets.fileDirs: absolute directories (replace the default; empty: no file secrets). */
@@ -463,6 +479,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 decode_jail(n, v);
         if ((v = opt(root, "secrets")))
                 decode_secrets(n, v);
+        if ((v = opt(root, "hardening")))
+                decode_hardening(n, v);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
 }

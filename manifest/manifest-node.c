@@ -145,6 +145,7 @@ int node_config_init_defaults(struct node_config *c)
         c->fork_memory_percent = 25;
         c->jail_uid_base = 200000;
         c->jail_uid_count = 65536;
+        c->drop_capabilities = true;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
         if (fk_strv_push(&c->secret_file_dirs, "/etc/forklet/secrets") < 0)

@@ -161,6 +161,9 @@ struct node_config {
          * jail_uid_base + jail_uid_count); count 0 turns the jail off. Default 200000, 65536. */
         unsigned jail_uid_base;
         unsigned jail_uid_count;
+        /* hardening.dropCapabilities: forkletd drops every capability it does not need at
+         * start (agent_privileges_keep_mask); false keeps all. Default true. */
+        bool drop_capabilities;
         char **etcd;       /* owned strv, empty: standalone */
         char *etcd_prefix; /* owned, default "/forklet" */
         struct kv *labels; /* owned array: node labels (cluster nodeSelector) */

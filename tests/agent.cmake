@@ -14,6 +14,7 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-lifecycle-test SOURCES unit/agent-lifecycle-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-net-test SOURCES unit/agent-net-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-secrets-test SOURCES unit/agent-secrets-test.c LIBS fk_agent)
+  fk_unit_test(agent-privileges-test SOURCES unit/agent-privileges-test.c LIBS fk_agent)
 endif()
 
 fk_integration_test(agent-hello

@@ -229,7 +229,8 @@ static void test_node_errors(void **state)
                                            "(known: apiVersion, kind, nodeName, stateDir, "
                                            "runDir, accel, manifestDir, api, network, "
                                            "cgroupParent, sizeClasses, images, capacity, "
-                                           "controlPlane, labels, jail, secrets)")},
+                                           "controlPlane, labels, jail, secrets, "
+                                           "hardening)")},
                     2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         assert_diag(&d,
@@ -290,12 +291,47 @@ static void test_config_limits(void **state)
         node_config_free(c);
 }
 
+/* hardening.dropCapabilities: on by default, false turns it off, nothing else accepted. */
+static void test_node_hardening(void **state)
+{
+        const char *off = NHDR "hardening: {dropCapabilities: false}\n";
+        const char *on = NHDR "hardening: {dropCapabilities: True}\n";
+        const char *bad = NHDR "hardening: {dropCapabilities: \"no\", dropCaps: 1}\n";
+        struct node_config *c = NULL;
+        struct manifest_diag d = {0};
+
+        (void)state;
+        assert_int_equal(node_config_default(&c), 0);
+        assert_true(c->drop_capabilities);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(NHDR, strlen(NHDR), "/n.yaml", &c, &d), 0);
+        assert_true(c->drop_capabilities);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(off, strlen(off), "/n.yaml", &c, &d), 0);
+        assert_false(c->drop_capabilities);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(on, strlen(on), "/n.yaml", &c, &d), 0);
+        assert_true(c->drop_capabilities);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(bad, strlen(bad), "n.yaml", &c, &d), -EINVAL);
+        assert_null(c);
+        assert_diag(&d,
+                    (const char *const[]){
+                            ("n.yaml:3:31: hardening.dropCapabilities: must be true or false, "
+                             "got a string"),
+                            ("n.yaml:3:37: hardening.dropCaps: unknown field \"dropCaps\" "
+                             "(known: dropCapabilities)"),
+                    },
+                    2);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_node_defaults), cmocka_unit_test(test_node_relative_paths),
-                cmocka_unit_test(test_node_example),  cmocka_unit_test(test_node_errors),
-                cmocka_unit_test(test_config_limits), cmocka_unit_test(test_node_labels),
+                cmocka_unit_test(test_node_defaults),  cmocka_unit_test(test_node_relative_paths),
+                cmocka_unit_test(test_node_example),   cmocka_unit_test(test_node_errors),
+                cmocka_unit_test(test_config_limits),  cmocka_unit_test(test_node_labels),
+                cmocka_unit_test(test_node_hardening),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

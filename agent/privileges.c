@@ -19,27 +19,33 @@ struct kept_cap {
         const char *name;
 };
 
-/* What needs each one (README "What forkletd keeps" has the long form):
- * CHOWN            jail.c agent_jail_own_dir: the session run dir and its files to the jail uid
- * DAC_OVERRIDE     run dirs owned by a jail uid (mode 0700): QMP/agent sockets, RAM file,
- *                  checkpoints, removal at teardown
- * FOWNER           fchmod and POSIX ACL grants (setxattr) on files no longer owned by root
- * KILL             signals to QEMUs running under jail uids (stop, orphan/cgroup kill)
- * SETGID, SETUID   QEMU's pre-exec child becomes the session's uid/gid (setgroups, setres*id)
- * SETPCAP          QEMU's child drops its bounding set; this file's own drop and securebits
- * NET_BIND_SERVICE the session resolver on 10.0.2.3:53 (net/dns.c); an api.listen port < 1024
- * NET_ADMIN        links, addresses, routes, veths, taps (TUNSETIFF/OWNER on tap0 in QEMU's
- *                  child), nftables, SO_*BUFFORCE on the nft socket, net sysctls
- * SYS_ADMIN        unshare/setns of network namespaces, the /run/netns bind mounts, and the
- *                  jail's mount namespace and pivot_root in QEMU's child
- * SYS_PTRACE       /proc/PID/smaps_rollup of a fork's QEMU (another uid) for its PSS charge */
+/* Each with what needs it (README "What forkletd keeps" has the long form). */
 static const struct kept_cap kept[] = {
-        {CAP_CHOWN, "cap_chown"},           {CAP_DAC_OVERRIDE, "cap_dac_override"},
-        {CAP_FOWNER, "cap_fowner"},         {CAP_KILL, "cap_kill"},
-        {CAP_SETGID, "cap_setgid"},         {CAP_SETUID, "cap_setuid"},
-        {CAP_SETPCAP, "cap_setpcap"},       {CAP_NET_BIND_SERVICE, "cap_net_bind_service"},
-        {CAP_NET_ADMIN, "cap_net_admin"},   {CAP_SYS_ADMIN, "cap_sys_admin"},
-        {CAP_SYS_PTRACE, "cap_sys_ptrace"},
+        /* jail.c agent_jail_own_dir: the session run dir and its files to the jail uid */
+        {CAP_CHOWN, "cap_chown"},
+        /* run dirs owned by a jail uid (0700): QMP/agent sockets, RAM file, checkpoints,
+         * removal at teardown */
+        {CAP_DAC_OVERRIDE, "cap_dac_override"},
+        /* fchmod and POSIX ACL grants (setxattr) on files no longer owned by root */
+        {CAP_FOWNER, "cap_fowner"},
+        /* signals to QEMUs under jail uids (stop, orphan and cgroup kill) */
+        {CAP_KILL, "cap_kill"},
+        /* QEMU's pre-exec child becomes the session's uid/gid (setgroups, setres[ug]id) */
+        {CAP_SETGID, "cap_setgid"},
+        {CAP_SETUID, "cap_setuid"},
+        /* QEMU's child drops its bounding set; this file's own drop and securebits */
+        {CAP_SETPCAP, "cap_setpcap"},
+        /* the session resolver on 10.0.2.3:53 (net/dns.c); an api.listen port < 1024 */
+        {CAP_NET_BIND_SERVICE, "cap_net_bind_service"},
+        /* links, addresses, routes, veths, taps (TUNSETIFF/TUNSETOWNER on tap0 in QEMU's
+         * child), nftables, SO_*BUFFORCE on the nft socket, net sysctls */
+        {CAP_NET_ADMIN, "cap_net_admin"},
+        /* unshare/setns of network namespaces, the /run/netns bind mounts, the jail's mount
+         * namespace and pivot_root in QEMU's child; also lets forkletd read a fork QEMU's
+         * /proc/PID/smaps_rollup (another uid) for its PSS charge: the kernel accepts
+         * CAP_PERFMON or CAP_SYS_ADMIN there, so no CAP_SYS_PTRACE (which would also open
+         * /proc/PID/mem of every process) */
+        {CAP_SYS_ADMIN, "cap_sys_admin"},
 };
 
 uint64_t agent_privileges_keep_mask(void)

@@ -33,16 +33,7 @@ static uint64_t process_pss(pid_t pid)
 static struct agent_charge class_charge(struct agent_daemon *d, const struct size_class *sc,
                                         bool fork, pid_t pid)
 {
-        struct agent_charge_input in = {
-                .vcpus = sc->vcpus,
-                .memory_mib = sc->memory_mib,
-                .qemu_overhead_mib = d->cfg->qemu_overhead_mib,
-                .fork = fork,
-                .fork_memory_percent = d->cfg->fork_memory_percent,
-                .pss_bytes = fork ? process_pss(pid) : 0,
-        };
-
-        return agent_charge_for(&in);
+        return agent_class_charge(d->cfg, sc, fork, fork ? process_pss(pid) : 0);
 }
 
 static bool holds_capacity(const struct agent_session *s)
@@ -66,22 +57,38 @@ struct agent_charge agent_session_charge(struct agent_daemon *d, const struct ag
         return sc ? class_charge(d, sc, s->res.fork, s->pid) : (struct agent_charge){0};
 }
 
-/* exclude: a session not to count (the one being admitted). */
-static void capacity_without(struct agent_daemon *d, const struct agent_session *exclude,
-                             struct agent_capacity *ret)
+/* exclude: a session not to count (the one being admitted); local_only: count only sessions
+ * not from the control plane. */
+static void capacity_of(struct agent_daemon *d, const struct agent_session *exclude,
+                        bool local_only, struct agent_capacity *ret)
 {
         cleanup_free struct agent_charge *held = calloc(d->n_sessions + 1, sizeof(*held));
         size_t n = 0;
 
-        for (size_t i = 0; held && i < d->n_sessions; i++)
-                if (d->sessions[i] != exclude && holds_capacity(d->sessions[i]))
-                        held[n++] = agent_session_charge(d, d->sessions[i]);
+        for (size_t i = 0; held && i < d->n_sessions; i++) {
+                const struct agent_session *s = d->sessions[i];
+
+                if (s != exclude && holds_capacity(s) &&
+                    (!local_only || s->source != AGENT_SOURCE_CLUSTER))
+                        held[n++] = agent_session_charge(d, s);
+        }
         agent_capacity_compute(&d->node, held, n, ret);
+}
+
+static void capacity_without(struct agent_daemon *d, const struct agent_session *exclude,
+                             struct agent_capacity *ret)
+{
+        capacity_of(d, exclude, false, ret);
 }
 
 void agent_daemon_capacity(struct agent_daemon *d, struct agent_capacity *ret)
 {
-        capacity_without(d, NULL, ret);
+        capacity_of(d, NULL, false, ret);
+}
+
+void agent_daemon_capacity_local(struct agent_daemon *d, struct agent_capacity *ret)
+{
+        capacity_of(d, NULL, true, ret);
 }
 
 static void describe_short(char *buf, size_t size, enum agent_resource r,

@@ -346,6 +346,9 @@ void agent_resources_resize(struct agent_daemon *d, struct agent_session *s);
 struct agent_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s);
 /* The node's capacity now (under d->lock). */
 void agent_daemon_capacity(struct agent_daemon *d, struct agent_capacity *ret);
+/* The same with only the sessions not from the control plane counted as used (under d->lock):
+ * what the node publishes as its local usage. */
+void agent_daemon_capacity_local(struct agent_daemon *d, struct agent_capacity *ret);
 /* Whether s may boot now (under d->lock). -ENOSPC: it stays Pending with an Insufficient*
  * condition (set here); 0: admitted, s->res.charge set. */
 int agent_daemon_admit(struct agent_daemon *d, struct agent_session *s,

@@ -119,6 +119,13 @@ struct agent_charge_input {
  * fork shares its RAM with the checkpoint until it writes, so it is charged
  * overhead + fork_memory_percent of RAM, or its measured PSS when that is larger. */
 struct agent_charge agent_charge_for(const struct agent_charge_input *in);
+struct node_config;
+struct size_class;
+/* The charge of one session of class sc on a node configured by cfg (qemuOverheadMiB,
+ * forkMemoryPercent): what admission charges and what the node publishes to the control plane
+ * (pss_bytes as in agent_charge_input). Pure. */
+struct agent_charge agent_class_charge(const struct node_config *cfg, const struct size_class *sc,
+                                       bool fork, uint64_t pss_bytes);
 
 struct agent_capacity {
         struct agent_charge allocatable, used;

@@ -3,6 +3,7 @@
  * whether one more fits and how many of a size class still do. */
 #include "agent/agent.h"
 #include "common/cleanup.h"
+#include "manifest/manifest.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -34,6 +35,21 @@ struct agent_charge agent_charge_for(const struct agent_charge_input *in)
          * never more than its cgroup allows. */
         c.memory_bytes = FK_MIN(FK_MAX(share, in->pss_bytes), ram + overhead);
         return c;
+}
+
+struct agent_charge agent_class_charge(const struct node_config *cfg, const struct size_class *sc,
+                                       bool fork, uint64_t pss_bytes)
+{
+        struct agent_charge_input in = {
+                .vcpus = sc->vcpus,
+                .memory_mib = sc->memory_mib,
+                .qemu_overhead_mib = cfg->qemu_overhead_mib,
+                .fork = fork,
+                .fork_memory_percent = cfg->fork_memory_percent,
+                .pss_bytes = fork ? pss_bytes : 0,
+        };
+
+        return agent_charge_for(&in);
 }
 
 void agent_capacity_compute(const struct agent_node_resources *node,

@@ -34,16 +34,11 @@ bool cluster_sleep(struct cluster_agent *a, unsigned ms, bool wake)
 static int publish_status(struct cluster_agent *a, struct fk_error *err)
 {
         cleanup_free char *key = NULL, *text = NULL;
-        struct cluster_capacity cap = {0};
-        struct cluster_usage use = {0};
+        struct cluster_node_report rep;
         json_t *j;
-        int r;
 
-        r = cluster_node_capacity(a->cfg, a->o.meminfo_path, &cap);
-        if (r < 0)
-                return fk_error_set(err, r, "node capacity: %s", strerror(-r));
-        agent_daemon_usage(a->d, &use);
-        j = cluster_node_status_json(a->cfg, &cap, &use, fk_now_real_ns());
+        agent_daemon_node_report(a->d, &rep);
+        j = cluster_node_status_json(a->cfg, &rep, fk_now_real_ns());
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!text || cluster_node_key(a->prefix, a->node, "status", &key) < 0)

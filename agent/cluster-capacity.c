@@ -1,34 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* Node capacity for cluster mode (node config + host memory and CPUs) and the node status
- * document the agent publishes and the scheduler reads. */
+/* The node status document the agent publishes and the scheduler reads: admission's own
+ * capacity (agent/capacity.c), per size class the charge admission makes and how many fit. */
 #include "agent/cluster.h"
-#include "cgroups/cgroups.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 
-int cluster_node_capacity(const struct node_config *cfg, const char *meminfo_path,
-                          struct cluster_capacity *ret)
+#define MIB ((uint64_t)1024 * 1024)
+
+static json_int_t mib_floor(uint64_t bytes)
 {
-        struct cg_capacity cg = {0};
-        struct fk_error err = {0};
-        uint64_t total_mib;
-        int r;
+        return (json_int_t)(bytes / MIB);
+}
 
-        r = cg_node_capacity(meminfo_path, &cg, &err);
-        if (r < 0)
-                return r;
-        total_mib = cg.memory_bytes >> 20;
-        *ret = (struct cluster_capacity){
-                .sessions = cfg->max_sessions,
-                .memory_mib = total_mib > cfg->reserve_memory_mib
-                                      ? total_mib - cfg->reserve_memory_mib
-                                      : 0,
-                .cpus = cg.cpus,
-        };
-        return 0;
+/* Used amounts in MiB are rounded up: a scheduler adding them never sees more room than there
+ * is (the *Bytes fields are exact). */
+static json_int_t mib_ceil(uint64_t bytes)
+{
+        return (json_int_t)(bytes / MIB + (bytes % MIB != 0));
 }
 
 static json_t *labels_json(const struct node_config *cfg)
@@ -44,21 +36,25 @@ static json_t *labels_json(const struct node_config *cfg)
         return o;
 }
 
-/* {"small": {"vcpus", "memoryMiB", "sessions": how many fit in (sessions, memory)}}. */
-static json_t *classes_json(const struct node_config *cfg, unsigned sessions, uint64_t memory_mib)
+/* {"small": {"vcpus", "memoryMiB", "chargeMiB", "forkChargeMiB", "sessions": how many more fit
+ * in c by agent_capacity_fits}}. */
+static json_t *classes_json(const struct node_config *cfg, const struct agent_capacity *c)
 {
         json_t *o = json_object();
 
         for (size_t i = 0; o && i < cfg->n_size_classes; i++) {
-                const struct size_class *c = &cfg->size_classes[i];
-                uint64_t fit = c->memory_mib ? memory_mib / c->memory_mib : 0;
+                const struct size_class *sc = &cfg->size_classes[i];
+                struct agent_charge one = agent_class_charge(cfg, sc, false, 0),
+                                    fork = agent_class_charge(cfg, sc, true, 0);
+                unsigned fit = agent_capacity_fits(c, &one);
 
-                if (fit > sessions)
-                        fit = sessions;
-                if (json_object_set_new(o, c->name,
-                                        json_pack("{s:i, s:i, s:I}", "vcpus", (int)c->vcpus,
-                                                  "memoryMiB", (int)c->memory_mib, "sessions",
-                                                  (json_int_t)fit)) < 0) {
+                if (json_object_set_new(
+                            o, sc->name,
+                            json_pack("{s:i, s:i, s:I, s:I, s:I}", "vcpus", (int)sc->vcpus,
+                                      "memoryMiB", (int)sc->memory_mib, "chargeMiB",
+                                      mib_ceil(one.memory_bytes), "forkChargeMiB",
+                                      mib_ceil(fork.memory_bytes), "sessions",
+                                      fit == UINT_MAX ? (json_int_t)-1 : (json_int_t)fit)) < 0) {
                         json_decref(o);
                         return NULL;
                 }
@@ -66,25 +62,64 @@ static json_t *classes_json(const struct node_config *cfg, unsigned sessions, ui
         return o;
 }
 
-json_t *cluster_node_status_json(const struct node_config *cfg, const struct cluster_capacity *cap,
-                                 const struct cluster_usage *use, uint64_t now_real_ns)
+static uint64_t room(uint64_t total, uint64_t used)
 {
-        unsigned free_sessions = cap->sessions > use->sessions ? cap->sessions - use->sessions : 0;
-        uint64_t free_mem =
-                cap->memory_mib > use->memory_mib ? cap->memory_mib - use->memory_mib : 0;
+        return total > used ? total - used : 0;
+}
+
+static json_t *capacity_json(const struct node_config *cfg, const struct cluster_node_report *rep)
+{
+        const struct agent_capacity *a = &rep->all;
+        struct agent_capacity empty = {.allocatable = a->allocatable,
+                                       .allocatable_sessions = a->allocatable_sessions};
+
+        return json_pack(
+                "{s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:I, s:o}", "sessions",
+                (int)a->allocatable_sessions, "memoryMiB", mib_floor(a->allocatable.memory_bytes),
+                "memoryBytes", (json_int_t)a->allocatable.memory_bytes, "cpus",
+                (int)rep->node.host_cpus, "vcpus", (json_int_t)a->allocatable.vcpus,
+                "reserveMemoryMiB", mib_floor(rep->node.reserve_memory_bytes),
+                "cpuOvercommitPercent", (json_int_t)rep->node.cpu_overcommit_percent,
+                "qemuOverheadMiB", (json_int_t)cfg->qemu_overhead_mib, "forkMemoryPercent",
+                (json_int_t)cfg->fork_memory_percent, "sizeClasses", classes_json(cfg, &empty));
+}
+
+static json_t *allocatable_json(const struct node_config *cfg, const struct agent_capacity *a)
+{
+        uint64_t mem = room(a->allocatable.memory_bytes, a->used.memory_bytes);
+
+        return json_pack("{s:I, s:I, s:I, s:I, s:o}", "sessions",
+                         (json_int_t)room(a->allocatable_sessions, a->used_sessions), "memoryMiB",
+                         mib_floor(mem), "memoryBytes", (json_int_t)mem, "vcpus",
+                         (json_int_t)room(a->allocatable.vcpus, a->used.vcpus), "sizeClasses",
+                         classes_json(cfg, a));
+}
+
+static json_t *usage_json(const struct cluster_node_report *rep)
+{
+        const struct cluster_usage *u = &rep->use;
+
+        return json_pack("{s:i, s:I, s:i, s:I, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:i}", "sessions",
+                         (int)u->sessions, "memoryMiB", (json_int_t)u->memory_mib, "localSessions",
+                         (int)u->local_sessions, "localMemoryMiB", (json_int_t)u->local_memory_mib,
+                         "admittedSessions", (int)rep->all.used_sessions, "chargedMiB",
+                         mib_ceil(rep->all.used.memory_bytes), "chargedBytes",
+                         (json_int_t)rep->all.used.memory_bytes, "vcpus", (int)rep->all.used.vcpus,
+                         "localAdmittedSessions", (int)rep->local.used_sessions, "localChargedMiB",
+                         mib_ceil(rep->local.used.memory_bytes), "localChargedBytes",
+                         (json_int_t)rep->local.used.memory_bytes, "localVcpus",
+                         (int)rep->local.used.vcpus);
+}
+
+json_t *cluster_node_status_json(const struct node_config *cfg,
+                                 const struct cluster_node_report *rep, uint64_t now_real_ns)
+{
         char now[64];
 
         fk_format_rfc3339(now_real_ns, now, sizeof(now));
-        return json_pack("{s:s, s:o, s:{s:s, s:s?}, s:{s:i, s:I, s:i, s:o}, s:{s:i, s:I, s:o},"
-                         " s:{s:i, s:I, s:i, s:I}, s:s}",
-                         "nodeName", cfg->node_name, "labels", labels_json(cfg), "api", "socket",
-                         cfg->api_socket, "listen", cfg->api_listen, "capacity", "sessions",
-                         (int)cap->sessions, "memoryMiB", (json_int_t)cap->memory_mib, "cpus",
-                         (int)cap->cpus, "sizeClasses",
-                         classes_json(cfg, cap->sessions, cap->memory_mib), "allocatable",
-                         "sessions", (int)free_sessions, "memoryMiB", (json_int_t)free_mem,
-                         "sizeClasses", classes_json(cfg, free_sessions, free_mem), "usage",
-                         "sessions", (int)use->sessions, "memoryMiB", (json_int_t)use->memory_mib,
-                         "localSessions", (int)use->local_sessions, "localMemoryMiB",
-                         (json_int_t)use->local_memory_mib, "heartbeatTime", now);
+        return json_pack("{s:s, s:o, s:{s:s, s:s?}, s:o, s:o, s:o, s:s}", "nodeName",
+                         cfg->node_name, "labels", labels_json(cfg), "api", "socket",
+                         cfg->api_socket, "listen", cfg->api_listen, "capacity",
+                         capacity_json(cfg, rep), "allocatable", allocatable_json(cfg, &rep->all),
+                         "usage", usage_json(rep), "heartbeatTime", now);
 }

@@ -20,7 +20,9 @@ struct cluster_entry {
         char *written;       /* owned: the status text we last wrote, NULL: write again */
         int64_t written_rev; /* revision of that write */
         uint64_t written_mono_ns;
-        char *problem; /* owned: why the assigned manifest is not run here, or NULL */
+        char *problem;            /* owned: why the assigned manifest is not run here, or NULL */
+        int64_t node_rev;         /* mod_revision of the node key, 0: none */
+        uint64_t waiting_mono_ns; /* since when admission keeps it Pending here, 0: not */
 };
 
 struct cluster_agent {

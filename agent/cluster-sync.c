@@ -97,8 +97,11 @@ static void apply_kv(struct cluster_agent *a, const char *key, const char *value
         } else if (k.kind == CLUSTER_KEY_SESSION_NODE) {
                 bool was = mine(a, e->node);
 
-                if (set_text(&e->node, value) && (was || mine(a, e->node)))
+                e->node_rev = value ? rev : 0;
+                if (set_text(&e->node, value) && (was || mine(a, e->node))) {
                         a->dirty = true;
+                        e->waiting_mono_ns = 0;
+                }
         } else if (e->written && rev > e->written_rev &&
                    (!value || strcmp(value, e->written) != 0)) {
                 /* Someone else wrote our session's status (the scheduler marked it Lost while
@@ -301,6 +304,79 @@ static void write_statuses(struct cluster_agent *a)
         json_decref(all);
 }
 
+struct waiting {
+        char ns[CLUSTER_NAME_MAX], name[CLUSTER_NAME_MAX];
+};
+
+/* Whether e waited for room longer than the grace (updates its clock); under lock. */
+static bool release_due(struct cluster_agent *a, struct cluster_entry *e, bool waiting,
+                        uint64_t now)
+{
+        if (!waiting || !mine(a, e->node) || e->node_rev <= 0) {
+                e->waiting_mono_ns = 0;
+                return false;
+        }
+        if (!e->waiting_mono_ns)
+                e->waiting_mono_ns = now;
+        return now - e->waiting_mono_ns >= (uint64_t)a->cfg->release_pending_s * 1000000000ull;
+}
+
+/* Hands a session back to the scheduler: deletes its node key if it still is the placement
+ * seen (a scheduler racing another, or with a stale view, placed it where admission refuses). */
+static void release_one(struct cluster_agent *a, const struct waiting *w, int64_t rev)
+{
+        cleanup_free char *key = NULL;
+        struct fk_error err = {0};
+        bool done = false;
+        int r;
+
+        if (cluster_session_key(a->prefix, w->ns, w->name, "node", &key) < 0)
+                return;
+        r = etcd_txn_delete(a->etcd, key, rev, &done, &err);
+        if (r < 0)
+                log_warning_errno(r, "cluster: release %s/%s: %s", w->ns, w->name, err.msg);
+        else if (done)
+                log_info("session %s/%s: admission kept it Pending for %u s; placement released "
+                         "for the scheduler to place it again",
+                         w->ns, w->name, a->cfg->release_pending_s);
+}
+
+/* Sessions placed here that admission keeps Pending past controlPlane.releasePendingAfterSeconds
+ * (and that never booted here) are released. */
+static void release_waiting(struct cluster_agent *a)
+{
+        uint64_t now = fk_now_mono_ns();
+        cleanup_free struct waiting *v = NULL;
+        size_t n = 0;
+
+        if (!a->cfg->release_pending_s)
+                return;
+        pthread_mutex_lock(&a->lock);
+        v = calloc(a->n_entries + 1, sizeof(*v));
+        for (size_t i = 0; v && i < a->n_entries; i++)
+                if (mine(a, a->entries[i].node) && a->entries[i].spec && !a->entries[i].problem) {
+                        snprintf(v[n].ns, sizeof(v[n].ns), "%s", a->entries[i].ns);
+                        snprintf(v[n].name, sizeof(v[n].name), "%s", a->entries[i].name);
+                        n++;
+                }
+        pthread_mutex_unlock(&a->lock);
+        for (size_t i = 0; i < n; i++) {
+                /* the daemon lock is never taken under ours */
+                bool waiting = agent_daemon_cluster_unadmitted(a->d, v[i].ns, v[i].name), due;
+                struct cluster_entry *e;
+                int64_t rev = 0;
+
+                pthread_mutex_lock(&a->lock);
+                e = entry_get(a, v[i].ns, v[i].name, false);
+                due = e && release_due(a, e, waiting, now);
+                if (due)
+                        rev = e->node_rev, e->waiting_mono_ns = 0;
+                pthread_mutex_unlock(&a->lock);
+                if (due)
+                        release_one(a, &v[i], rev);
+        }
+}
+
 void *cluster_sync_thread(void *userdata)
 {
         struct cluster_agent *a = userdata;
@@ -335,6 +411,7 @@ void *cluster_sync_thread(void *userdata)
                 if (dirty && sync_desired(a) < 0)
                         log_warning("cluster: out of memory syncing sessions");
                 write_statuses(a);
+                release_waiting(a);
         } while (!cluster_sleep(a, last_err < 0 ? 1000 : 250, true));
         return NULL;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/agent.h"
 #include "common/error.h"
 
 typedef struct json_t json_t; /* jansson */
@@ -51,29 +52,28 @@ int cluster_node_key(const char *prefix, const char *node, const char *leaf, cha
 /* ---- node capacity ------------------------------------------------------------------------ */
 
 struct cluster_usage {
-        unsigned sessions;       /* every session on the node */
-        uint64_t memory_mib;     /* sum of their size classes */
+        unsigned sessions;       /* every session on the node with a manifest or a VM */
+        uint64_t memory_mib;     /* sum of their size classes' RAM */
         unsigned local_sessions; /* of which not from the cluster (manifest dir, API) */
         uint64_t local_memory_mib;
 };
 
-struct cluster_capacity {
-        unsigned sessions;   /* capacity.maxSessions */
-        uint64_t memory_mib; /* MemTotal - capacity.reserveMemoryMiB (0 if below) */
-        unsigned cpus;
+/* What the node reports: its admission's own numbers (agent/capacity.c, agent/admission.c),
+ * so the scheduler places by the same arithmetic the node admits by. */
+struct cluster_node_report {
+        struct agent_node_resources node; /* host, reserve, overcommit, maxSessions */
+        struct agent_capacity all;        /* allocatable; used by every admitted session */
+        struct agent_capacity local;      /* used by admitted sessions not from the cluster */
+        struct cluster_usage use;
 };
 
-/* Capacity from the node config and the host (MemTotal from meminfo_path, NULL: /proc/meminfo;
- * CPUs in our affinity mask). The one place to replace once the agent accounts capacity
- * itself. 0 or -errno. */
-int cluster_node_capacity(const struct node_config *cfg, const char *meminfo_path,
-                          struct cluster_capacity *ret);
-
 /* The node status document (new reference, NULL on ENOMEM): nodeName, labels, api, capacity
- * and allocatable (sessions, memoryMiB, per size class how many fit), usage, heartbeatTime.
- * Pure. */
-json_t *cluster_node_status_json(const struct node_config *cfg, const struct cluster_capacity *cap,
-                                 const struct cluster_usage *use, uint64_t now_real_ns);
+ * (allocatable totals and admission's parameters; per size class its charge and how many fit
+ * an empty node), allocatable (what admission still takes; per size class how many fit now),
+ * usage (sessions and RAM by source; admitted sessions and their charges), heartbeatTime.
+ * Per-class charges come from agent_class_charge(cfg, ...). Pure. */
+json_t *cluster_node_status_json(const struct node_config *cfg,
+                                 const struct cluster_node_report *rep, uint64_t now_real_ns);
 
 /* ---- the agent side ----------------------------------------------------------------------- */
 
@@ -83,7 +83,6 @@ struct cluster_agent_options {
         unsigned lease_ttl_s;       /* default 10 */
         unsigned heartbeat_s;       /* node status rewrite interval; default 5 */
         unsigned status_min_gap_ms; /* per session, between status writes; default 1000 */
-        const char *meminfo_path;   /* NULL: /proc/meminfo */
 };
 
 /* Connects to cfg->etcd, registers the node (lease + status) and starts the threads that keep
@@ -107,5 +106,8 @@ int agent_daemon_sync_cluster(struct agent_daemon *d, struct session_manifest **
                               bool *ret_conflict);
 /* {"NS/NAME": status} for every cluster session with a manifest (new reference). */
 int agent_daemon_cluster_status(struct agent_daemon *d, json_t **ret);
-/* Session count and memory by source, for the node status. */
-void agent_daemon_usage(struct agent_daemon *d, struct cluster_usage *ret);
+/* The node's capacity as its admission sees it and its usage by source, for the node status. */
+void agent_daemon_node_report(struct agent_daemon *d, struct cluster_node_report *ret);
+/* Whether the cluster session NS/NAME waits Pending for room it never got on this node (an
+ * admission rejected it and it never booted here, so it can be placed elsewhere). */
+bool agent_daemon_cluster_unadmitted(struct agent_daemon *d, const char *ns, const char *name);

@@ -127,11 +127,10 @@ int agent_daemon_cluster_status(struct agent_daemon *d, json_t **ret)
         return 0;
 }
 
-void agent_daemon_usage(struct agent_daemon *d, struct cluster_usage *ret)
+static void usage_of(struct agent_daemon *d, struct cluster_usage *ret)
 {
         struct cluster_usage u = {0};
 
-        pthread_mutex_lock(&d->lock);
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];
                 const struct size_class *c;
@@ -146,6 +145,29 @@ void agent_daemon_usage(struct agent_daemon *d, struct cluster_usage *ret)
                         u.local_memory_mib += c ? c->memory_mib : 0;
                 }
         }
-        pthread_mutex_unlock(&d->lock);
         *ret = u;
+}
+
+void agent_daemon_node_report(struct agent_daemon *d, struct cluster_node_report *ret)
+{
+        pthread_mutex_lock(&d->lock);
+        ret->node = d->node;
+        agent_daemon_capacity(d, &ret->all);
+        agent_daemon_capacity_local(d, &ret->local);
+        usage_of(d, &ret->use);
+        pthread_mutex_unlock(&d->lock);
+}
+
+bool agent_daemon_cluster_unadmitted(struct agent_daemon *d, const char *ns, const char *name)
+{
+        struct agent_session *s;
+        bool r;
+
+        pthread_mutex_lock(&d->lock);
+        s = agent_daemon_find(d, ns, name);
+        /* last_short: admission's reason while it refuses; res.vcpus: set by a boot */
+        r = s && s->source == AGENT_SOURCE_CLUSTER && s->spec && !s->vm && !s->busy &&
+            s->phase == SESSION_PHASE_PENDING && s->res.last_short[0] && !s->res.vcpus;
+        pthread_mutex_unlock(&d->lock);
+        return r;
 }

@@ -32,7 +32,7 @@ static const char *const cap_fields[] = {"reserveMemoryMiB",
                                          NULL};
 static const char *const jail_fields[] = {"uidBase", "uidCount", NULL};
 static const char *const hardening_fields[] = {"dropCapabilities", NULL};
-static const char *const cp_fields[] = {"etcd", "prefix", NULL};
+static const char *const cp_fields[] = {"etcd", "prefix", "releasePendingAfterSeconds", NULL};
 static const char *const secrets_fields[] = {"mintCommand", "fileDirs", NULL};
 
 struct nctx {
@@ -289,6 +289,7 @@ static void decode_control_plane(struct nctx *n, const struct mnode *v)
 {
         const struct mnode *f;
         const char *s;
+        uint64_t x;
 
         if (!mget_map(n->c, v, "controlPlane", cp_fields))
                 return;
@@ -299,6 +300,9 @@ static void decode_control_plane(struct nctx *n, const struct mnode *v)
                 mctx_err(n->c, f, "controlPlane.prefix", "must start with '/' (got \"%s\")", s);
         else if (s)
                 mstrdup(n->c, s, &n->cfg->etcd_prefix);
+        if ((f = opt(v, "releasePendingAfterSeconds")) &&
+            mget_uint(n->c, f, "controlPlane.releasePendingAfterSeconds", 0, 86400, &x))
+                n->cfg->release_pending_s = (unsigned)x;
 }
 
 /* name of a list entry: required, a DNS-1123 label, unique among the n earlier entries of

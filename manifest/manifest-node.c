@@ -148,6 +148,7 @@ int node_config_init_defaults(struct node_config *c)
         c->drop_capabilities = true;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
+        c->release_pending_s = 30;
         if (fk_strv_push(&c->secret_file_dirs, "/etc/forklet/secrets") < 0)
                 return -ENOMEM;
         if (!c->node_name || !c->state_dir || !c->run_dir || !c->manifest_dir || !c->uplink_pool ||

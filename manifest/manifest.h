@@ -166,6 +166,10 @@ struct node_config {
         bool drop_capabilities;
         char **etcd;       /* owned strv, empty: standalone */
         char *etcd_prefix; /* owned, default "/forklet" */
+        /* controlPlane.releasePendingAfterSeconds: a cluster session this node's admission kept
+         * Pending that long (never booted here) is handed back to the scheduler. Default 30;
+         * 0: never. */
+        unsigned release_pending_s;
         struct kv *labels; /* owned array: node labels (cluster nodeSelector) */
         size_t n_labels;
         /* secrets.mintCommand: owned argv (absolute program first), NULL: minting refused */

@@ -68,6 +68,8 @@ void etcd_kv_done(struct etcd_kv *kv);
 int etcd_parse_range(const json_t *reply, struct etcd_kvs **ret, int64_t *ret_revision);
 /* Header revision of any reply (0 if absent). */
 int etcd_parse_header_revision(const json_t *reply, int64_t *ret);
+/* Txn: delete key if its mod_revision is expected_mod_revision, else get it. */
+json_t *etcd_req_txn_delete(const char *key, int64_t expected_mod_revision);
 /* Txn CAS reply: succeeded, and the new or current mod_revision (see etcd_txn_cas()). */
 int etcd_parse_txn_cas(const json_t *reply, bool *ret_succeeded, int64_t *ret_revision);
 

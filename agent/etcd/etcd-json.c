@@ -78,15 +78,15 @@ json_t *etcd_req_delete(const char *key, unsigned flags)
 
 /* compare: [{target MOD|CREATE, result EQUAL, key, <mod|create>_revision}], success: [put],
  * failure: [range key] so a loser learns the current mod_revision in the same round trip. */
-json_t *etcd_req_txn_cas(const char *key, int64_t expected_mod_revision, const void *value,
-                         size_t len, int64_t lease)
+/* A txn: if key's revision (create: 0, or mod) equals expected then op (taken) else get it. */
+static json_t *txn_req(const char *key, int64_t expected_mod_revision, const char *op_name,
+                       json_t *op)
 {
-        json_t *cmp = json_object(), *put = etcd_req_put(key, value, len, lease);
-        json_t *get = etcd_req_range(key, NULL, 0), *o = json_object();
+        json_t *cmp = json_object(), *get = etcd_req_range(key, NULL, 0), *o = json_object();
         bool create = expected_mod_revision == 0;
         int r = -ENOMEM;
 
-        if (cmp && put && get && o) {
+        if (cmp && op && get && o) {
                 r = set_b64(cmp, "key", key, strlen(key));
                 if (r >= 0)
                         r = json_object_set_new(cmp, "target",
@@ -99,18 +99,29 @@ json_t *etcd_req_txn_cas(const char *key, int64_t expected_mod_revision, const v
                 if (r >= 0)
                         r = json_object_set_new(o, "compare", json_pack("[O]", cmp));
                 if (r >= 0)
-                        r = json_object_set_new(o, "success",
-                                                json_pack("[{s:O}]", "request_put", put));
+                        r = json_object_set_new(o, "success", json_pack("[{s:O}]", op_name, op));
                 if (r >= 0)
                         r = json_object_set_new(o, "failure",
                                                 json_pack("[{s:O}]", "request_range", get));
         }
         json_decref(cmp);
-        json_decref(put);
+        json_decref(op);
         json_decref(get);
         if (r < 0)
                 return json_decref(o), NULL;
         return o;
+}
+
+json_t *etcd_req_txn_cas(const char *key, int64_t expected_mod_revision, const void *value,
+                         size_t len, int64_t lease)
+{
+        return txn_req(key, expected_mod_revision, "request_put",
+                       etcd_req_put(key, value, len, lease));
+}
+
+json_t *etcd_req_txn_delete(const char *key, int64_t expected_mod_revision)
+{
+        return txn_req(key, expected_mod_revision, "request_delete_range", etcd_req_delete(key, 0));
 }
 
 json_t *etcd_req_watch_create(const char *key, unsigned flags, int64_t start_revision)

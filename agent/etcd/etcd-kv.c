@@ -99,6 +99,24 @@ int etcd_txn_cas(struct etcd_client *c, const char *key, int64_t expected_mod_re
         return r < 0 ? bad_reply(reterr, "/v3/kv/txn", r) : 0;
 }
 
+int etcd_txn_delete(struct etcd_client *c, const char *key, int64_t expected_mod_revision,
+                    bool *ret_succeeded, struct fk_error *reterr)
+{
+        _cleanup_(json_decrefp) json_t *req = NULL, *reply = NULL;
+        int r;
+
+        if (expected_mod_revision <= 0)
+                return fk_error_set(reterr, -EINVAL, "etcd: expected revision must be positive");
+        req = etcd_req_txn_delete(key, expected_mod_revision);
+        if (!req)
+                return oom(reterr);
+        r = etcd_call(c, "/v3/kv/txn", req, false, &reply, reterr);
+        if (r < 0)
+                return r;
+        r = etcd_parse_txn_cas(reply, ret_succeeded, NULL);
+        return r < 0 ? bad_reply(reterr, "/v3/kv/txn", r) : 0;
+}
+
 static int lease_req(int64_t id, const char *field, json_t **ret)
 {
         char buf[32];

@@ -92,6 +92,11 @@ int etcd_txn_cas(struct etcd_client *c, const char *key, int64_t expected_mod_re
                  const void *value, size_t len, int64_t lease, bool *ret_succeeded,
                  int64_t *ret_revision, struct fk_error *reterr);
 
+/* Deletes key only if its mod_revision is still expected_mod_revision (> 0), in one etcd
+ * transaction. Returns 0 with *ret_succeeded telling whether it deleted. */
+int etcd_txn_delete(struct etcd_client *c, const char *key, int64_t expected_mod_revision,
+                    bool *ret_succeeded, struct fk_error *reterr);
+
 /* Grants a lease of ttl_s seconds; *ret_id is its ID. */
 int etcd_lease_grant(struct etcd_client *c, int64_t ttl_s, int64_t *ret_id,
                      struct fk_error *reterr);

@@ -4,7 +4,10 @@
 #include "agent/scheduler/sched.h"
 #include "manifest/manifest.h"
 
+#define MIB ((uint64_t)1024 * 1024)
+
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,13 +48,47 @@ static bool selector_matches(const struct sched_node *n, const struct sched_requ
         return true;
 }
 
-enum reject { REJ_NOT_READY, REJ_CLASS, REJ_SELECTOR, REJ_SESSIONS, REJ_MEMORY, _REJ_MAX };
+enum reject { REJ_NOT_READY, REJ_CLASS, REJ_SELECTOR, REJ_SESSIONS, REJ_MEMORY, REJ_CPU, _REJ_MAX };
+
+int64_t sched_node_fit(const struct sched_node *n, const struct sched_class *c,
+                       enum agent_resource *ret_short)
+{
+        /* The node's capacity as its admission computes it, from what it published (exact
+         * bytes) plus the class charges of what this scheduler placed there. */
+        struct agent_capacity cap = {
+                .allocatable = {.vcpus = n->vcpus ? n->vcpus : UINT_MAX,
+                                .memory_bytes = n->memory_bytes},
+                .used = {.vcpus = n->local_vcpus + n->used_vcpus,
+                         .memory_bytes = n->local_memory_bytes + n->used_memory_mib * MIB},
+                .allocatable_sessions = n->max_sessions,
+                .used_sessions = n->local_sessions + n->used_sessions,
+        };
+        struct agent_charge want = {.vcpus = n->vcpus ? c->vcpus : 0,
+                                    .memory_bytes = c->charge_mib * MIB};
+
+        if (!n->max_sessions) { /* admission reads 0 as unlimited; a node never publishes 0 */
+                if (ret_short)
+                        *ret_short = AGENT_RESOURCE_SESSIONS;
+                return -ENOSPC;
+        }
+        if (agent_capacity_admit(&cap, &want, ret_short) < 0)
+                return -ENOSPC;
+        return (int64_t)((cap.allocatable.memory_bytes - cap.used.memory_bytes -
+                          want.memory_bytes) /
+                         MIB);
+}
 
 /* Free memory after placing, or -1 with *why when the node does not fit. */
 static int64_t fit(const struct sched_node *n, const struct sched_request *r, enum reject *why)
 {
+        static const enum reject by_resource[_AGENT_RESOURCE_MAX] = {
+                [AGENT_RESOURCE_MEMORY] = REJ_MEMORY,
+                [AGENT_RESOURCE_CPU] = REJ_CPU,
+                [AGENT_RESOURCE_SESSIONS] = REJ_SESSIONS,
+        };
+        enum agent_resource short_ = AGENT_RESOURCE_MEMORY;
         const struct sched_class *c;
-        uint64_t used;
+        int64_t f;
 
         if (!n->ready || !n->has_status)
                 return *why = REJ_NOT_READY, -1;
@@ -60,12 +97,10 @@ static int64_t fit(const struct sched_node *n, const struct sched_request *r, en
                 return *why = REJ_CLASS, -1;
         if (!selector_matches(n, r))
                 return *why = REJ_SELECTOR, -1;
-        if (n->local_sessions + n->used_sessions + 1 > n->max_sessions)
-                return *why = REJ_SESSIONS, -1;
-        used = n->local_memory_mib + n->used_memory_mib + c->memory_mib;
-        if (used > n->memory_mib)
-                return *why = REJ_MEMORY, -1;
-        return (int64_t)(n->memory_mib - used);
+        f = sched_node_fit(n, c, &short_);
+        if (f < 0)
+                return *why = by_resource[short_], -1;
+        return f;
 }
 
 static bool better(const struct sched_node *a, int64_t free_a, const struct sched_node *b,
@@ -84,8 +119,9 @@ static bool better(const struct sched_node *a, int64_t free_a, const struct sche
 int sched_place(const struct sched_node *nodes, size_t n, const struct sched_request *req,
                 enum sched_policy policy, size_t *ret_index, char *why, size_t why_size)
 {
-        static const char *const what[] = {"not ready", "no size class", "selector mismatch",
-                                           "too many sessions", "not enough memory"};
+        static const char *const what[] = {"not ready",         "no size class",
+                                           "selector mismatch", "too many sessions",
+                                           "not enough memory", "not enough vCPUs"};
         unsigned rejected[_REJ_MAX] = {0};
         int64_t best_free = -1;
         size_t best = n;

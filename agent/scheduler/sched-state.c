@@ -58,6 +58,27 @@ static void node_clear_status(struct sched_node *n)
         n->has_status = false;
 }
 
+/* o.key as a count, or o.fallback when key is absent (negative: 0). */
+static uint64_t int_or(const json_t *o, const char *key, const char *fallback)
+{
+        const json_t *v = json_object_get(o, key);
+        json_int_t x;
+
+        if (!json_is_integer(v))
+                v = json_object_get(o, fallback);
+        x = json_integer_value(v);
+        return x > 0 ? (uint64_t)x : 0;
+}
+
+/* o.key (bytes), or mib MiB when absent. */
+static uint64_t bytes_or(const json_t *o, const char *key, uint64_t mib)
+{
+        const json_t *v = json_object_get(o, key);
+
+        return json_is_integer(v) && json_integer_value(v) >= 0 ? (uint64_t)json_integer_value(v)
+                                                                : mib << 20;
+}
+
 static int node_set_status(struct sched_node *n, const char *text)
 {
         json_t *j = json_loads(text, 0, NULL), *cap, *classes, *x, *use;
@@ -85,13 +106,20 @@ static int node_set_status(struct sched_node *n, const char *text)
                         goto out;
                 }
                 c->memory_mib = (unsigned)json_integer_value(json_object_get(x, "memoryMiB"));
+                c->vcpus = (unsigned)json_integer_value(json_object_get(x, "vcpus"));
+                c->charge_mib = int_or(x, "chargeMiB", "memoryMiB");
                 n->n_classes++;
         }
         use = json_object_get(j, "usage");
         n->max_sessions = (unsigned)json_integer_value(json_object_get(cap, "sessions"));
         n->memory_mib = (uint64_t)json_integer_value(json_object_get(cap, "memoryMiB"));
-        n->local_sessions = (unsigned)json_integer_value(json_object_get(use, "localSessions"));
-        n->local_memory_mib = (uint64_t)json_integer_value(json_object_get(use, "localMemoryMiB"));
+        n->vcpus = (unsigned)json_integer_value(json_object_get(cap, "vcpus"));
+        /* a node reporting admission's charges; else (older nodes) every session by its RAM */
+        n->local_sessions = (unsigned)int_or(use, "localAdmittedSessions", "localSessions");
+        n->local_memory_mib = int_or(use, "localChargedMiB", "localMemoryMiB");
+        n->local_vcpus = (unsigned)json_integer_value(json_object_get(use, "localVcpus"));
+        n->memory_bytes = bytes_or(cap, "memoryBytes", n->memory_mib);
+        n->local_memory_bytes = bytes_or(use, "localChargedBytes", n->local_memory_mib);
         n->has_status = true;
         r = 0;
 out:
@@ -272,6 +300,7 @@ void sched_state_account(struct sched_state *st)
         for (size_t i = 0; i < st->n_nodes; i++) {
                 st->nodes[i].used_sessions = 0;
                 st->nodes[i].used_memory_mib = 0;
+                st->nodes[i].used_vcpus = 0;
         }
         for (size_t i = 0; i < st->n_sessions; i++) {
                 struct sched_session *s = &st->sessions[i];
@@ -281,8 +310,10 @@ void sched_state_account(struct sched_state *st)
                         continue;
                 n->used_sessions++;
                 for (size_t c = 0; s->size_class && c < n->n_classes; c++)
-                        if (!strcmp(n->classes[c].name, s->size_class))
-                                n->used_memory_mib += n->classes[c].memory_mib;
+                        if (!strcmp(n->classes[c].name, s->size_class)) {
+                                n->used_memory_mib += n->classes[c].charge_mib;
+                                n->used_vcpus += n->classes[c].vcpus;
+                        }
         }
 }
 

@@ -23,8 +23,10 @@ const char *sched_policy_to_string(enum sched_policy p);
 enum sched_policy sched_policy_from_string(const char *s);
 
 struct sched_class {
-        char *name; /* owned */
-        unsigned memory_mib;
+        char *name;          /* owned */
+        unsigned memory_mib; /* guest RAM */
+        unsigned vcpus;
+        uint64_t charge_mib; /* what the node's admission charges one (chargeMiB; else RAM) */
 };
 
 /* A node as its status document and lease say; used_* are what the scheduler accounts. */
@@ -37,11 +39,17 @@ struct sched_node {
         struct sched_class *classes; /* owned array */
         size_t n_classes;
         unsigned max_sessions;
-        uint64_t memory_mib;
-        unsigned local_sessions; /* not from the cluster (from the node's status) */
+        uint64_t memory_mib;   /* allocatable to sessions (MemTotal - reserve) */
+        uint64_t memory_bytes; /* the same exactly (memoryBytes; else memory_mib MiB) */
+        unsigned vcpus;        /* allocatable vCPUs (with overcommit); 0: not published, no check */
+        /* held by sessions not from the cluster, as the node's admission charges them */
+        unsigned local_sessions;
         uint64_t local_memory_mib;
-        unsigned used_sessions; /* cluster sessions placed on it (accounted) */
+        uint64_t local_memory_bytes; /* exactly (localChargedBytes; else local_memory_mib MiB) */
+        unsigned local_vcpus;
+        unsigned used_sessions; /* cluster sessions placed on it (accounted, class charges) */
         uint64_t used_memory_mib;
+        unsigned used_vcpus;
 };
 
 struct sched_request {
@@ -50,10 +58,17 @@ struct sched_request {
         size_t n_selector;
 };
 
+/* Whether one more session of class c fits node n next to its local and accounted usage, by
+ * the node's own admission check (agent_capacity_admit on the published numbers). Returns the
+ * free memory (MiB) left after it, or -ENOSPC with *ret_short (may be NULL). Pure. */
+int64_t sched_node_fit(const struct sched_node *n, const struct sched_class *c,
+                       enum agent_resource *ret_short);
+
 /* Picks a node for req among nodes[0..n): ready, has the size class, labels match every
- * selector entry, sessions and memory fit after local and accounted usage; policy breaks the
- * tie (then the name, so the result is deterministic). Pure. Returns 0 with *ret_index, or
- * -ENOSPC with why saying how many nodes were rejected for what. */
+ * selector entry, sessions, memory and vCPUs fit after local and accounted usage
+ * (sched_node_fit); policy breaks the tie (then the name, so the result is deterministic).
+ * Pure. Returns 0 with *ret_index, or -ENOSPC with why saying how many nodes were rejected for
+ * what. */
 int sched_place(const struct sched_node *nodes, size_t n, const struct sched_request *req,
                 enum sched_policy policy, size_t *ret_index, char *why, size_t why_size);
 

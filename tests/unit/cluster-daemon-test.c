@@ -5,6 +5,9 @@
  * them across a restart, and the usage/status views the node publishes. */
 #include "agent-harness.h"
 #include "agent/cluster.h"
+#include "agent/scheduler/sched.h"
+
+#define MIB (1024ull * 1024)
 
 static struct session_manifest *manifest(const char *name, const char *state)
 {
@@ -41,7 +44,7 @@ static void test_sync(void **state)
 {
         struct env *e = *state;
         struct session_manifest *v[2];
-        struct cluster_usage u;
+        struct cluster_node_report rep;
         bool conflict[2] = {true, true};
         json_t *j = NULL;
 
@@ -64,11 +67,17 @@ static void test_sync(void **state)
                 json_string_value(json_object_get(json_object_get(j, "metadata"), "source")),
                 "api");
         json_decref(j);
-        agent_daemon_usage(e->d, &u);
-        assert_int_equal(u.sessions, 2);
-        assert_int_equal(u.memory_mib, 512);
-        assert_int_equal(u.local_sessions, 1);
-        assert_int_equal(u.local_memory_mib, 256);
+        agent_daemon_node_report(e->d, &rep);
+        assert_int_equal(rep.use.sessions, 2);
+        assert_int_equal(rep.use.memory_mib, 512);
+        assert_int_equal(rep.use.local_sessions, 1);
+        assert_int_equal(rep.use.local_memory_mib, 256);
+        /* admission's view: both admitted, each charged RAM + qemuOverheadMiB */
+        assert_int_equal(rep.all.used_sessions, 2);
+        assert_int_equal(rep.all.used.memory_bytes, 2 * (256 + 128) * MIB);
+        assert_int_equal(rep.local.used_sessions, 1);
+        assert_int_equal(rep.local.used.memory_bytes, (256 + 128) * MIB);
+        assert_int_equal(rep.all.allocatable_sessions, 3);
 
         /* the API may neither overwrite nor delete a cluster session */
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions",
@@ -110,10 +119,84 @@ static void test_sync(void **state)
         assert_string_equal(status_phase(e, "default/web"), "-");
 }
 
+/* Would a scheduler place one more small session here, reading what the node publishes and
+ * with the cluster sessions in placed[] on it? */
+static bool scheduler_fits(struct env *e, const char *const *placed, size_t n)
+{
+        struct cluster_node_report rep;
+        enum agent_resource why;
+        struct sched_state st;
+        char *text, key[96];
+        json_t *j;
+        int64_t f;
+
+        agent_daemon_node_report(e->d, &rep);
+        j = cluster_node_status_json(e->cfg, &rep, 0);
+        text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        assert_non_null(text);
+        assert_int_equal(sched_state_init(&st, "/p"), 0);
+        assert_int_equal(sched_state_apply(&st, "/p/nodes/test/status", text, 1), 0);
+        assert_int_equal(sched_state_apply(&st, "/p/nodes/test/lease", "{}", 1), 0);
+        free(text);
+        for (size_t i = 0; i < n; i++) {
+                snprintf(key, sizeof(key), "/p/sessions/default/%s/spec", placed[i]);
+                assert_int_equal(sched_state_apply(&st, key, "{\"spec\":{}}", 2), 0);
+                snprintf(key, sizeof(key), "/p/sessions/default/%s/node", placed[i]);
+                assert_int_equal(sched_state_apply(&st, key, "test", 2), 0);
+        }
+        sched_state_account(&st);
+        f = sched_node_fit(sched_state_node(&st, "test"), &st.nodes[0].classes[0], &why);
+        sched_state_done(&st);
+        return f >= 0;
+}
+
+/* The daemon's admission and a scheduler reading its published status agree one MiB short of
+ * room and at exactly enough; the session admission keeps waiting is reported unadmitted. */
+static void test_report_matches_admission(void **state)
+{
+        const char *const placed[] = {"web"};
+        struct env *e = *state;
+        struct session_manifest *v[2];
+        bool conflict[2];
+
+        pthread_mutex_lock(&e->d->lock);
+        e->d->node.host_cpus = 8;
+        e->d->node.host_memory_bytes = e->d->node.reserve_memory_bytes + 3 * 384 * MIB - MIB;
+        pthread_mutex_unlock(&e->d->lock);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
+        v[0] = manifest("web", "Running");
+        assert_int_equal(agent_daemon_sync_cluster(e->d, v, 1, conflict), 0);
+        reconcile(e);
+        assert_string_equal(status_phase(e, "default/web"), "Running");
+        /* 2 x 384 MiB held, 383 left: a third small (384) fits neither */
+        assert_false(scheduler_fits(e, placed, 1));
+        v[0] = manifest("web", "Running");
+        v[1] = manifest("web2", "Running");
+        assert_int_equal(agent_daemon_sync_cluster(e->d, v, 2, conflict), 0);
+        reconcile(e);
+        assert_string_equal(status_phase(e, "default/web2"), "Pending");
+        assert_true(agent_daemon_cluster_unadmitted(e->d, "default", "web2"));
+        assert_false(agent_daemon_cluster_unadmitted(e->d, "default", "web"));
+        assert_false(agent_daemon_cluster_unadmitted(e->d, "default", "hello"));
+        /* one MiB more: exactly enough, for both */
+        pthread_mutex_lock(&e->d->lock);
+        e->d->node.host_memory_bytes += MIB;
+        pthread_mutex_unlock(&e->d->lock);
+        assert_true(scheduler_fits(e, placed, 1));
+        reconcile(e);
+        assert_string_equal(status_phase(e, "default/web2"), "Running");
+        assert_false(agent_daemon_cluster_unadmitted(e->d, "default", "web2"));
+        assert_int_equal(agent_daemon_sync_cluster(e->d, NULL, 0, NULL), 0);
+        reconcile(e);
+        reconcile(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_report_matches_admission, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -59,6 +59,18 @@ static void test_keys(void **state)
         free(s);
 }
 
+static json_int_t jint(json_t *o, const char *a, const char *b, const char *c)
+{
+        json_t *x = json_object_get(o, a);
+
+        x = b ? json_object_get(x, b) : x;
+        x = c ? json_object_get(x, c) : x;
+        assert_true(json_is_integer(x));
+        return json_integer_value(x);
+}
+
+/* The document carries admission's numbers: charges with qemuOverheadMiB, vCPUs with the
+ * overcommit, allocatable after what admitted sessions hold. */
 static void test_node_status(void **state)
 {
         const char *text = "apiVersion: forklet.dev/v1alpha1\nkind: NodeConfig\nnodeName: n1\n"
@@ -66,46 +78,63 @@ static void test_node_status(void **state)
                            "sizeClasses:\n  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1, "
                            "pids: 64}\n  - {name: big, vcpus: 2, memoryMiB: 4096, cpu: 2, "
                            "pids: 64}\ncapacity: {reserveMemoryMiB: 1024, maxSessions: 10}\n";
-        char path[] = "/tmp/fk-meminfo-XXXXXX";
         struct node_config *cfg = NULL;
         struct manifest_diag d = {0};
-        struct cluster_capacity cap;
-        struct cluster_usage use = {
-                .sessions = 3, .memory_mib = 768, .local_sessions = 1, .local_memory_mib = 256};
+        struct cluster_node_report rep = {
+                .node = {.host_memory_bytes = 9216ull << 20, /* 9216 MiB */
+                         .host_cpus = 4,
+                         .reserve_memory_bytes = 1024ull << 20,
+                         .cpu_overcommit_percent = 400,
+                         .max_sessions = 10},
+                .use = {.sessions = 3,
+                        .memory_mib = 768,
+                        .local_sessions = 1,
+                        .local_memory_mib = 256},
+        };
+        struct agent_charge held[2];
         json_t *j;
-        FILE *f;
-        int fd;
 
         (void)state;
         assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &cfg, &d), 0);
-        fd = mkstemp(path);
-        assert_true(fd >= 0);
-        f = fdopen(fd, "w");
-        fputs("MemTotal:        9437184 kB\nMemFree:  1 kB\n", f); /* 9216 MiB */
-        fclose(f);
-        assert_int_equal(cluster_node_capacity(cfg, path, &cap), 0);
-        unlink(path);
-        assert_int_equal(cap.sessions, 10);
-        assert_int_equal(cap.memory_mib, 9216 - 1024);
-        j = cluster_node_status_json(cfg, &cap, &use, 0);
+        /* one cluster small (384 MiB charged) and one local big (4224) admitted */
+        held[0] = agent_class_charge(cfg, &cfg->size_classes[1], false, 0);
+        held[1] = agent_class_charge(cfg, &cfg->size_classes[0], false, 0);
+        agent_capacity_compute(&rep.node, held, 2, &rep.all);
+        agent_capacity_compute(&rep.node, held, 1, &rep.local);
+        j = cluster_node_status_json(cfg, &rep, 0);
         assert_non_null(j);
         assert_string_equal(json_string_value(json_object_get(j, "nodeName")), "n1");
         assert_string_equal(
                 json_string_value(json_object_get(json_object_get(j, "labels"), "zone")), "a");
-        /* small: min(10 sessions, 8192/256 = 32) = 10; big: 8192/4096 = 2 */
+        assert_int_equal(jint(j, "capacity", "sessions", NULL), 10);
+        assert_int_equal(jint(j, "capacity", "memoryMiB", NULL), 9216 - 1024);
+        assert_int_equal(jint(j, "capacity", "cpus", NULL), 4);
+        assert_int_equal(jint(j, "capacity", "vcpus", NULL), 16);
+        assert_int_equal(jint(j, "capacity", "qemuOverheadMiB", NULL), 128);
+        assert_int_equal(jint(j, "capacity", "forkMemoryPercent", NULL), 25);
+        /* small: min(10 sessions, 8192/384 = 21) = 10; big: 8192/(4096+128) = 1 */
         json_t *cls = json_object_get(json_object_get(j, "capacity"), "sizeClasses");
+        assert_int_equal(jint(cls, "small", "sessions", NULL), 10);
+        assert_int_equal(jint(cls, "small", "memoryMiB", NULL), 256);
+        assert_int_equal(jint(cls, "small", "chargeMiB", NULL), 384);
+        assert_int_equal(jint(cls, "small", "forkChargeMiB", NULL), 128 + 64);
+        assert_int_equal(jint(cls, "big", "sessions", NULL), 1);
+        assert_int_equal(jint(cls, "big", "chargeMiB", NULL), 4224);
+        /* allocatable: 8 slots, 8192 - 4608 = 3584 MiB -> no big, 9 small by memory, 8 by slots */
+        assert_int_equal(jint(j, "allocatable", "sessions", NULL), 8);
+        assert_int_equal(jint(j, "allocatable", "memoryMiB", NULL), 3584);
+        assert_int_equal(jint(j, "allocatable", "vcpus", NULL), 13);
+        assert_int_equal(jint(json_object_get(j, "allocatable"), "sizeClasses", "big", "sessions"),
+                         0);
         assert_int_equal(
-                json_integer_value(json_object_get(json_object_get(cls, "small"), "sessions")), 10);
-        assert_int_equal(
-                json_integer_value(json_object_get(json_object_get(cls, "big"), "sessions")), 2);
-        /* allocatable: 7 sessions, 8192 - 768 = 7424 MiB -> big 1 */
-        json_t *al = json_object_get(j, "allocatable");
-        assert_int_equal(json_integer_value(json_object_get(al, "sessions")), 7);
-        assert_int_equal(json_integer_value(json_object_get(al, "memoryMiB")), 7424);
-        assert_int_equal(
-                json_integer_value(json_object_get(
-                        json_object_get(json_object_get(al, "sizeClasses"), "big"), "sessions")),
-                1);
+                jint(json_object_get(j, "allocatable"), "sizeClasses", "small", "sessions"), 8);
+        /* usage: the legacy counts as given, then admission's charges */
+        assert_int_equal(jint(j, "usage", "localMemoryMiB", NULL), 256);
+        assert_int_equal(jint(j, "usage", "admittedSessions", NULL), 2);
+        assert_int_equal(jint(j, "usage", "chargedMiB", NULL), 4608);
+        assert_int_equal(jint(j, "usage", "localAdmittedSessions", NULL), 1);
+        assert_int_equal(jint(j, "usage", "localChargedMiB", NULL), 4224);
+        assert_int_equal(jint(j, "usage", "localVcpus", NULL), 2);
         json_decref(j);
         node_config_free(cfg);
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # cluster mode: unit tests of the key layout, node status and placement (no etcd); integration
-# tests with a real etcd: two schedulers racing over fake nodes (no VMs), and three forkletd
+# tests with a real etcd: two schedulers racing over fake nodes (no VMs), a placement the
+# node's admission refuses handed back to the scheduler (no VMs), and three forkletd
 # with real QEMU sessions placed by forklet-scheduler.
 if(CMOCKA_FOUND)
   fk_unit_test(cluster-unit SOURCES unit/cluster-unit.c LIBS fk_sched fk_cluster)
@@ -17,3 +18,8 @@ fk_integration_test(cluster-vms
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-vms.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
   TIMEOUT 1200)
+
+fk_integration_test(cluster-release
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-release.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
+  TIMEOUT 300)

@@ -203,6 +203,17 @@ static void test_cas_race(void **state)
         etcd_client_free(c);
 }
 
+static size_t count_keys(struct etcd_client *c, const char *key)
+{
+        struct etcd_kvs *kvs = NULL;
+        size_t n;
+
+        assert_int_equal(etcd_range(c, key, NULL, 0, &kvs, NULL, NULL), 0);
+        n = kvs->n;
+        etcd_kvs_free(kvs);
+        return n;
+}
+
 static void test_cas_update(void **state)
 {
         struct etcd_client *c = client();
@@ -223,19 +234,16 @@ static void test_cas_update(void **state)
         assert_int_equal(etcd_txn_cas(c, "/casu", rev, "d", 1, 0, &won, &rev, NULL), 0);
         assert_false(won);
         assert_int_equal(rev, cur);
-        assert_int_equal(etcd_delete(c, "/casu", 0, NULL, NULL), 0);
+        /* Compare-and-delete: a stale revision leaves the key, the current one deletes it. */
+        assert_int_equal(etcd_txn_delete(c, "/casu", cur - 1, &won, NULL), 0);
+        assert_false(won);
+        assert_int_equal(count_keys(c, "/casu"), 1);
+        assert_int_equal(etcd_txn_delete(c, "/casu", cur, &won, NULL), 0);
+        assert_true(won);
+        assert_int_equal(count_keys(c, "/casu"), 0);
+        assert_int_equal(etcd_txn_delete(c, "/casu", cur, &won, NULL), 0);
+        assert_false(won);
         etcd_client_free(c);
-}
-
-static size_t count_keys(struct etcd_client *c, const char *key)
-{
-        struct etcd_kvs *kvs = NULL;
-        size_t n;
-
-        assert_int_equal(etcd_range(c, key, NULL, 0, &kvs, NULL, NULL), 0);
-        n = kvs->n;
-        etcd_kvs_free(kvs);
-        return n;
 }
 
 static void test_lease(void **state)

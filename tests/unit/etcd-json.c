@@ -68,6 +68,11 @@ static void test_req_txn_cas(void **state)
                     "\"success\":[{\"request_put\":{\"key\":\"cw==\",\"value\":\"eA==\","
                     "\"lease\":\"5\"}}],"
                     "\"failure\":[{\"request_range\":{\"key\":\"cw==\"}}]}");
+        assert_json(etcd_req_txn_delete("s", 7),
+                    "{\"compare\":[{\"key\":\"cw==\",\"target\":\"MOD\",\"result\":\"EQUAL\","
+                    "\"mod_revision\":\"7\"}],"
+                    "\"success\":[{\"request_delete_range\":{\"key\":\"cw==\"}}],"
+                    "\"failure\":[{\"request_range\":{\"key\":\"cw==\"}}]}");
 }
 
 static void test_req_watch(void **state)

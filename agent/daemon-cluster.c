@@ -165,9 +165,11 @@ bool agent_daemon_cluster_unadmitted(struct agent_daemon *d, const char *ns, con
 
         pthread_mutex_lock(&d->lock);
         s = agent_daemon_find(d, ns, name);
-        /* last_short: admission's reason while it refuses; res.vcpus: set by a boot */
+        /* last_short: admission's reason while it refuses; res.vcpus: set by a boot; a
+         * rollback or snapshot restore needs this node's state */
         r = s && s->source == AGENT_SOURCE_CLUSTER && s->spec && !s->vm && !s->busy &&
-            s->phase == SESSION_PHASE_PENDING && s->res.last_short[0] && !s->res.vcpus;
+            s->phase == SESSION_PHASE_PENDING && s->res.last_short[0] && !s->res.vcpus &&
+            !s->rollback_to && !s->from_snapshot;
         pthread_mutex_unlock(&d->lock);
         return r;
 }

@@ -15,7 +15,7 @@ T=$(mktemp -d /tmp/fk-release-$$.XXXX)
 P=/fk-rel-$$
 NODE=rel$$-a
 CG=forklet-rel$$
-DPID= SPID=
+DPID='' SPID=''
 . "$SRC/tests/integration/cluster-lib.sh"
 
 skip() { echo "SKIP: $*" >&2; rm -rf "$T"; exit 77; }

@@ -40,11 +40,28 @@ static const char *status_phase(struct env *e, const char *id)
         return buf;
 }
 
+/* What the node publishes after test_sync's first step: one local and one cluster session. */
+static void expect_report(struct env *e)
+{
+        struct cluster_node_report rep;
+
+        agent_daemon_node_report(e->d, &rep);
+        assert_int_equal(rep.use.sessions, 2);
+        assert_int_equal(rep.use.memory_mib, 512);
+        assert_int_equal(rep.use.local_sessions, 1);
+        assert_int_equal(rep.use.local_memory_mib, 256);
+        /* admission's view: both admitted, each charged RAM + qemuOverheadMiB */
+        assert_int_equal(rep.all.used_sessions, 2);
+        assert_int_equal(rep.all.used.memory_bytes, 2 * (256 + 128) * MIB);
+        assert_int_equal(rep.local.used_sessions, 1);
+        assert_int_equal(rep.local.used.memory_bytes, (256 + 128) * MIB);
+        assert_int_equal(rep.all.allocatable_sessions, 3);
+}
+
 static void test_sync(void **state)
 {
         struct env *e = *state;
         struct session_manifest *v[2];
-        struct cluster_node_report rep;
         bool conflict[2] = {true, true};
         json_t *j = NULL;
 
@@ -67,17 +84,7 @@ static void test_sync(void **state)
                 json_string_value(json_object_get(json_object_get(j, "metadata"), "source")),
                 "api");
         json_decref(j);
-        agent_daemon_node_report(e->d, &rep);
-        assert_int_equal(rep.use.sessions, 2);
-        assert_int_equal(rep.use.memory_mib, 512);
-        assert_int_equal(rep.use.local_sessions, 1);
-        assert_int_equal(rep.use.local_memory_mib, 256);
-        /* admission's view: both admitted, each charged RAM + qemuOverheadMiB */
-        assert_int_equal(rep.all.used_sessions, 2);
-        assert_int_equal(rep.all.used.memory_bytes, 2 * (256 + 128) * MIB);
-        assert_int_equal(rep.local.used_sessions, 1);
-        assert_int_equal(rep.local.used.memory_bytes, (256 + 128) * MIB);
-        assert_int_equal(rep.all.allocatable_sessions, 3);
+        expect_report(e);
 
         /* the API may neither overwrite nor delete a cluster session */
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions",

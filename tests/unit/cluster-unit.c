@@ -69,6 +69,26 @@ static json_int_t jint(json_t *o, const char *a, const char *b, const char *c)
         return json_integer_value(x);
 }
 
+/* The allocatable and usage parts of test_node_status's document. */
+static void expect_allocatable_usage(json_t *j)
+{
+        /* allocatable: 8 slots, 8192 - 4608 = 3584 MiB -> no big, 9 small by memory, 8 by slots */
+        assert_int_equal(jint(j, "allocatable", "sessions", NULL), 8);
+        assert_int_equal(jint(j, "allocatable", "memoryMiB", NULL), 3584);
+        assert_int_equal(jint(j, "allocatable", "vcpus", NULL), 13);
+        assert_int_equal(jint(json_object_get(j, "allocatable"), "sizeClasses", "big", "sessions"),
+                         0);
+        assert_int_equal(
+                jint(json_object_get(j, "allocatable"), "sizeClasses", "small", "sessions"), 8);
+        /* usage: the legacy counts as given, then admission's charges */
+        assert_int_equal(jint(j, "usage", "localMemoryMiB", NULL), 256);
+        assert_int_equal(jint(j, "usage", "admittedSessions", NULL), 2);
+        assert_int_equal(jint(j, "usage", "chargedMiB", NULL), 4608);
+        assert_int_equal(jint(j, "usage", "localAdmittedSessions", NULL), 1);
+        assert_int_equal(jint(j, "usage", "localChargedMiB", NULL), 4224);
+        assert_int_equal(jint(j, "usage", "localVcpus", NULL), 2);
+}
+
 /* The document carries admission's numbers: charges with qemuOverheadMiB, vCPUs with the
  * overcommit, allocatable after what admitted sessions hold. */
 static void test_node_status(void **state)
@@ -120,21 +140,7 @@ static void test_node_status(void **state)
         assert_int_equal(jint(cls, "small", "forkChargeMiB", NULL), 128 + 64);
         assert_int_equal(jint(cls, "big", "sessions", NULL), 1);
         assert_int_equal(jint(cls, "big", "chargeMiB", NULL), 4224);
-        /* allocatable: 8 slots, 8192 - 4608 = 3584 MiB -> no big, 9 small by memory, 8 by slots */
-        assert_int_equal(jint(j, "allocatable", "sessions", NULL), 8);
-        assert_int_equal(jint(j, "allocatable", "memoryMiB", NULL), 3584);
-        assert_int_equal(jint(j, "allocatable", "vcpus", NULL), 13);
-        assert_int_equal(jint(json_object_get(j, "allocatable"), "sizeClasses", "big", "sessions"),
-                         0);
-        assert_int_equal(
-                jint(json_object_get(j, "allocatable"), "sizeClasses", "small", "sessions"), 8);
-        /* usage: the legacy counts as given, then admission's charges */
-        assert_int_equal(jint(j, "usage", "localMemoryMiB", NULL), 256);
-        assert_int_equal(jint(j, "usage", "admittedSessions", NULL), 2);
-        assert_int_equal(jint(j, "usage", "chargedMiB", NULL), 4608);
-        assert_int_equal(jint(j, "usage", "localAdmittedSessions", NULL), 1);
-        assert_int_equal(jint(j, "usage", "localChargedMiB", NULL), 4224);
-        assert_int_equal(jint(j, "usage", "localVcpus", NULL), 2);
+        expect_allocatable_usage(j);
         json_decref(j);
         node_config_free(cfg);
 }

@@ -199,6 +199,7 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
                 r = agent_jail_prepare(d->cfg, p, &jail, err);
         if (r >= 0)
                 r = boot_journaled(d, j, p, ret_vm, err);
+        agent_jail_done(&jail);
         cg_join_free(join);
         if (r < 0)
                 agent_resources_teardown(d, j->key);
@@ -342,6 +343,8 @@ static void job_stop(struct job *j, bool destroy)
         }
         /* force-stop and cleanup: whatever is left in the cgroup dies, then it goes */
         agent_resources_teardown(d, j->key);
+        if (destroy && (r = agent_jail_forget(j->state_dir)) < 0)
+                log_warning_errno(r, "session %s: revoke the jail's file grants: %m", j->key);
         r = fk_rm_rf(j->run_dir);
         if (r >= 0 && destroy)
                 r = fk_rm_rf(j->state_dir);

@@ -3,6 +3,7 @@
  * or the session's own checkpoint with a RAM copy), afterStart + spec.checkpoints after a cold
  * boot, `fork` and `rollback` requests, spec.forks reconciliation and fork status. */
 #include "agent/agent-internal.h"
+#include "agent/jail.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -166,9 +167,16 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                 (void)fk_write_file_atomic(mark, r->fork_id, strlen(r->fork_id), 0600);
         free(mark);
         mark = NULL;
-        /* A fork's RAM links are no longer needed once it runs (QEMU keeps its mapping). */
-        if (r->private_ram && fk_asprintf(&mark, "%s/origin", sd) >= 0)
+        /* A fork's RAM links are no longer needed once it runs (QEMU keeps its mapping), nor
+         * is its uid's grant on them: they are the checkpoint's files, shared by every fork. */
+        if (r->private_ram && fk_asprintf(&mark, "%s/origin", sd) >= 0) {
+                int k = agent_jail_revoke_under(sd, mark);
+
+                if (k < 0)
+                        log_warning_errno(k, "session %s: revoke the grants on %s: %m", s->key,
+                                          mark);
                 (void)fk_rm_rf(mark);
+        }
         free(mark);
         mark = NULL;
         if (r->ck_id[0] && fk_asprintf(&mark, "%s/lineage", sd) >= 0)

@@ -35,7 +35,7 @@
 #define ACL_MASK      0x10
 #define ACL_OTHER     0x20
 #define ACL_NO_ID     0xffffffffu
-#define ACL_MAX       64
+#define ACL_MAX       256    /* entries: a checkpoint's RAM file has one per live fork */
 #define JAIL_TAP_NAME "tap0" /* NET_TAP_NAME: agent does not include net/ here */
 #define JAIL_MAX_USED 4096
 
@@ -140,6 +140,19 @@ int agent_jail_uid(const struct node_config *cfg, const char *key, const char *s
         return r;
 }
 
+int agent_jail_root_of(const char *run_dir, char **ret)
+{
+        cleanup_free char *copy = strdup(run_dir);
+        char *slash;
+
+        for (int i = 0; copy && i < 2; i++)
+                if ((slash = strrchr(copy, '/')) && slash != copy)
+                        *slash = '\0';
+        if (!copy)
+                return -ENOMEM;
+        return fk_asprintf(ret, "%s/jail", copy) < 0 ? -ENOMEM : 0;
+}
+
 /* Gives the persistent tap in the current netns to uid/gid (root still, in the netns). */
 static int give_tap(uid_t uid)
 {
@@ -152,7 +165,9 @@ static int give_tap(uid_t uid)
         memset(&ifr, 0, sizeof(ifr));
         memcpy(ifr.ifr_name, JAIL_TAP_NAME, sizeof(JAIL_TAP_NAME));
         ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-        if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETOWNER, (unsigned long)uid) < 0 ||
+        /* persistent: a tap that did not exist yet (a throwaway netns) outlives this fd */
+        if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETPERSIST, 1UL) < 0 ||
+            ioctl(fd, TUNSETOWNER, (unsigned long)uid) < 0 ||
             ioctl(fd, TUNSETGROUP, (unsigned long)uid) < 0)
                 r = -errno;
         close(fd);
@@ -201,6 +216,8 @@ int agent_jail_pre_exec(void *userdata)
                 return r;
         if (j->tap && (r = give_tap(j->uid)) < 0)
                 return r;
+        if (j->root && (r = agent_jail_enter_mounts(j)) < 0)
+                return r;
         return drop_to(j->uid);
 }
 
@@ -241,14 +258,40 @@ static int acl_load(const char *path, const struct stat *st, struct acl_entry *e
         return 0;
 }
 
-/* Adds (or widens) the user entry for uid and recomputes the mask. */
+/* Recomputes the mask (dropped when no named entry is left: the kernel then folds the ACL
+ * into the mode bits and removes the xattr) and stores the entries. */
+static int acl_store(const char *path, struct acl_entry *e, size_t n)
+{
+        uint8_t buf[4 + (ACL_MAX + 2) * sizeof(struct acl_entry)];
+        uint32_t version = ACL_VERSION;
+        bool named = false;
+        uint16_t mask = 0;
+        size_t i, k = 0;
+
+        for (i = 0; i < n; i++) {
+                if (e[i].tag == ACL_USER || e[i].tag == ACL_GROUP)
+                        named = true;
+                if (e[i].tag == ACL_USER || e[i].tag == ACL_GROUP || e[i].tag == ACL_GROUP_OBJ)
+                        mask |= e[i].perm;
+        }
+        for (i = 0; i < n; i++)
+                if (e[i].tag != ACL_MASK)
+                        e[k++] = e[i];
+        if (named)
+                e[k++] = (struct acl_entry){ACL_MASK, mask, ACL_NO_ID};
+        qsort(e, k, sizeof(e[0]), cmp_entry);
+        memcpy(buf, &version, 4);
+        memcpy(buf + 4, e, k * sizeof(e[0]));
+        if (setxattr(path, ACL_XATTR, buf, 4 + k * sizeof(e[0]), 0) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Adds (or widens) the user entry for uid. */
 static int acl_add_user(const char *path, const struct stat *st, uid_t uid, unsigned perm)
 {
         struct acl_entry e[ACL_MAX + 2];
-        uint8_t buf[4 + sizeof(e)];
-        uint32_t version = ACL_VERSION;
         size_t n = 0, i;
-        uint16_t mask = 0;
         int r;
 
         r = acl_load(path, st, e, &n);
@@ -262,23 +305,10 @@ static int acl_add_user(const char *path, const struct stat *st, uid_t uid, unsi
                 e[n++] = (struct acl_entry){ACL_USER, 0, uid};
         }
         e[i].perm |= (uint16_t)perm;
-        for (i = 0; i < n; i++)
-                if (e[i].tag == ACL_USER || e[i].tag == ACL_GROUP || e[i].tag == ACL_GROUP_OBJ)
-                        mask |= e[i].perm;
-        for (i = 0; i < n && e[i].tag != ACL_MASK; i++)
-                ;
-        if (i == n)
-                e[n++] = (struct acl_entry){ACL_MASK, 0, ACL_NO_ID};
-        e[i].perm = mask;
-        qsort(e, n, sizeof(e[0]), cmp_entry);
-        memcpy(buf, &version, 4);
-        memcpy(buf + 4, e, n * sizeof(e[0]));
-        if (setxattr(path, ACL_XATTR, buf, 4 + n * sizeof(e[0]), 0) < 0)
-                return -errno;
-        return 0;
+        return acl_store(path, e, n);
 }
 
-static int grant_one(const char *path, uid_t uid, unsigned perm)
+int agent_jail_grant(const char *path, uid_t uid, unsigned perm)
 {
         struct stat st;
 
@@ -289,20 +319,22 @@ static int grant_one(const char *path, uid_t uid, unsigned perm)
         return acl_add_user(path, &st, uid, perm);
 }
 
-int agent_jail_grant(const char *path, uid_t uid, unsigned perm)
+int agent_jail_revoke(const char *path, uid_t uid)
 {
-        cleanup_free char *real = realpath(path, NULL);
-        char *slash;
+        struct acl_entry e[ACL_MAX + 2];
+        struct stat st;
+        size_t n = 0, k = 0;
         int r;
 
-        if (!real)
-                return -errno;
-        r = grant_one(real, uid, perm);
-        while (r >= 0 && (slash = strrchr(real, '/')) && slash != real) {
-                *slash = '\0';
-                r = grant_one(real, uid, 1);
-        }
-        return r;
+        if (stat(path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        r = acl_load(path, &st, e, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                if (!(e[i].tag == ACL_USER && e[i].id == uid))
+                        e[k++] = e[i];
+        return k == n ? 0 : acl_store(path, e, k);
 }
 
 int agent_jail_own_dir(const char *dir, uid_t uid)
@@ -324,8 +356,7 @@ int agent_jail_own_dir(const char *dir, uid_t uid)
                     fchownat(fd, de->d_name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
                         r = -errno;
         closedir(dp);
-        /* the rest of the way: search only, never the contents of the parents */
-        return r < 0 ? r : agent_jail_grant(dir, uid, 1);
+        return r;
 }
 
 int agent_jail_open_trusted(const char *path)
@@ -340,4 +371,91 @@ int agent_jail_open_trusted(const char *path)
                 return -EPERM;
         }
         return fd;
+}
+
+/* Appends path to the ledger unless it is listed already. */
+static int ledger_add(const char *ledger, const char *path)
+{
+        cleanup_free char *text = NULL;
+        cleanup_close int fd = -1;
+        size_t n = strlen(path);
+        int r;
+
+        if (strchr(path, '\n'))
+                return -EINVAL;
+        r = fk_read_file(ledger, 1 << 20, &text, NULL);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+                if (strncmp(l, path, n) == 0 && l[n] == '\n')
+                        return 0;
+        fd = open(ledger, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, path, n) != (ssize_t)n || write(fd, "\n", 1) != 1)
+                return -EIO;
+        return 0;
+}
+
+int agent_jail_grant_logged(const char *state_dir, const char *path, uid_t uid, unsigned perm)
+{
+        cleanup_free char *ledger = NULL, *real = realpath(path, NULL);
+        int r;
+
+        if (!real)
+                return -errno;
+        if (fk_asprintf(&ledger, "%s/" AGENT_JAIL_GRANTS_FILE, state_dir) < 0)
+                return -ENOMEM;
+        /* recorded first: a crash between the two leaves an entry to revoke, never a grant
+         * nobody knows of */
+        r = ledger_add(ledger, real);
+        return r < 0 ? r : agent_jail_grant(real, uid, perm);
+}
+
+/* Revokes from the session's uid the ledger's paths under prefix (all when NULL). */
+static int revoke_ledger(const char *state_dir, const char *prefix)
+{
+        cleanup_free char *ledger = NULL, *uidf = NULL, *text = NULL;
+        size_t n = prefix ? strlen(prefix) : 0;
+        char *save = NULL;
+        uid_t uid;
+        int r, first = 0;
+
+        if (fk_asprintf(&ledger, "%s/" AGENT_JAIL_GRANTS_FILE, state_dir) < 0 ||
+            fk_asprintf(&uidf, "%s/" AGENT_JAIL_UID_FILE, state_dir) < 0)
+                return -ENOMEM;
+        if (read_uid(uidf, &uid) < 0)
+                return 0; /* never jailed */
+        r = fk_read_file(ledger, 1 << 20, &text, NULL);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+                if (prefix && (strncmp(l, prefix, n) != 0 || l[n] != '/'))
+                        continue;
+                r = agent_jail_revoke(l, uid);
+                if (r < 0 && !first)
+                        first = r;
+        }
+        return first;
+}
+
+int agent_jail_revoke_under(const char *state_dir, const char *dir)
+{
+        cleanup_free char *real = realpath(dir, NULL);
+
+        return real ? revoke_ledger(state_dir, real) : errno == ENOENT ? 0 : -errno;
+}
+
+int agent_jail_forget(const char *state_dir)
+{
+        cleanup_free char *ledger = NULL;
+        int r = revoke_ledger(state_dir, NULL);
+
+        if (r < 0)
+                return r;
+        if (fk_asprintf(&ledger, "%s/" AGENT_JAIL_GRANTS_FILE, state_dir) < 0)
+                return -ENOMEM;
+        return unlink(ledger) < 0 && errno != ENOENT ? -errno : 0;
 }

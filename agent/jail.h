@@ -10,14 +10,56 @@ struct node_config;
 struct agent_boot_params;
 struct fk_error;
 
-#define AGENT_JAIL_UID_FILE "jail-uid"
+#define AGENT_JAIL_UID_FILE    "jail-uid"
+#define AGENT_JAIL_GRANTS_FILE "jail-grants"
 
-/* What the pre-exec hook needs (plain data: the child reads it after fork). */
+#define AGENT_JAIL_BINDS_MAX 96
+#define AGENT_JAIL_RW        1u /* writable bind (else read-only) */
+#define AGENT_JAIL_DEV       2u /* device node: the bind keeps dev */
+
+/* One host path QEMU sees in its mount namespace, at the same path. */
+struct agent_jail_bind {
+        char *path; /* owned; absolute, no "." or ".." component */
+        unsigned flags;
+        bool dir;
+};
+
+/* What the pre-exec hook needs (plain data: the child reads it after fork). Owned strings:
+ * agent_jail_done() frees them. */
 struct agent_jail {
         uid_t uid; /* gid is the same number */
         bool tap;  /* hand the session's tap (NET_TAP_NAME in the current netns) to uid */
         unsigned nofile, nproc;
+        char *root; /* forkletd's empty directory the jail's tmpfs is mounted on */
+        size_t n_binds, n_links;
+        struct agent_jail_bind binds[AGENT_JAIL_BINDS_MAX];
+        struct {
+                char *name, *target; /* "lib" -> "usr/lib" on merged-/usr hosts */
+        } links[8];
 };
+
+/* Starts a jail's mount table: creates root (0700, must be a directory owned by forkletd),
+ * adds /usr, /bin.. (symlinks or read-only binds), /etc/ld.so.cache and /dev/{null,zero,full,
+ * random,urandom}. Returns 0 or -errno (-EPERM: root is not forkletd's directory). */
+int agent_jail_mounts_init(struct agent_jail *j, const char *root);
+
+/* Adds path (absolute, existing; AGENT_JAIL_* flags) to the jail at the same path. A path
+ * inside an already bound directory adds nothing (that bind becomes writable if flags ask):
+ * add directories before the files in them. Returns 0, -EINVAL (not absolute or has a "." or
+ * ".." component), -E2BIG (table full) or -errno of stat. */
+int agent_jail_bind(struct agent_jail *j, const char *path, unsigned flags);
+
+/* In the pre-exec child (async-signal-safe): a new mount namespace whose root is a read-only
+ * tmpfs on j->root with j's binds and links and a /proc (hidepid), then pivot_root into it.
+ * Needs CAP_SYS_ADMIN: run before dropping to uid. Returns 0 or -errno. */
+int agent_jail_enter_mounts(const struct agent_jail *j);
+
+/* Frees what j owns and zeroes it. */
+void agent_jail_done(struct agent_jail *j);
+
+/* The jail root of the QEMU whose run dir is run_dir (<node runDir>/sessions/<key>):
+ * <node runDir>/jail. Returns 0 or -ENOMEM. */
+int agent_jail_root_of(const char *run_dir, char **ret);
 
 /* The uid of session key: read from <state_dir>/jail-uid, or allocated (first free from a hash
  * of key, probing over every session's file under <stateDir>/sessions) and recorded there.
@@ -27,16 +69,33 @@ int agent_jail_uid(const struct node_config *cfg, const char *key, const char *s
                    uid_t *ret_uid);
 
 /* Pre-exec hook (async-signal-safe; run last, after the cgroup join and netns entry): rlimits,
- * the tap's owner, then drops every capability (bounding, ambient, inheritable), all
- * supplementary groups, becomes uid/gid and sets no_new_privs. userdata: struct agent_jail.
+ * the tap's owner, the private mount namespace (when j->root is set), then drops every
+ * capability (bounding, ambient, inheritable), all supplementary groups, becomes uid/gid and
+ * sets no_new_privs. userdata: struct agent_jail.
  * Returns 0 or -errno. */
 int agent_jail_pre_exec(void *userdata);
 
-/* Lets uid open path with perm (4 read, 2 write, bits OR-ed): nothing when the owner or the
- * "other" bits already allow it, else a POSIX ACL user entry (system.posix_acl_access); every
- * ancestor directory that "other" cannot search gets a search entry for uid. Returns 0 or
- * -errno; does not log. */
+/* Lets uid open path with perm (4 read, 2 write, bits OR-ed): nothing when uid owns it or the
+ * "other" bits already allow it, else a POSIX ACL user entry (system.posix_acl_access) on path
+ * itself. Parent directories need nothing: the jail binds path into QEMU's mount namespace.
+ * Returns 0 or -errno (-ENOSPC: the ACL is full); does not log. */
 int agent_jail_grant(const char *path, uid_t uid, unsigned perm);
+
+/* Removes uid's ACL entry from path (a missing path or entry is fine). Returns 0 or -errno. */
+int agent_jail_revoke(const char *path, uid_t uid);
+
+/* agent_jail_grant on path's real path, recorded first in <state_dir>/jail-grants so that
+ * agent_jail_forget can take it back when the session goes. Returns 0 or -errno. */
+int agent_jail_grant_logged(const char *state_dir, const char *path, uid_t uid, unsigned perm);
+
+/* Revokes the grants in <state_dir>/jail-grants on paths below dir (before dir goes: links
+ * to files that live on elsewhere, like a checkpoint's RAM). Returns 0 or the first -errno. */
+int agent_jail_revoke_under(const char *state_dir, const char *dir);
+
+/* Revokes every grant in <state_dir>/jail-grants from the session's uid (<state_dir>/jail-uid),
+ * then removes the ledger (kept when a revoke failed). Before the state dir is removed: a
+ * later session may get the same uid. Returns 0 (also: never jailed) or the first -errno. */
+int agent_jail_forget(const char *state_dir);
 
 /* Makes dir (a session's run dir) and the regular files directly in it owned by uid/uid, dir
  * mode 0700, so the jailed QEMU can create its sockets and RAM file there. Returns 0 or -errno. */
@@ -47,9 +106,26 @@ int agent_jail_own_dir(const char *dir, uid_t uid);
  * O_CLOEXEC fd or -errno (-EPERM: owned by somebody else). */
 int agent_jail_open_trusted(const char *path);
 
-/* Jails the QEMU that p describes: allocates the uid (j->uid), hands it p->run_dir, grants
- * kernel/initrd (read), RAM file and disk (read-write), the disk's backing chain (read), sets
- * p->jail_uid and appends agent_jail_pre_exec(j) to p->pre_exec (last). j must outlive the spawn.
+/* The files one QEMU opens by name. Borrowed; NULL: none. */
+struct agent_jail_files {
+        const char *run_dir;                  /* handed to the uid (sockets, logs, mem.ram) */
+        const char *kernel, *initrd, *rootfs; /* read-only */
+        const char *mem_path;                 /* RAM file, read-write */
+        const char *disk;                     /* read-write; its qcow2 backing chain read-only */
+        bool disk_dir; /* the disk's directory too, read-write (layers made while running) */
+        bool tap, kvm; /* /dev/net/tun, /dev/kvm */
+};
+
+/* Fills j (j->uid set by the caller) for a QEMU that opens f: the mount table (agent_jail_*
+ * binds under agent_jail_root_of(f->run_dir)), the run dir handed to j->uid, and the grants,
+ * recorded in <ledger_dir>/jail-grants (NULL: not recorded; the caller revokes them).
  * Returns 0 or -errno with err set; does not log. */
+int agent_jail_setup(struct agent_jail *j, const struct agent_jail_files *f, const char *ledger_dir,
+                     struct fk_error *err);
+
+/* Jails the QEMU that p describes: allocates the uid (j->uid), agent_jail_setup with the
+ * session's ledger, sets p->jail_uid and appends agent_jail_pre_exec(j) to p->pre_exec (last).
+ * j must outlive the spawn; agent_jail_done(j) after it. Returns 0 or -errno with err set;
+ * does not log. */
 int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *p,
                        struct agent_jail *j, struct fk_error *err);

@@ -2,6 +2,7 @@
 /* Crash recovery at start (after VMs were adopted): interrupted boots from the journal, QEMU
  * processes of no session (found by the run dir in their argv) and state dirs of no session. */
 #include "agent/agent-internal.h"
+#include "agent/jail.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -146,6 +147,7 @@ static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base)
                 if (access(stored, F_OK) == 0)
                         continue;
                 log_notice("removing %s (belongs to no session)", path);
+                (void)agent_jail_forget(path); /* its uid may go to a new session */
                 if (fk_rm_rf(path) >= 0)
                         n++;
         }

@@ -6,6 +6,7 @@
 #include "agent/vm-qemu.h"
 #include "agent/jail.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 
@@ -21,7 +22,23 @@
 
 #define HELPER_TIMEOUT_MS 120000
 
-/* The VM continues on new_disk (created over the current overlay's frozen name). */
+/* Grants (recorded in the session's ledger) on a layer of the session's disk dir,
+ * <state_dir>/disk/<layer>: the ledger lives in <state_dir>. */
+static int grant_layer(uid_t uid, const char *layer, unsigned perm)
+{
+        cleanup_free char *state_dir = strdup(layer);
+        char *slash;
+
+        for (int i = 0; state_dir && i < 2; i++)
+                if ((slash = strrchr(state_dir, '/')))
+                        *slash = '\0';
+        if (!state_dir)
+                return -ENOMEM;
+        return agent_jail_grant_logged(state_dir, layer, uid, perm);
+}
+
+/* The VM continues on new_disk (created over the current overlay's frozen name); the frozen
+ * layer, which forks share from now on, is read-only to the QEMU's uid again. */
 static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error *err)
 {
         json_t *args = json_pack("{s:s, s:s, s:s, s:s}", "device", "disk0", "snapshot-file",
@@ -31,26 +48,64 @@ static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error 
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         /* forkletd made new_disk; a jailed QEMU opens it as its own uid */
-        if (q->jail_uid && (r = agent_jail_grant(new_disk, q->jail_uid, 6)) < 0) {
+        if (q->jail_uid && (r = grant_layer(q->jail_uid, new_disk, 6)) < 0) {
                 json_decref(args);
                 return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
                                     new_disk, strerror(-r));
         }
         r = qmp_execute(q->qmp, "blockdev-snapshot-sync", args, VM_QMP_TIMEOUT_MS, NULL, err);
         json_decref(args);
-        if (r >= 0) {
-                free(q->disk);
-                q->disk = strdup(new_disk);
-        }
-        return r;
+        if (r < 0)
+                return r;
+        if (q->jail_uid && q->disk &&
+            (agent_jail_revoke(q->disk, q->jail_uid) < 0 ||
+             agent_jail_grant(q->disk, q->jail_uid, 4) < 0))
+                log_warning("jail: %s stays writable for uid %u: %m", q->disk,
+                            (unsigned)q->jail_uid);
+        free(q->disk);
+        q->disk = strdup(new_disk);
+        return 0;
 }
 
-/* Pre-exec hook of the helper: a network namespace of its own, gone with the process, where
- * QEMU creates the tap itself (the fork's tap0 stays with the fork). Async-signal-safe. */
-static int helper_netns(void *userdata)
+/* What the helper's pre-exec hook does: a network namespace of its own, gone with the
+ * process, where the jail makes the tap (the fork's tap0 stays with the fork); then the jail. */
+struct helper_exec {
+        bool netns;
+        struct agent_jail *jail; /* NULL: not jailed */
+};
+
+/* Async-signal-safe (runs in the child). */
+static int helper_pre_exec(void *userdata)
 {
-        (void)userdata;
-        return unshare(CLONE_NEWNET) < 0 ? -errno : 0;
+        const struct helper_exec *h = userdata;
+
+        if (h->netns && unshare(CLONE_NEWNET) < 0)
+                return -errno;
+        return h->jail ? agent_jail_pre_exec(h->jail) : 0;
+}
+
+/* The helper runs jailed like the fork it serves (same uid): its RAM file is made here, owned
+ * by forkletd, and lent to that uid for the helper's life (the caller revokes it). */
+static int helper_jail(const struct qemu_vm *q, const char *mem_path, const char *disk,
+                       struct agent_jail *j, struct fk_error *err)
+{
+        struct agent_jail_files f = {
+                .run_dir = q->run_dir,
+                .kernel = q->kernel,
+                .initrd = q->initrd,
+                .rootfs = q->rootfs,
+                .mem_path = mem_path,
+                .disk = disk,
+                .tap = q->tap != NULL,
+                .kvm = q->accel == VMM_ACCEL_KVM,
+        };
+        int fd = open(mem_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+        if (fd < 0)
+                return fk_error_set(err, -errno, "create %s: %m", mem_path);
+        close(fd);
+        j->uid = q->jail_uid;
+        return agent_jail_setup(j, &f, NULL, err);
 }
 
 int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
@@ -58,6 +113,8 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                       struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *log = NULL;
+        struct agent_jail jail = {0};
+        struct helper_exec hx = {.netns = q->tap != NULL, .jail = q->jail_uid ? &jail : NULL};
         char **argv = NULL;
         int r;
 
@@ -82,20 +139,23 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .agent_socket = agent,
                 .console_log = console,
                 .disk = disk,
-                /* the fork's NIC with the same offloads; its tap is made by QEMU inside a
-                 * throwaway netns (helper_netns), as the helper never runs */
+                /* the fork's NIC with the same offloads, on a tap in a throwaway netns */
                 .tap = q->tap,
                 .mac = q->mac,
                 .rootfs = q->rootfs,
                 .incoming_defer = true,
                 /* same devices as the fork (the stream has a vmgenid section); never runs */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
+                .sandbox = q->jail_uid != 0,
         };
-        r = vmm_build_argv(&c, &argv, err);
-        if (r < 0)
-                return r;
-        r = vmm_process_spawn(argv, log, q->tap ? helper_netns : NULL, NULL, ret_proc, err);
+        r = hx.jail ? helper_jail(q, mem_path, disk, &jail, err) : 0;
+        if (r >= 0)
+                r = vmm_build_argv(&c, &argv, err);
+        if (r >= 0)
+                r = vmm_process_spawn(argv, log, hx.netns || hx.jail ? helper_pre_exec : NULL, &hx,
+                                      ret_proc, err);
         fk_strv_free(argv);
+        agent_jail_done(&jail);
         if (r >= 0)
                 *ret_qmp = TAKE_PTR(qmp);
         return r;
@@ -109,7 +169,7 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
         cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL;
         struct vmm_process *proc = NULL;
         struct qmp_client *qmp = NULL;
-        int r;
+        int r, k;
 
         if (fk_asprintf(&ram, "%s/ram", p->dir) < 0 ||
             fk_asprintf(&state, "%s/state", p->dir) < 0 ||
@@ -130,6 +190,10 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
         }
         qmp_client_free(qmp);
         vmm_process_free(proc);
+        /* the checkpoint's RAM is forkletd's again: no QEMU may write it from now on */
+        if (q->jail_uid && (k = agent_jail_revoke(ram, q->jail_uid)) < 0 && r >= 0)
+                r = fk_error_set(err, k, "jail: revoke uid %u on %s: %s", (unsigned)q->jail_uid,
+                                 ram, strerror(-k));
         if (disk)
                 unlink(disk);
         unlink(full);

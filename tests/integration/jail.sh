@@ -10,6 +10,8 @@ FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 . "$(dirname "$0")/fork-lib.sh"
 command -v setpriv >/dev/null || skip "setpriv (util-linux) not installed"
+command -v getfacl >/dev/null || skip "getfacl (acl) not installed"
+command -v nsenter >/dev/null || skip "nsenter (util-linux) not installed"
 
 qpid() { field "$1" pid; }
 
@@ -32,6 +34,24 @@ check_jailed() {
         grep -q '^Max core file size *0 ' "/proc/$p/limits" || fail "pid $p: core limit not 0"
         grep -q '^Max open files *4096 ' "/proc/$p/limits" || fail "pid $p: NOFILE not 4096"
         echo "$uid"
+}
+
+# watch_helper NEEDLE OUT: waits (up to ~60 s) for a process whose command line holds NEEDLE
+# and writes "uid seccomp mount-ns" of it to OUT; done once QEMU has applied its filter
+# (Seccomp 2, a moment after exec), else OUT keeps the last look.
+watch_helper() {
+        local needle=$1 out=$2 i c p
+        for i in $(seq 1 3000); do
+                for c in $(grep -lF "$needle" /proc/[0-9]*/cmdline 2>/dev/null); do
+                        p=${c#/proc/}
+                        p=${p%/cmdline}
+                        echo "$(status_of "$p" Uid | awk '{print $1}') $(status_of "$p" Seccomp)" \
+                                "$(readlink "/proc/$p/ns/mnt")" >"$out"
+                        grep -q '^[0-9]* 2 mnt:' "$out" && return 0
+                done
+                sleep 0.02
+        done
+        return 1
 }
 
 # check_fds PID KEY: no fd of QEMU points at forkletd's files or another session's directory
@@ -69,9 +89,31 @@ echo "ok: a runs as $ua, b as $ub: no capabilities, seccomp on, no_new_privs, rl
 # The run dir belongs to the session's uid alone; forkletd's vm.json stays root's.
 [ "$(stat -c '%u %a' "$T/run/sessions/default.a")" = "$ua 700" ] || fail "run dir of a: $(stat -c '%u %a' "$T/run/sessions/default.a")"
 [ "$(stat -c %u "$T/run/sessions/default.a/vm.json")" = 0 ] || fail "vm.json not root's"
-# As a's uid: its own RAM file opens, b's does not (nor b's disk or console log).
-setpriv --reuid="$ua" --regid="$ua" --clear-groups head -c1 "$T/run/sessions/default.a/mem.ram" >/dev/null ||
-        fail "a's uid cannot read its own RAM file (the check below would prove nothing)"
+# QEMU's own mount namespace: a read-only tmpfs root holding /usr, a few device nodes, a
+# /proc of its own and exactly its session's files at their host paths.
+[ "$(readlink /proc/$pa/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || fail "a's QEMU shares our mount namespace"
+R=/proc/$pa/root
+[ -S "$R$T/run/sessions/default.a/qmp.sock" ] || fail "a's QMP socket is not in its jail"
+[ -e "$R/usr/bin/$(basename "$(readlink /proc/$pa/exe)")" ] || fail "QEMU's binary is not in its jail"
+for f in /etc/passwd /etc/shadow /home /root /var/log "$T/node.yaml" "$T/forkletd.log" \
+        "$T/run/api.sock" "$T/run/sessions/default.b" "$T/state/sessions/default.b" \
+        "$T/state/sessions/default.a/session.json" "/dev/sda" "/dev/mem"; do
+        [ -e "$R$f" ] && fail "$f is visible in a's jail"
+done
+[ "$(ls -A "$R/etc")" = ld.so.cache ] || fail "a's jail /etc holds $(ls -A "$R/etc" | tr '\n' ' ')"
+# Read-only even for root in there; writable only where a bind says so (its run dir).
+nsenter -t "$pa" -m -- touch /usr/fk-jail-probe 2>/dev/null && fail "a's jail /usr is writable"
+nsenter -t "$pa" -m -- touch /fk-jail-probe 2>/dev/null && fail "a's jail root is writable"
+asa() { nsenter -t "$pa" -m -- setpriv --reuid="$ua" --regid="$ua" --clear-groups -- "$@"; }
+asa touch "$T/run/sessions/default.a/probe" || fail "a's uid cannot write its run dir in its jail"
+asa rm "$T/run/sessions/default.a/probe"
+asa head -c1 "$T/run/sessions/default.a/mem.ram" >/dev/null ||
+        fail "a's uid cannot read its own RAM file in its jail (the checks below would prove nothing)"
+# /proc in there shows a's uid its own processes only.
+asa test -e "/proc/$pa" || fail "a's uid does not see its QEMU in the jail's /proc"
+asa test -e "/proc/$pb" && fail "a's uid sees b's QEMU in the jail's /proc"
+asa test -e "/proc/$DPID" && fail "a's uid sees forkletd in the jail's /proc"
+# And on the host, a's uid still cannot read b's files.
 for f in "$T/run/sessions/default.b/mem.ram" "$T/run/sessions/default.b/qmp.sock" \
         "$(ls "$T"/state/sessions/default.b/*/*.qcow2 "$T"/state/sessions/default.b/*.qcow2 2>/dev/null | head -n1)" \
         "$T/state/sessions/default.b/console.log"; do
@@ -79,7 +121,7 @@ for f in "$T/run/sessions/default.b/mem.ram" "$T/run/sessions/default.b/qmp.sock
         setpriv --reuid="$ua" --regid="$ua" --clear-groups head -c1 "$f" >/dev/null 2>&1 &&
                 fail "a's uid read $f of session b"
 done
-echo "ok: a's uid cannot read b's RAM, socket, disk or console log"
+echo "ok: a's QEMU sees only its own files in a read-only mount namespace; its uid cannot read b's"
 
 # A guest still works inside the jail, and the uid is persistent across a restart.
 [ "$(gsh a 'echo hi')" = hi ] || fail "exec in a"
@@ -101,8 +143,38 @@ check_fds "$(qpid "$f")" "default.$f"
 [ "$(gsh a 'echo alive')" = alive ] || fail "a after the checkpoint"
 echo "ok: checkpoint and fork with spawning denied; fork $f runs as $uf"
 
-"$FORKLET" delete "$f" >/dev/null
-"$FORKLET" wait "$f" --for=Deleted --timeout=120 || fail "$f not deleted"
+# The fork's QEMU opened the checkpoint's RAM file as its uid (QEMU 7.2 opens it read-write,
+# so it was lent); once the fork runs, the grant is taken back: no ACL entry per live fork.
+ram=$(ls -d "$T"/state/sessions/default.a/checkpoints/*/ram | head -n1)
+[ -f "$ram" ] || fail "no RAM file in a's checkpoint"
+getfacl -pn "$ram" | grep -q "^user:[0-9]" && fail "$ram still lent after the fork runs: $(getfacl -pn "$ram")"
+# A checkpoint of the fork goes through the materialize helper QEMU: it runs jailed too (seen
+# while it lives), and the checkpoint's RAM it made is forkletd's alone afterwards.
+watch_helper "$T/run/sessions/default.$f/helper-qmp.sock" "$T/helper.seen" &
+wpid=$!
+ck2=$("$FORKLET" checkpoint create "$f") || fail "checkpoint of fork $f (jailed helper)"
+wait "$wpid" || fail "the materialize helper QEMU was never seen with its filter: $(cat "$T/helper.seen" 2>/dev/null)"
+read -r hu hs hns <"$T/helper.seen"
+[ "$hu" = "$uf" ] && [ "$hs" = 2 ] && [ "$hns" != "$(readlink /proc/self/ns/mnt)" ] ||
+        fail "materialize helper: uid $hu (want $uf), Seccomp $hs, mount ns $hns"
+ram2=$(ls -d "$T"/state/sessions/default."$f"/checkpoints/*/ram | head -n1)
+[ -f "$ram2" ] || fail "no RAM file in the fork's checkpoint"
+[ "$(stat -c %u "$ram2")" = 0 ] || fail "$ram2 owned by $(stat -c %u "$ram2")"
+getfacl -pn "$ram2" | grep -q "^user:[0-9]" && fail "$ram2 still lent: $(getfacl -pn "$ram2")"
+g=$("$FORKLET" fork "$f" --from "$ck2" --count 1) || fail "fork of the fork"
+"$FORKLET" wait "$g" --for=Running --timeout=300 || fail "$g not Running"
+[ "$(gsh "$g" 'cat /workspace/mark')" = before-fork ] || fail "fork of the fork lost the workspace"
+echo "ok: the materialize helper ran jailed; fork of a fork $g works"
+
+# Deleting a fork takes its uid's grants back: the uid may go to a new session.
+for s in "$g" "$f"; do
+        "$FORKLET" delete "$s" >/dev/null
+        "$FORKLET" wait "$s" --for=Deleted --timeout=120 || fail "$s not deleted"
+done
+for l in "$T"/state/sessions/default.a/disk/*; do
+        getfacl -pn "$l" | grep -q "^user:$uf:" && fail "fork's uid $uf keeps a grant on $l after delete"
+done
+echo "ok: grants revoked on delete"
 for s in a b; do "$FORKLET" delete $s >/dev/null; done
 for s in a b; do "$FORKLET" wait $s --for=Deleted --timeout=120 || fail "$s not deleted"; done
 echo "PASS: jail"

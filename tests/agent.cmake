@@ -50,3 +50,7 @@ fk_integration_test(agent-privileges
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-privileges.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 1200)
+fk_integration_test(jail-kvm
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/jail-kvm.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
+  TIMEOUT 600)

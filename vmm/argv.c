@@ -119,11 +119,11 @@ static int validate(const struct vmm_config *c, struct fk_error *err)
         if (c->accel != VMM_ACCEL_TCG && c->accel != VMM_ACCEL_KVM)
                 return fk_error_set(err, -EINVAL, "vmm config: unknown accelerator %d",
                                     (int)c->accel);
-        if ((c->tap || c->net_hub) && (!c->mac || !is_mac(c->mac)))
+        if (c->tap && (!c->mac || !is_mac(c->mac)))
                 return fk_error_set(err, -EINVAL,
                                     "vmm config: tap \"%s\" needs a mac like 52:54:00:12:34:56 "
                                     "(got \"%s\")",
-                                    c->tap ? c->tap : "(hub)", c->mac ? c->mac : "");
+                                    c->tap, c->mac ? c->mac : "");
         if (c->vmgenid && !is_guid(c->vmgenid))
                 return fk_error_set(err, -EINVAL,
                                     "vmm config: vmgenid \"%s\" is not a GUID "
@@ -245,11 +245,6 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
         if (c->tap) {
                 arg(b, "-netdev");
                 argf(b, "tap,id=net0,ifname=%s,script=no,downscript=no", c->tap);
-                arg(b, "-device");
-                argf(b, "virtio-net-device,netdev=net0,mac=%s", c->mac);
-        } else if (c->net_hub) {
-                arg(b, "-netdev");
-                arg(b, "hubport,id=net0,hubid=0");
                 arg(b, "-device");
                 argf(b, "virtio-net-device,netdev=net0,mac=%s", c->mac);
         }

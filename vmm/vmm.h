@@ -46,13 +46,11 @@ struct vmm_config {
         const char *rootfs;         /* read-only raw root disk of the image, NULL: none */
         const char *tap;            /* tap ifname in the current netns, NULL: no network */
         const char *mac;            /* guest MAC with tap */
-        bool net_hub; /* no tap: the same NIC on an unconnected hub port (a paused helper QEMU
-                       * that loads a networked VM's migration stream and never runs) */
-        bool incoming_defer; /* -incoming defer (fork / restore) */
-        const char *pidfile; /* NULL: none */
-        unsigned tsc_khz;    /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
-        bool sandbox;        /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
-                              * denied (QEMU's seccomp filter; migration must then use fd:) */
+        bool incoming_defer;        /* -incoming defer (fork / restore) */
+        const char *pidfile;        /* NULL: none */
+        unsigned tsc_khz;           /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
+        bool sandbox; /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
+                       * denied (QEMU's seccomp filter; migration must then use fd:) */
 };
 
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;

@@ -128,23 +128,6 @@ static void test_tap(void **state)
         check_golden(&c, "tap");
 }
 
-/* The materialize helper: the same NIC as a networked fork, on an unconnected hub port. */
-static void test_net_hub(void **state)
-{
-        struct vmm_config c = base();
-        struct fk_error err = {0};
-        char **argv = NULL;
-
-        (void)state;
-        c.net_hub = true;
-        c.mac = "52:54:00:12:34:56";
-        c.incoming_defer = true;
-        check_golden(&c, "net-hub");
-        c.mac = NULL;
-        assert_int_equal(vmm_build_argv(&c, &argv, &err), -EINVAL);
-        assert_non_null(strstr(err.msg, "(hub)"));
-}
-
 static void test_vmgenid(void **state)
 {
         struct vmm_config c = base();
@@ -241,11 +224,11 @@ static void test_errors(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_minimal_tcg), cmocka_unit_test(test_kvm),
-                cmocka_unit_test(test_fork),        cmocka_unit_test(test_disk),
-                cmocka_unit_test(test_tap),         cmocka_unit_test(test_vmgenid),
-                cmocka_unit_test(test_net_hub),     cmocka_unit_test(test_full_escaped),
-                cmocka_unit_test(test_sandbox),     cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_minimal_tcg),  cmocka_unit_test(test_kvm),
+                cmocka_unit_test(test_fork),         cmocka_unit_test(test_disk),
+                cmocka_unit_test(test_tap),          cmocka_unit_test(test_vmgenid),
+                cmocka_unit_test(test_full_escaped), cmocka_unit_test(test_sandbox),
+                cmocka_unit_test(test_errors),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

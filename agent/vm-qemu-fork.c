@@ -6,7 +6,6 @@
 #include "agent/vm-qemu.h"
 #include "agent/jail.h"
 #include "common/cleanup.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 
@@ -37,8 +36,9 @@ static int grant_layer(uid_t uid, const char *layer, unsigned perm)
         return agent_jail_grant_logged(state_dir, layer, uid, perm);
 }
 
-/* The VM continues on new_disk (created over the current overlay's frozen name); the frozen
- * layer, which forks share from now on, is read-only to the QEMU's uid again. */
+/* The VM continues on new_disk (created over the current overlay's frozen name). The frozen
+ * layer stays writable to the QEMU's uid: QEMU 7.2 keeps it open O_RDWR as the new backing
+ * file and reopens it so at the next cont (after a migration inactivated the block layer). */
 static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error *err)
 {
         json_t *args = json_pack("{s:s, s:s, s:s, s:s}", "device", "disk0", "snapshot-file",
@@ -57,11 +57,6 @@ static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error 
         json_decref(args);
         if (r < 0)
                 return r;
-        if (q->jail_uid && q->disk &&
-            (agent_jail_revoke(q->disk, q->jail_uid) < 0 ||
-             agent_jail_grant(q->disk, q->jail_uid, 4) < 0))
-                log_warning("jail: %s stays writable for uid %u: %m", q->disk,
-                            (unsigned)q->jail_uid);
         free(q->disk);
         q->disk = strdup(new_disk);
         return 0;

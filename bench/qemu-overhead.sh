@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # bench/qemu-overhead: how much memory an idle session QEMU uses beyond its guest RAM, the
 # number behind capacity.qemuOverheadMiB (memory.max = RAM + overhead, and the capacity charge).
-# Boots the guest image with the argv forkletd uses (microvm, RAM file share=on on tmpfs, serial,
-# QMP, virtio-serial agent), each in its own v1 memory cgroup, waits until the guest agent is
+# Boots the guest image with the argv forkletd uses (microvm, TCG translation cache 64 MiB, RAM
+# file share=on on tmpfs, serial, QMP, virtio-serial agent), each in its own v1 memory cgroup, waits until the guest agent is
 # up plus IDLE_S, and reads /proc/PID/smaps (the RAM file mapping vs the rest), smaps_rollup
 # and the cgroup. The ratio column compares each row's overhead with the 256 MiB row's.
 # Usage (root, cgroup v1 memory): FORKLET_IMAGE_DIR=build/images/minimal bench/qemu-overhead.sh
@@ -39,7 +39,7 @@ for mem in $SIZES; do
         mkdir "$CG/$mem"
         (
                 echo "$BASHPID" >"$CG/$mem/cgroup.procs"
-                exec qemu-system-x86_64 -name ovh -M microvm,accel=tcg,memory-backend=mem \
+                exec qemu-system-x86_64 -name ovh -M microvm,memory-backend=mem -accel tcg,tb-size=64 \
                         -nodefaults -no-user-config -display none -no-reboot -smp 1 -m "${mem}M" \
                         -object "memory-backend-file,id=mem,size=${mem}M,mem-path=$T/mem$mem.ram,share=on" \
                         -kernel "$IMG/vmlinuz" -initrd "$IMG/initrd.img" \

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define CG_V2_REQUIRED (CG_CTRL_CPU | CG_CTRL_MEMORY | CG_CTRL_PIDS)
+#define CG_V2_WANTED   (CG_V2_REQUIRED | CG_CTRL_BLKIO)
 
 /* v1 controllers in hierarchy order: memory first, so hier[0] is the "primary" one. */
 static const unsigned v1_order[] = {CG_CTRL_MEMORY, CG_CTRL_CPU,     CG_CTRL_CPUACCT,
@@ -106,8 +107,29 @@ static int relative_parent(const struct cg_options *o, const struct cg_mount *mn
                     : fk_asprintf(ret, "/%s", o->parent);
 }
 
-/* v2: enables the wanted controllers in cgroup.subtree_control of level (NULL: mount root). */
-static int v2_enable(const struct cg_hier *h, const char *level, struct fk_error *err)
+/* Names of the bits in mask, comma-separated, into buf. */
+static void ctrl_list(unsigned mask, char *buf, size_t size)
+{
+        static const struct {
+                unsigned bit;
+                const char *name;
+        } v2names[] = {{CG_CTRL_CPU, "cpu"},
+                       {CG_CTRL_MEMORY, "memory"},
+                       {CG_CTRL_PIDS, "pids"},
+                       {CG_CTRL_BLKIO, "io"}};
+
+        *buf = '\0';
+        for (size_t i = 0; i < ARRAY_SIZE(v2names); i++)
+                if (mask & v2names[i].bit)
+                        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", *buf ? ", " : "",
+                                 v2names[i].name);
+}
+
+/* v2: enables the wanted controllers (cpu, memory, pids, io) that level (NULL: mount root)
+ * offers in its cgroup.subtree_control; *enabled gets those on afterwards. strict: cpu, memory
+ * and pids must be offered. */
+static int v2_enable(const struct cg_hier *h, const char *level, bool strict, unsigned *enabled,
+                     struct fk_error *err)
 {
         cleanup_free char *avail_s = NULL, *on_s = NULL;
         unsigned avail, on, want;
@@ -122,12 +144,16 @@ static int v2_enable(const struct cg_hier *h, const char *level, struct fk_error
                 return r;
         avail = parse_controller_list(avail_s);
         on = parse_controller_list(on_s);
-        if ((avail & CG_V2_REQUIRED) != CG_V2_REQUIRED)
+        if (strict && (avail & CG_V2_REQUIRED) != CG_V2_REQUIRED) {
+                ctrl_list(CG_V2_REQUIRED & ~avail, buf, sizeof(buf));
                 return fk_error_set(err, -EOPNOTSUPP,
-                                    "%s/%s/cgroup.controllers: \"%.64s\" lacks one of cpu, "
-                                    "memory, pids (enable them in the parent's subtree_control)",
-                                    h->parent_path, level ? level : ".", avail_s);
-        want = (CG_V2_REQUIRED | (avail & CG_CTRL_BLKIO)) & ~on;
+                                    "%s/%s/cgroup.controllers: \"%.*s\" lacks %s (enable them in "
+                                    "the parent's cgroup.subtree_control)",
+                                    h->parent_path, level ? level : ".",
+                                    (int)strcspn(avail_s, "\n"), avail_s, buf);
+        }
+        want = CG_V2_WANTED & avail & ~on;
+        *enabled = CG_V2_WANTED & (on | want);
         static const struct {
                 unsigned bit;
                 const char *tok;
@@ -144,26 +170,44 @@ static int v2_enable(const struct cg_hier *h, const char *level, struct fk_error
         return cg_write(h, level, "cgroup.subtree_control", buf, err);
 }
 
-/* mkdir -p rel below h->parent_fd; v2: enable controllers at every level from the top. */
-static int walk_down(const struct cg_hier *h, const char *rel, bool v2, struct fk_error *err)
+/* mkdir -p rel below h->parent_fd; v2: enable controllers at every level from the top and set
+ * h->controllers to what the parent's children get. On failure the levels this call created
+ * are removed again (deepest first). */
+static int walk_down(struct cg_hier *h, const char *rel, bool v2, bool strict, struct fk_error *err)
 {
-        int r;
+        size_t ends[64], n_created = 0;
+        unsigned enabled = 0;
+        char level[1024];
+        int r = 0;
 
-        if (v2 && (r = v2_enable(h, NULL, err)) < 0)
+        if (v2 && (r = v2_enable(h, NULL, strict, &enabled, err)) < 0)
                 return r;
         for (size_t i = 0;; i++) {
-                char level[1024];
-
                 if (rel[i] != '/' && rel[i] != '\0')
                         continue;
                 snprintf(level, sizeof(level), "%.*s", (int)i, rel);
-                if (mkdirat(h->parent_fd, level, 0755) < 0 && errno != EEXIST)
-                        return fk_error_set(err, -errno, "mkdir %s/%s: %m", h->parent_path, level);
-                if (v2 && (r = v2_enable(h, level, err)) < 0)
-                        return r;
+                if (mkdirat(h->parent_fd, level, 0755) == 0) {
+                        if (n_created < ARRAY_SIZE(ends))
+                                ends[n_created++] = i;
+                } else if (errno != EEXIST) {
+                        r = fk_error_set(err, -errno, "mkdir %s/%s: %m", h->parent_path, level);
+                        break;
+                }
+                if (v2 && (r = v2_enable(h, level, strict, &enabled, err)) < 0)
+                        break;
                 if (!rel[i])
-                        return 0;
+                        break;
         }
+        if (r == 0) {
+                if (v2) /* freeze, kill and cpu.stat are core files: no controller needed */
+                        h->controllers = enabled | CG_CTRL_CPUACCT | CG_CTRL_FREEZER;
+                return 0;
+        }
+        while (n_created > 0) {
+                snprintf(level, sizeof(level), "%.*s", (int)ends[--n_created], rel);
+                (void)unlinkat(h->parent_fd, level, AT_REMOVEDIR);
+        }
+        return r;
 }
 
 /* Opens the mount, creates h->rel_parent (mkdir -p; v2: enabling controllers level by level)
@@ -186,7 +230,7 @@ static int hier_open(struct cg_hier *h, const struct cg_options *o, const char *
                 h->fake = sfs.f_type != CGROUP_SUPER_MAGIC && sfs.f_type != CGROUP2_SUPER_MAGIC;
         h->parent_path = TAKE_PTR(mdir);
         h->parent_fd = mfd; /* borrowed while walking down */
-        r = walk_down(h, rel, v2, err);
+        r = walk_down(h, rel, v2, !o->partial_controllers, err);
         h->parent_fd = -1;
         if (r < 0)
                 return r;
@@ -209,7 +253,6 @@ static int setup_v2(struct cg_manager *m, const struct cg_options *o, const stru
         int r;
 
         m->n_hier = 1;
-        h->controllers = CG_V2_REQUIRED | CG_CTRL_CPUACCT | CG_CTRL_FREEZER | CG_CTRL_BLKIO;
         r = relative_parent(o, mnt, 0, &h->rel_parent, err);
         if (r < 0)
                 return r;
@@ -263,6 +306,27 @@ static unsigned v1_available(const struct cg_mount *mounts, size_t n)
         return bits;
 }
 
+/* opts->v2_mount: that cgroup2 mount from mountinfo, whatever its controllers. */
+static int pick_v2_mount(const struct cg_options *o, struct cg_mount *mounts, size_t n,
+                         const struct cg_mount **ret_v2, struct fk_error *err)
+{
+        const char *mi = o->mountinfo_path ? o->mountinfo_path : "/proc/self/mountinfo";
+        size_t len = strlen(o->v2_mount);
+
+        while (len > 1 && o->v2_mount[len - 1] == '/')
+                len--;
+        if (o->version == CG_VERSION_1)
+                return fk_error_set(err, -EINVAL, "cgroup mount %s given with cgroup v1 forced",
+                                    o->v2_mount);
+        for (size_t i = 0; i < n; i++)
+                if (mounts[i].v2 && strlen(mounts[i].mount_point) == len &&
+                    strncmp(mounts[i].mount_point, o->v2_mount, len) == 0) {
+                        *ret_v2 = &mounts[i];
+                        return CG_VERSION_2;
+                }
+        return fk_error_set(err, -ENOENT, "%s: no cgroup2 mount at %s", mi, o->v2_mount);
+}
+
 static int choose(const struct cg_options *o, struct cg_mount *mounts, size_t n,
                   const struct cg_mount **ret_v2, struct fk_error *err)
 {
@@ -271,11 +335,14 @@ static int choose(const struct cg_options *o, struct cg_mount *mounts, size_t n,
         unsigned missing = CG_V1_REQUIRED & ~v1_available(mounts, n);
         char list[128] = "";
 
+        if (o->v2_mount)
+                return pick_v2_mount(o, mounts, n, ret_v2, err);
         for (size_t i = 0; i < n && !v2; i++) {
                 if (!mounts[i].v2)
                         continue;
                 unsigned bits = v2_mount_controllers(o, &mounts[i]);
-                if (!v2_any && bits)
+                /* partial: a cgroup2 mount without our controllers still serves the core */
+                if (!v2_any && (bits || o->partial_controllers))
                         v2_any = &mounts[i];
                 if ((bits & CG_V2_REQUIRED) == CG_V2_REQUIRED)
                         v2 = &mounts[i];

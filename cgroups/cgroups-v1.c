@@ -156,6 +156,7 @@ static int v1_stats(struct cg_manager *m, const char *name, struct cg_stats *s,
             (r = cg_read_u64(h, name, "memory.max_usage_in_bytes", &s->memory_peak, err)) < 0)
                 return r;
         s->has_memory_peak = true;
+        s->has_memory = s->has_pids = true;
         r = cg_read_keyed(h, name, "memory.oom_control", "oom_kill", &s->oom_kills, err);
         if (r == -ENOENT && cg_file_exists(h, name, "memory.oom_control"))
                 s->oom_kills = 0; /* kernels before 4.13 do not count kills */

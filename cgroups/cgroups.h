@@ -40,6 +40,18 @@ struct cg_options {
         enum cg_version version;
         /* Bound for freeze/thaw/kill/destroy waits. 0: 5000 ms. */
         unsigned timeout_ms;
+        /* Use this cgroup2 mount point (as mountinfo lists it, e.g. "/sys/fs/cgroup/unified")
+         * instead of detecting: forces v2 (with version CG_VERSION_1: -EINVAL); -ENOENT if
+         * mountinfo has no cgroup2 mount there. NULL: detect. Borrowed. */
+        const char *v2_mount;
+        /* v2: open the hierarchy even when cpu, memory or pids cannot be enabled (a host or
+         * container that delegates only some controllers; the core interface, i.e. join,
+         * freeze, kill, list, cpu.stat, works without any). Every available one of cpu, memory,
+         * pids, io is still enabled. A nonzero limit whose controller is missing then fails
+         * cg_create/cg_update_limits with -EOPNOTSUPP naming the controller and the file, and
+         * cg_stats reports has_memory/has_pids false. false (forkletd): cg_manager_new fails
+         * with -EOPNOTSUPP naming what lacks. */
+        bool partial_controllers;
 };
 
 /* Limits of one session cgroup. Zero means "no limit" (or the kernel default for weights);
@@ -65,6 +77,10 @@ struct cg_stats {
         bool has_memory_peak;    /* false when the kernel has no peak file (v2 < 5.19) */
         uint64_t oom_kills;      /* v2 memory.events oom_kill, v1 memory.oom_control oom_kill */
         uint64_t pids_current;   /* pids.current */
+        /* false only on a partial v2 hierarchy without that controller (partial_controllers):
+         * the memory fields (oom_kills included) or pids_current are then 0, not measured. */
+        bool has_memory;
+        bool has_pids;
 };
 
 struct cg_capacity {
@@ -74,11 +90,12 @@ struct cg_capacity {
 
 /* Detects the backend (mountinfo: a cgroup2 mount whose cgroup.controllers lists cpu, memory
  * and pids wins; otherwise v1 with cpu, cpuacct, memory, pids and freezer mounted, possibly
- * combined as cpu,cpuacct; blkio is used when mounted), opens every hierarchy, creates the
- * parent cgroup (mkdir -p) and on v2 enables cpu, memory, pids (and io when available) in
- * cgroup.subtree_control from the top down to the parent. *ret is owned by the caller (free
- * with cg_manager_free; the parent cgroup stays). Returns 0 or -errno with err filled naming
- * the file. Does not log above debug. */
+ * combined as cpu,cpuacct; blkio is used when mounted; opts->v2_mount skips detection), opens
+ * every hierarchy, creates the parent cgroup (mkdir -p; levels it created are removed again on
+ * failure) and on v2 enables cpu, memory, pids (and io when available) in
+ * cgroup.subtree_control from the top down to the parent (see partial_controllers). *ret is owned
+ * by the caller (free with cg_manager_free; the parent cgroup stays). Returns 0 or -errno with err
+ * filled naming the file. Does not log above debug. */
 int cg_manager_new(const struct cg_options *opts, struct cg_manager **ret, struct fk_error *err);
 /* Closes the fds; cgroups on disk are left alone. Accepts NULL, returns NULL. */
 struct cg_manager *cg_manager_free(struct cg_manager *m);

@@ -78,6 +78,17 @@ const struct fake_file fake_v2_session[] = {
         {"io.weight", "default 100\n"},
         {NULL, NULL},
 };
+const struct fake_file fake_v2_core[] = {
+        {"cgroup.procs", ""},
+        {"cgroup.controllers", ""},
+        {"cgroup.subtree_control", ""},
+        {"cgroup.freeze", "0\n"},
+        {"cgroup.events", "populated 0\nfrozen 0\n"},
+        {"cgroup.kill", ""},
+        {"cgroup.stat", "nr_descendants 0\nnr_dying_descendants 0\n"},
+        {"cpu.stat", "usage_usec 700\nuser_usec 500\nsystem_usec 200\n"},
+        {NULL, NULL},
+};
 
 char *fake_mkdtemp(void)
 {

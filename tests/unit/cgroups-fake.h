@@ -16,6 +16,8 @@ extern const struct fake_file fake_v1_memory[], fake_v1_cpu[], fake_v1_cpuacct[]
         fake_v1_cpu_cpuacct[], fake_v1_pids[], fake_v1_freezer[], fake_v1_blkio[];
 /* Files a v2 kernel (6.x) shows in a fresh session cgroup. */
 extern const struct fake_file fake_v2_session[];
+/* Files of a v2 session cgroup whose parent enables none of our controllers (core only). */
+extern const struct fake_file fake_v2_core[];
 
 /* mkdtemp() under TMPDIR or /tmp; the caller frees the string and calls fake_rm. */
 char *fake_mkdtemp(void);

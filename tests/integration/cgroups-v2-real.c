@@ -365,6 +365,11 @@ static void test_list_orphans(void **state)
         assert_int_equal(cg_manager_remove_parent(M, &err), -EBUSY);
         kill_reap(orphan, pid);
         destroy(orphan);
+        /* a paused session whose QEMU already exited: freeze, kill and destroy an empty one */
+        if (cg_freeze(M, empty, &err) < 0)
+                fail_msg("freeze empty: %s", err.msg);
+        assert_int_equal(keyed(empty, "cgroup.events", "frozen"), 1);
+        assert_int_equal(cg_kill_all(M, empty, &err), 0);
         destroy(empty);
         assert_int_equal(cg_destroy(M, empty, &err), 0); /* already gone */
         assert_int_equal(cg_list(M, &names, &err), 0);

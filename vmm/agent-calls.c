@@ -51,9 +51,12 @@ static int guest_error(struct vmm_agent *a, struct agent_pending *p, const struc
         struct guest_msg_error e;
         int r;
 
+        char msg[AGENT_GUEST_TEXT_MAX];
+
         if (guest_proto_get_error(f->data, f->size, &e) < 0)
                 return protocol_violation(a, p, err, what);
-        r = fk_error_set(err, -e.error, "%s: guest: %s", what, e.message);
+        agent_guest_text(e.message, msg, sizeof(msg));
+        r = fk_error_set(err, -e.error, "%s: guest: %s", what, msg);
         guest_msg_error_done(&e);
         return r;
 }

@@ -48,6 +48,31 @@ static int unix_connect(const char *path)
         return fd;
 }
 
+void agent_guest_text(const char *in, char *out, size_t out_size)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+
+        for (; in && *in; in++) {
+                unsigned char c = (unsigned char)*in;
+
+                /* Room for this byte's escape, "..." and the NUL, or cut here. */
+                if (o + 8 > out_size) {
+                        memcpy(out + o, "...", 4);
+                        return;
+                }
+                if (c >= 0x20 && c < 0x7f && c != '\\') {
+                        out[o++] = (char)c;
+                        continue;
+                }
+                out[o++] = '\\';
+                out[o++] = 'x';
+                out[o++] = hex[c >> 4];
+                out[o++] = hex[c & 15];
+        }
+        out[o] = '\0';
+}
+
 /* ---- connection state (reader thread) ------------------------------------------------------ */
 
 static void set_connected(struct vmm_agent *a, int fd)
@@ -105,9 +130,16 @@ static struct agent_pending *find_pending(struct vmm_agent *a, uint32_t id)
 
 static void on_hello(struct vmm_agent *a, const uint8_t *payload, uint32_t size)
 {
+        char version[AGENT_GUEST_TEXT_MAX];
         struct guest_msg_hello h;
 
         if (guest_proto_get_hello(payload, size, &h) < 0)
+                return;
+        /* Kept only in its escaped form: whoever reads it later logs or shows it. */
+        agent_guest_text(h.agent_version, version, sizeof(version));
+        free(h.agent_version);
+        h.agent_version = strdup(version);
+        if (!h.agent_version)
                 return;
         /* A second HELLO on one connection: the guest agent died and init restarted it.
          * Requests in flight are lost (a command may have run); fail them, don't hang. */

@@ -112,6 +112,7 @@ static void on_output(struct vmm_agent *a, struct agent_pending *p, struct exec_
 static int on_frame(struct vmm_agent *a, struct agent_pending *p, struct exec_state *s,
                     const struct agent_frame *f, struct fk_error *err)
 {
+        char msg[AGENT_GUEST_TEXT_MAX];
         struct guest_msg_error e;
         struct guest_msg_exit x;
         uint32_t pid;
@@ -145,7 +146,8 @@ static int on_frame(struct vmm_agent *a, struct agent_pending *p, struct exec_st
         case GUEST_MSG_ERROR:
                 if (guest_proto_get_error(f->data, f->size, &e) < 0)
                         break;
-                r = fk_error_set(err, -e.error, "exec %s: %s", s->req->argv[0], e.message);
+                agent_guest_text(e.message, msg, sizeof(msg));
+                r = fk_error_set(err, -e.error, "exec %s: %s", s->req->argv[0], msg);
                 guest_msg_error_done(&e);
                 return r;
         default:

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "common/util.h"
+#include "vmm/guest/client-internal.h"
 #include "vmm/guest/protocol.h"
 #include "vmm/vmm.h"
 
@@ -410,6 +411,101 @@ static void test_hostile_guest(void **state)
         fake_stop(f);
 }
 
+/* Guest text reaches logs, errors and API replies only escaped and cut. */
+static bool is_clean(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+                        return false;
+        return true;
+}
+
+static void test_guest_text(void **state)
+{
+        char out[16], big[AGENT_GUEST_TEXT_MAX];
+
+        (void)state;
+        agent_guest_text("ok 1.0", out, sizeof(out));
+        assert_string_equal(out, "ok 1.0");
+        agent_guest_text("a\nb\x1b\\\xff", out, sizeof(out));
+        assert_string_equal(out, "a\\x0ab\\x1b...");
+        agent_guest_text(NULL, out, sizeof(out));
+        assert_string_equal(out, "");
+        agent_guest_text("%s%n%s%n%s%n%s%n%s%n", big, sizeof(big));
+        assert_string_equal(big, "%s%n%s%n%s%n%s%n%s%n"); /* data, never a format */
+}
+
+#define HOSTILE_TEXT "../../../../tmp/x %s%n\r\nFAKE-LOG-LINE \x1b]0;t\x07\xff\xfe"
+
+static bool serve_hostile_text(int fd, int conn)
+{
+        struct guest_msg_hello h = {.proto_version = 1, .agent_version = S(HOSTILE_TEXT)};
+        struct guest_msg_file_data d = {
+                .flags = GUEST_FILE_EOF, .data = (const uint8_t *)"x", .size = 1};
+        static char longmsg[GUEST_PROTO_MAX_PAYLOAD - 64];
+        struct guest_buf b = {0};
+        struct guest_msg_exec m;
+        uint32_t id;
+
+        (void)conn;
+        assert_int_equal(guest_proto_put_hello(&b, &h), 0);
+        send_buf(fd, &b);
+        if (!read_exec(fd, &id, &m))
+                return false;
+        guest_msg_exec_done(&m);
+        assert_int_equal(guest_proto_put_error(&b, id, EACCES, HOSTILE_TEXT), 0);
+        send_buf(fd, &b);
+        if (!read_exec(fd, &id, &m))
+                return false;
+        guest_msg_exec_done(&m);
+        memset(longmsg, 'A', sizeof(longmsg) - 1);
+        assert_int_equal(guest_proto_put_error(&b, id, EIO, longmsg), 0);
+        send_buf(fd, &b);
+        if (!read_exec(fd, &id, &m))
+                return false;
+        guest_msg_exec_done(&m);
+        /* Frames for ids that are not this request's, then the real answer. */
+        assert_int_equal(guest_proto_put_file_data(&b, id + 1000, &d), 0);
+        send_buf(fd, &b);
+        send_exit(fd, id + 1, 9);
+        send_raw(fd, 999, id, HOSTILE_TEXT, sizeof(HOSTILE_TEXT));
+        send_raw(fd, GUEST_MSG_PONG, 0, "x", 1);
+        send_u32(fd, GUEST_MSG_STARTED, id, 11);
+        send_exit(fd, id, 0);
+        char tmp;
+        (void)!read(fd, &tmp, 1);
+        return false;
+}
+
+static void test_hostile_text(void **state)
+{
+        (void)state;
+        struct fake *f = fake_start(serve_hostile_text);
+        struct vmm_exec_result res = {0};
+        struct fk_error err = {0};
+        struct vmm_agent *a = NULL;
+        const char *v;
+        struct out o;
+
+        assert_int_equal(vmm_agent_connect(f->path, 2000, &a, &err), 0);
+        assert_int_equal(vmm_agent_wait_ready(a, 2000, &err), 0);
+        v = vmm_agent_guest_version(a);
+        assert_true(is_clean(v) && strlen(v) < AGENT_GUEST_TEXT_MAX);
+        assert_non_null(strstr(v, "\\x0d\\x0aFAKE-LOG-LINE \\x1b]0;t\\x07\\xff\\xfe"));
+        assert_int_equal(exec_argv(a, "x", NULL, 0, &o, &res, &err), -EACCES);
+        assert_true(is_clean(err.msg));
+        assert_non_null(strstr(err.msg, "%s%n\\x0d\\x0aFAKE-LOG-LINE"));
+        assert_int_equal(exec_argv(a, "x", NULL, 0, &o, &res, &err), -EIO);
+        assert_true(is_clean(err.msg) && strlen(err.msg) < AGENT_GUEST_TEXT_MAX + 16);
+        assert_non_null(strstr(err.msg, "AAA..."));
+        assert_int_equal(exec_argv(a, "x", NULL, 0, &o, &res, &err), 0);
+        assert_int_equal(res.pid, 11);
+        assert_int_equal(res.exit_code, 0);
+        assert_int_equal(o.size[0] + o.size[1], 0);
+        vmm_agent_free(a);
+        fake_stop(f);
+}
+
 /* The agent "restarts" mid-exec: a second HELLO on the same connection. */
 static bool serve_restart(int fd, int conn)
 {
@@ -485,7 +581,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_exec_stream),   cmocka_unit_test(test_exec_concurrent),
                 cmocka_unit_test(test_hostile_guest), cmocka_unit_test(test_agent_restart),
-                cmocka_unit_test(test_not_ready),
+                cmocka_unit_test(test_not_ready),     cmocka_unit_test(test_guest_text),
+                cmocka_unit_test(test_hostile_text),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

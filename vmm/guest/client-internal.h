@@ -14,6 +14,8 @@
 #define AGENT_REPLY_TIMEOUT_MS 30000
 /* How long a call waits for the channel to come (back) up. */
 #define AGENT_CONNECT_WAIT_MS 10000
+/* Guest text (HELLO's version, ERROR messages) is cut to this many bytes, escapes included. */
+#define AGENT_GUEST_TEXT_MAX 160
 /* A hostile guest must not make the host buffer without bound for one request. */
 #define AGENT_PENDING_MAX_BYTES (64u * 1024 * 1024)
 
@@ -52,6 +54,11 @@ struct vmm_agent {
         uint8_t *rbuf; /* GUEST_PROTO_MAX_FRAME bytes */
         size_t rlen;
 };
+
+/* Copies guest-chosen text into out (out_size >= 8, NUL-terminated) so it is safe to log, put in
+ * an error message, a status or an API reply: printable ASCII as is, every other byte (control
+ * characters, newlines, escapes, invalid UTF-8) as \xNN, and "..." when it was cut. */
+void agent_guest_text(const char *in, char *out, size_t out_size);
 
 /* Registers a request on the current connection, waiting up to wait_ms for one. Returns the
  * pending (owned by a's table until agent_pending_end) or NULL with *ret_error set. */

@@ -278,7 +278,7 @@ static void accept_local(struct ga *a)
 static void loop_once(struct ga *a)
 {
         struct pollfd fds[MAX_POLL];
-        int n = 0, timeout = -1, nexec;
+        int n = 0, timeout = -1, nexec, inject = -1;
 
         if (!a->connected && !a->local && !port_hup(a))
                 set_connected(a, true);
@@ -289,6 +289,10 @@ static void loop_once(struct ga *a)
                 fds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
         } else {
                 timeout = 100; /* no event tells us the host came back: poll for it */
+        }
+        if (a->connected && a->inject_fd >= 0 && a->out.size < GA_OUT_HIGH_WATER) {
+                inject = n;
+                fds[n++] = (struct pollfd){.fd = a->inject_fd, .events = POLLIN};
         }
         fds[n++] = (struct pollfd){.fd = a->sigchld_fd, .events = POLLIN};
         nexec = ga_exec_pollfds(a, fds + n, MAX_POLL - n, &timeout);
@@ -306,6 +310,8 @@ static void loop_once(struct ga *a)
                 if (a->connected && (fds[0].revents & POLLOUT))
                         flush_output(a);
         }
+        if (inject >= 0 && a->connected && (fds[inject].revents & POLLIN))
+                ga_inject_read(a);
         if (fds[n - 1].revents & POLLIN) {
                 struct signalfd_siginfo si;
 
@@ -345,7 +351,7 @@ static int listen_local(const char *path)
 
 static int agent_main(const char *listen_path)
 {
-        struct ga a = {.port_fd = -1, .listen_fd = -1};
+        struct ga a = {.port_fd = -1, .listen_fd = -1, .inject_fd = -1};
         sigset_t mask;
 
         signal(SIGPIPE, SIG_IGN);
@@ -367,6 +373,7 @@ static int agent_main(const char *listen_path)
                 }
         } else {
                 a.port_fd = open_port();
+                ga_inject_open(&a);
         }
         fprintf(stderr, "forklet-guest: ready\n");
         for (;;)

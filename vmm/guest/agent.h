@@ -32,6 +32,7 @@ struct ga {
         struct ga_exec *execs;
         bool poweroff_pending;
         uint64_t poweroff_at_ms;
+        int inject_fd; /* GA_INJECT_PATH, -1 when absent (local mode) */
 };
 
 uint64_t ga_now_ms(void);
@@ -64,6 +65,14 @@ void ga_op_set_time(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_freeze(struct ga *a, uint32_t id, const void *p, size_t size, bool freeze);
 /* Syncs and powers the machine off; does not return. */
 void ga_poweroff_now(void);
+
+/* agent-inject.c: a root-only FIFO whose bytes go verbatim onto the port (hostile-guest tests;
+ * see the file for why that grants nothing). */
+#define GA_INJECT_PATH "/run/forklet/inject"
+/* Creates and opens the FIFO; a->inject_fd stays -1 on failure. */
+void ga_inject_open(struct ga *a);
+/* Reads what is in the FIFO and queues it raw for the host (dropped while disconnected). */
+void ga_inject_read(struct ga *a);
 
 /* init.c: PID 1. */
 int ga_init_main(void);

@@ -2,7 +2,9 @@
 # Guest agent protocol and host client: unit tests (no root) and the real-QEMU boot test.
 if(CMOCKA_FOUND)
   fk_unit_test(guest-protocol SOURCES unit/guest-protocol.c LIBS fk_vmm)
-  fk_unit_test(guest-client SOURCES unit/guest-client.c LIBS fk_vmm)
+  fk_unit_test(guest-client SOURCES unit/guest-client.c unit/guest-fake.c LIBS fk_vmm)
+  fk_unit_test(guest-client-hostile SOURCES unit/guest-client-hostile.c unit/guest-fake.c
+               LIBS fk_vmm)
   # The real agent binary in its local test mode (--listen), against the real client.
   fk_unit_test(guest-agent-local SOURCES unit/guest-agent-local.c LIBS fk_vmm)
   add_dependencies(guest-agent-local forklet-agent)

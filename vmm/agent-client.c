@@ -83,6 +83,7 @@ static void set_connected(struct vmm_agent *a, int fd)
         a->hello = false;
         a->failing = false;
         a->rlen = 0;
+        a->partial_since_ns = 0;
         pthread_cond_broadcast(&a->cond);
         pthread_mutex_unlock(&a->lock);
 }
@@ -98,6 +99,7 @@ static void drop(struct vmm_agent *a, int error)
         a->fd = -1;
         a->hello = false;
         a->rlen = 0;
+        a->partial_since_ns = 0;
         for (struct agent_pending *p = a->pending; p; p = p->next)
                 if (p->generation == a->generation && !p->error)
                         p->error = error;
@@ -215,7 +217,22 @@ static int read_frames(struct vmm_agent *a)
         }
         memmove(a->rbuf, a->rbuf + off, a->rlen - off);
         a->rlen -= off;
+        if (a->rlen == 0)
+                a->partial_since_ns = 0;
+        else if (off > 0 || !a->partial_since_ns)
+                a->partial_since_ns = fk_now_mono_ns();
         return 0;
+}
+
+/* poll timeout for the reader: until the incomplete frame's deadline, or none. */
+static int partial_timeout_ms(const struct vmm_agent *a)
+{
+        uint64_t end, now = fk_now_mono_ns();
+
+        if (!a->partial_since_ns)
+                return -1;
+        end = a->partial_since_ns + (uint64_t)a->partial_frame_ms * 1000000;
+        return now >= end ? 0 : (int)((end - now) / 1000000) + 1;
 }
 
 /* Waits for the wake pipe up to ms; returns true when asked to stop. */
@@ -244,13 +261,19 @@ static void *reader_main(void *userdata)
                                 set_connected(a, r);
                         continue;
                 }
-                if (poll(p, 2, -1) < 0 && errno != EINTR)
+                r = poll(p, 2, partial_timeout_ms(a));
+                if (r < 0 && errno != EINTR)
                         continue;
                 if (p[1].revents)
                         return NULL;
-                if (!p[0].revents)
+                if (r == 0 && partial_timeout_ms(a) == 0) {
+                        log_debug("agent %s: guest stalled in the middle of a frame", a->path);
+                        r = -EPROTO;
+                } else if (!p[0].revents) {
                         continue;
-                r = read_frames(a);
+                } else {
+                        r = read_frames(a);
+                }
                 if (r < 0) {
                         drop(a, r == -EPROTO ? -EPROTO : -ECONNRESET);
                         /* Give the guest time to see the hangup before we reconnect. */
@@ -440,6 +463,7 @@ int vmm_agent_connect(const char *socket_path, unsigned timeout_ms, struct vmm_a
         pthread_cond_init(&a->cond, &ca);
         pthread_condattr_destroy(&ca);
         a->fd = -1;
+        a->partial_frame_ms = AGENT_PARTIAL_FRAME_MS;
         set_connected(a, r);
         r = -pthread_create(&a->reader, NULL, reader_main, a);
         if (r < 0) {

@@ -16,6 +16,9 @@
 #define AGENT_CONNECT_WAIT_MS 10000
 /* Guest text (HELLO's version, ERROR messages) is cut to this many bytes, escapes included. */
 #define AGENT_GUEST_TEXT_MAX 160
+/* A frame begun must be finished within this: a guest that announces a length and stops
+ * sending would otherwise swallow every later reply into that frame (the channel drops). */
+#define AGENT_PARTIAL_FRAME_MS 30000
 /* A hostile guest must not make the host buffer without bound for one request. */
 #define AGENT_PENDING_MAX_BYTES (64u * 1024 * 1024)
 
@@ -53,6 +56,8 @@ struct vmm_agent {
         bool stop;
         uint8_t *rbuf; /* GUEST_PROTO_MAX_FRAME bytes */
         size_t rlen;
+        uint64_t partial_since_ns; /* CLOCK_MONOTONIC when the incomplete frame in rbuf began */
+        unsigned partial_frame_ms; /* AGENT_PARTIAL_FRAME_MS; unit tests shorten it */
 };
 
 /* Copies guest-chosen text into out (out_size >= 8, NUL-terminated) so it is safe to log, put in

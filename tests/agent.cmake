@@ -54,3 +54,11 @@ fk_integration_test(jail-kvm
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/jail-kvm.sh
           $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
   TIMEOUT 600)
+# A compromised guest (raw frames through the guest's /run/forklet/inject) cannot make forkletd
+# touch a path outside the session's directories, log forged lines or grow without bound.
+add_executable(hostile-frames integration/hostile-frames.c)
+target_link_libraries(hostile-frames PRIVATE fk_vmm)
+fk_integration_test(agent-hostile
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-hostile.sh
+          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:hostile-frames>
+  TIMEOUT 1200)

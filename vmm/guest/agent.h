@@ -66,12 +66,13 @@ void ga_op_freeze(struct ga *a, uint32_t id, const void *p, size_t size, bool fr
 /* Syncs and powers the machine off; does not return. */
 void ga_poweroff_now(void);
 
-/* agent-inject.c: a root-only FIFO whose bytes go verbatim onto the port (hostile-guest tests;
- * see the file for why that grants nothing). */
+/* agent-inject.c: a root-only FIFO; each line is a file path whose bytes go verbatim onto the
+ * port (hostile-guest tests; see the file for why that grants nothing). */
 #define GA_INJECT_PATH "/run/forklet/inject"
 /* Creates and opens the FIFO; a->inject_fd stays -1 on failure. */
 void ga_inject_open(struct ga *a);
-/* Reads what is in the FIFO and queues it raw for the host (dropped while disconnected). */
+/* Reads lines from the FIFO and queues each named file raw for the host (dropped while
+ * disconnected). */
 void ga_inject_read(struct ga *a);
 
 /* init.c: PID 1. */

@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# A compromised guest against forkletd on real QEMU (TCG): the guest replays raw frames onto its
+# agent port through /run/forklet/inject (guest paths and format strings in every string field,
+# NULs, 1 MiB strings, bad and oversized lengths, bad magic/version, unknown types, frames for
+# foreign ids, a 32 MiB flood) while strace records every file syscall of forkletd. Passes when
+# no traced path carries the guest's strings or lies outside the node's dirs and the system
+# trees, the canary dir the frames name is untouched, forkletd's log holds the guest's text
+# only escaped, its memory stays bounded, and both the hostile session (the channel drops and
+# reconnects) and a bystander session keep serving exec.
+# Usage: agent-hostile.sh FORKLETD FORKLET HOSTILE_FRAMES   (root; 77 when QEMU/image/strace miss)
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+FRAMES=${3:?hostile-frames path}
+. "$(dirname "$0")/fork-lib.sh"
+command -v strace >/dev/null || skip "strace not installed"
+
+CANARY=/tmp/fk-hostile-canary-$$
+MARK=hostile-$$-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
+SPID=
+hostile_cleanup() {
+        [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+        rm -rf "$CANARY"
+        # forkletd waits for execs in flight when it stops: after a failure one may never end
+        if [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; then
+                for _ in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+                kill -9 "$DPID" 2>/dev/null
+                wait "$DPID" 2>/dev/null
+                DPID=
+        fi
+        fk_cleanup
+}
+trap hostile_cleanup EXIT
+
+canary_state() { (cd "$CANARY" && find . -printf '%p %s %T@ %C@ %m %u\n' | sort &&
+        find . -type f -exec sha256sum {} + | sort); }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status"; }
+
+# replay NAME [TIMES]: the guest's agent writes /tmp/NAME.bin raw onto its port TIMES times.
+# The exec carrying it may fail (the channel drops under it, or a forged ERROR ends it): only a hang is wrong
+# (a frame left unfinished is given up after 30 s, and the channel reconnects).
+replay() {
+        local n=${2:-1} rc=0
+        timeout 150 "$FORKLET" exec hostile -- sh -c \
+                "for i in \$(seq $n); do echo /tmp/$1.bin; done >/run/forklet/inject; sleep 2" \
+                >"$T/replay-$1.out" 2>"$T/replay-$1.err" || rc=$?
+        [ $rc = 124 ] && fail "replay $1: forklet exec hung"
+        echo "replayed $1 x$n (exec rc $rc: $(head -c 200 "$T/replay-$1.err" | tr '\n' ' '))"
+        kill -0 "$DPID" 2>/dev/null || fail "forkletd died on $1"
+}
+
+# recovered NAME: the hostile session's agent channel serves exec again within 60 s
+recovered() {
+        local i
+        for i in $(seq 60); do
+                [ "$("$FORKLET" exec hostile -- echo "back-$1" 2>/dev/null)" = "back-$1" ] && return 0
+                sleep 1
+        done
+        fail "hostile session's agent channel did not recover after $1"
+}
+
+mkdir -p "$CANARY/sub" "$T/frames"
+echo "do not touch" >"$CANARY/keep"
+echo "nor this" >"$CANARY/sub/keep"
+before=$(canary_state)
+[ -n "$before" ] || fail "canary state empty"
+"$FRAMES" "$T/frames" "$CANARY" "$MARK" || fail "hostile-frames"
+
+start_daemon
+session hostile
+session bystander
+for s in hostile bystander; do
+        "$FORKLET" wait "$s" --for=Running --timeout=300 || fail "$s not Running"
+done
+gsh hostile 'test -p /run/forklet/inject && stat -c %a:%u /run/forklet/inject' | grep -qx 600:0 ||
+        fail "guest has no root-only /run/forklet/inject FIFO"
+cases="text long nul unknown-types truncated len-huge len-past-max bad-version bad-magic flood"
+for c in $cases; do
+        "$FORKLET" cp "$T/frames/$c.bin" "hostile:/tmp/$c.bin" || fail "cp $c.bin into the guest"
+done
+
+# ---- replay under strace ------------------------------------------------------------------
+strace -f -qq -tt -s 4096 -e trace=%file -o "$T/strace.log" -p "$DPID" &
+SPID=$!
+for _ in $(seq 50); do [ -s "$T/strace.log" ] && break; sleep 0.1; done
+"$FORKLET" get sessions >/dev/null # some traced file activity to prove the trace works
+rss0=$(rss_kib)
+for c in $cases; do
+        if [ "$c" = flood ]; then replay flood 32; else replay "$c"; fi
+        recovered "$c"
+        [ "$("$FORKLET" exec bystander -- echo alive)" = alive ] || fail "bystander exec after $c"
+done
+rss1=$(rss_kib)
+# a session still Running and ready: its own guest broke only its own requests
+"$FORKLET" describe hostile >"$T/describe.txt" || fail "describe hostile"
+[ "$(field hostile phase)" = Running ] || fail "hostile session is $(field hostile phase)"
+"$FORKLET" wait bystander --for=Running --timeout=10 || fail "bystander not Running"
+kill "$SPID" && wait "$SPID" 2>/dev/null
+SPID=
+
+# ---- what forkletd touched ----------------------------------------------------------------
+lines=$(wc -l <"$T/strace.log")
+[ "$lines" -gt 0 ] || fail "strace recorded nothing (tracing broken?)"
+if grep -F -e "$MARK" -e "$CANARY" -e "FAKE-LOG" "$T/strace.log" >"$T/bad.txt"; then
+        fail "forkletd used a guest-chosen path: $(head -n 5 "$T/bad.txt")"
+fi
+# every path in a file syscall: the node's dirs, system trees, or forkletd's own binaries
+grep -o '"/[^"]*"' "$T/strace.log" | tr -d '"' | sort -u >"$T/paths.txt"
+grep -v -E "^($T/|/proc/|/sys/|/dev/|/run/netns|/var/run/netns|/etc/|/usr/|/lib|/bin/|/sbin/|/tmp/\$)" \
+        "$T/paths.txt" >"$T/outside.txt"
+[ -s "$T/outside.txt" ] && fail "forkletd touched paths outside its dirs: $(head -n 5 "$T/outside.txt")"
+# writes (create, write, remove, rename, mode/owner changes) only under the node's dirs, the
+# cgroup tree and /proc (e.g. oom_score_adj)
+grep -E 'O_WRONLY|O_RDWR|O_CREAT|O_TRUNC|mkdir|unlink|rmdir|rename|link\(|chmod|chown|truncate' \
+        "$T/strace.log" | grep -o '"/[^"]*"' | tr -d '"' | sort -u >"$T/written.txt"
+grep -v -E "^($T/|/sys/fs/cgroup/|/proc/|/dev/null$)" "$T/written.txt" >"$T/written-outside.txt"
+[ -s "$T/written-outside.txt" ] &&
+        fail "forkletd wrote outside its dirs: $(head -n 5 "$T/written-outside.txt")"
+[ "$(canary_state)" = "$before" ] || fail "canary dir changed: $(canary_state)"
+find / -xdev -maxdepth 4 -name "*$MARK*" 2>/dev/null | grep . && fail "a file named after the guest"
+
+# ---- what forkletd said ------------------------------------------------------------------
+grep -q $'\x1b' "$T/forkletd.log" && fail "a raw escape from the guest reached forkletd's log"
+grep -q '^FAKE-LOG-LINE' "$T/forkletd.log" && fail "the guest forged a line in forkletd's log"
+grep -q "FAKE-LOG-LINE $MARK" "$T/forkletd.log" ||
+        fail "the guest's HELLO text never reached the (debug) log: was it replayed?"
+for c in $cases; do
+        grep -q $'\x1b' "$T/replay-$c.err" && fail "a raw escape reached the exec client ($c)"
+done
+# bounded: the flood (32 MiB for ids nobody asked for) and 1 MiB strings cost no lasting memory
+[ $((rss1 - rss0)) -lt 131072 ] || fail "forkletd grew from $rss0 to $rss1 KiB"
+
+echo "agent-hostile: OK ($lines file syscalls traced, $(wc -l <"$T/paths.txt") paths, rss $rss0 -> $rss1 KiB)"

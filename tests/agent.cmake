@@ -17,48 +17,17 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-privileges-test SOURCES unit/agent-privileges-test.c LIBS fk_agent)
 endif()
 
-fk_integration_test(agent-hello
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-hello.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 600)
-
-fk_integration_test(agent-ops
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-ops.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 1200)
-
-fk_integration_test(agent-lifecycle
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-lifecycle.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 900)
-
+fk_forkletd_test(agent-hello TIMEOUT 600)
+fk_forkletd_test(agent-ops TIMEOUT 1200)
+fk_forkletd_test(agent-lifecycle TIMEOUT 900)
 # Skips (77) unless scripts/build-image-debian.sh built build/images/debian (never in CI).
-fk_integration_test(agent-debian
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-debian.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 600)
-
-fk_integration_test(agent-resources
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-resources.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 900)
-fk_integration_test(jail
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/jail.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 1200)
-fk_integration_test(agent-privileges
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-privileges.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 1200)
-fk_integration_test(jail-kvm
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/jail-kvm.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 600)
+fk_forkletd_test(agent-debian TIMEOUT 600)
+fk_forkletd_test(agent-resources TIMEOUT 900)
+fk_forkletd_test(jail TIMEOUT 1200)
+fk_forkletd_test(agent-privileges TIMEOUT 1200)
+fk_forkletd_test(jail-kvm TIMEOUT 600)
 # A compromised guest (raw frames through the guest's /run/forklet/inject) cannot make forkletd
 # touch a path outside the session's directories, log forged lines or grow without bound.
 add_executable(hostile-frames integration/hostile-frames.c)
 target_link_libraries(hostile-frames PRIVATE fk_vmm)
-fk_integration_test(agent-hostile
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/agent-hostile.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:hostile-frames>
-  TIMEOUT 1200)
+fk_forkletd_test(agent-hostile TIMEOUT 1200 ARGS $<TARGET_FILE:hostile-frames>)

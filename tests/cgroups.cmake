@@ -3,7 +3,7 @@
 # hierarchies (root; skip with 77 when root or the hierarchy is missing).
 if(CMOCKA_FOUND)
   add_library(fk_cgroups_fake STATIC ${CMAKE_CURRENT_SOURCE_DIR}/unit/cgroups-fake.c)
-  target_link_libraries(fk_cgroups_fake PUBLIC fk_common PkgConfig::CMOCKA)
+  target_link_libraries(fk_cgroups_fake PUBLIC fk_cgroups fk_common PkgConfig::CMOCKA)
   foreach(t parse v1 v2)
     if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/cgroups-${t}.c)
       fk_unit_test(cgroups-${t} SOURCES unit/cgroups-${t}.c LIBS fk_cgroups fk_cgroups_fake)

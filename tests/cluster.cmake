@@ -14,12 +14,6 @@ fk_integration_test(cluster-sched-race
           $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
   TIMEOUT 300)
 
-fk_integration_test(cluster-vms
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-vms.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
-  TIMEOUT 1200)
+fk_forkletd_test(cluster-vms TIMEOUT 1200 ARGS $<TARGET_FILE:forklet-scheduler>)
 
-fk_integration_test(cluster-release
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/cluster-release.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet> $<TARGET_FILE:forklet-scheduler>
-  TIMEOUT 300)
+fk_forkletd_test(cluster-release TIMEOUT 300 ARGS $<TARGET_FILE:forklet-scheduler>)

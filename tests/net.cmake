@@ -16,10 +16,7 @@ add_executable(bench-net ${CMAKE_SOURCE_DIR}/bench/net.c)
 target_link_libraries(bench-net PRIVATE fk_net)
 
 # forkletd + forklet with real QEMU guests behind a fake internet (dnsmasq, TEST-NET hosts)
-fk_integration_test(net-forkletd
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-forkletd.sh
-          $<TARGET_FILE:forkletd> $<TARGET_FILE:forklet>
-  TIMEOUT 900)
+fk_forkletd_test(net-forkletd TIMEOUT 900)
 # bench/net-connect.c: added TCP connect latency per policy shape vs open egress (root)
 add_executable(bench-net-connect ${CMAKE_SOURCE_DIR}/bench/net-connect.c)
 target_link_libraries(bench-net-connect PRIVATE fk_net)

@@ -121,6 +121,6 @@ done
 gone_within 30 "$T"/run/sessions/default.crash* || fail "session run dirs left"
 pre=$(netns_prefix)
 ip netns list | grep -q "^$pre" && fail "netns left: $(ip netns list | grep "^$pre")"
-ls -d /sys/fs/cgroup/*/fk-test-fork-$$/default.* 2>/dev/null | grep -q . && fail "session cgroups left"
+ls -d /sys/fs/cgroup/*/$FK_CGROUP/default.* 2>/dev/null | grep -q . && fail "session cgroups left"
 echo "ok - nothing left after delete"
 exit 0

@@ -6,110 +6,14 @@
 # left); then the manifest-directory variant.
 # Usage: agent-hello.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 # FORKLET_TEST_ACCEL picks the accelerator (default tcg: nested KVM is unreliable on CI hosts).
-set -u
-
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
-SRC=${FORKLET_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-IMG=${FORKLET_IMAGE_DIR:-}
-T=/tmp/fk-test-$$
-DPID=
-QEMU_PIDS=()
+FK_TAG=hello
+. "$(dirname "$0")/fork-lib.sh"
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() {
-        echo "FAIL: $*" >&2
-        [ -f "$T/forkletd.log" ] && { echo "--- forkletd.log (tail)" >&2; tail -n 40 "$T/forkletd.log" >&2; }
-        exit 1
-}
-
-[ "$(id -u)" = 0 ] || skip "needs root"
-[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] && [ -f "$IMG/initrd.img" ] ||
-        skip "guest image missing in '$IMG' (cmake --build BUILD --target guest-image)"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
-
-cleanup() {
-        local p f
-        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-        for f in "$T"/run/sessions/*/vm.json; do
-                [ -f "$f" ] || continue
-                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
-                [ -n "$p" ] && QEMU_PIDS+=("$p")
-        done
-        for p in "${QEMU_PIDS[@]}"; do
-                # only a QEMU we started (its cmdline names our run dir)
-                grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
-        done
-        # the session networks forkletd made for this node (netns, host veths, NAT tables)
-        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
-        rm -rf "$T"
-        # session cgroups go with their sessions; the parent is ours to remove
-        for p in /sys/fs/cgroup/*/fk-test-hello-$$ /sys/fs/cgroup/fk-test-hello-$$; do
-                [ -d "$p" ] && rmdir "$p" 2>/dev/null
-        done
-}
-trap cleanup EXIT
-
-mkdir -p "$T/state" "$T/run" "$T/manifests"
-cat >"$T/node.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: NodeConfig
-nodeName: test-$$
-stateDir: $T/state
-runDir: $T/run
-accel: ${FORKLET_TEST_ACCEL:-tcg}
-manifestDir: $T/manifests
-api: {socket: $T/run/api.sock}
-cgroupParent: fk-test-hello-$$
-sizeClasses:
-  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
-images:
-  - {name: minimal, dir: $IMG}
-EOF
-export FORKLET_SOCKET=$T/run/api.sock
-
-start_daemon() {
-        "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
-        DPID=$!
-        for _ in $(seq 100); do
-                "$FORKLET" get sessions >/dev/null 2>&1 && return 0
-                kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
-                sleep 0.1
-        done
-        fail "forkletd did not answer on $FORKLET_SOCKET within 10 s"
-}
-
-stop_daemon() {
-        kill "$DPID" && wait "$DPID"
-        DPID=
-}
-
-# field NAME KEY: first integer/string value of "KEY" in `get session NAME -o json`
-field() {
-        "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1
-}
-
-# pid_gone_within SECONDS PID
-pid_gone_within() {
-        local i
-        for i in $(seq $(($1 * 4))); do
-                kill -0 "$2" 2>/dev/null || return 0
-                sleep 0.25
-        done
-        return 1
-}
-
-# gone_within SECONDS PID SESSIONKEY: QEMU exited and no run/state files are left
-gone_within() {
-        local i
-        for i in $(seq $(($1 * 4))); do
-                if ! kill -0 "$2" 2>/dev/null && [ ! -e "$T/run/sessions/$3" ] &&
-                        [ ! -e "$T/state/sessions/$3" ]; then
-                        return 0
-                fi
-                sleep 0.25
-        done
-        return 1
+# session_gone SECONDS PID SESSIONKEY: QEMU exited and no run/state files are left
+session_gone() {
+        pid_gone_within "$1" "$2" && gone_within "$1" "$T/run/sessions/$3" "$T/state/sessions/$3"
 }
 
 start_daemon
@@ -123,7 +27,6 @@ out=$("$FORKLET" apply -f "$SRC/examples/hello.yaml") || fail "re-apply"
 
 pid=$(field hello pid)
 [ -n "$pid" ] && kill -0 "$pid" || fail "status.vm.pid '$pid' is not alive"
-QEMU_PIDS+=("$pid")
 [ "$(field hello phase)" = Running ] || fail "phase is not Running"
 "$FORKLET" get session hello -o json | grep -q '"observedGeneration": 1' || fail "observedGeneration"
 "$FORKLET" get session hello -o yaml | grep -q "phase: Running" || fail "get -o yaml"
@@ -177,12 +80,11 @@ pid_gone_within 30 "$pid" || fail "QEMU $pid still alive after state: Stopped"
 "$FORKLET" apply -f "$SRC/examples/hello.yaml" >/dev/null || fail "apply state: Running again"
 "$FORKLET" wait hello --for=Running --timeout=180 || fail "hello not Running after stop"
 pid=$(field hello pid)
-QEMU_PIDS+=("$pid")
 [ "$("$FORKLET" exec hello -- echo rebooted)" = rebooted ] || fail "exec after reboot"
 
 # ---- delete -------------------------------------------------------------------------------
 "$FORKLET" delete hello | grep -qx "session/hello deleted" || fail "delete"
-gone_within 60 "$pid" default.hello || fail "QEMU $pid or session files still there after delete"
+session_gone 60 "$pid" default.hello || fail "QEMU $pid or session files still there after delete"
 "$FORKLET" get session hello >/dev/null 2>&1 && fail "session still listed after delete"
 
 # ---- manifest directory ----------------------------------------------------------------------
@@ -191,14 +93,13 @@ mv "$T/manifests/.dirhello.tmp" "$T/manifests/dirhello.yaml"
 "$FORKLET" wait dirhello --for=Running --timeout=180 || fail "dirhello not Running"
 pid2=$(field dirhello pid)
 [ -n "$pid2" ] && kill -0 "$pid2" || fail "dirhello pid '$pid2' not alive"
-QEMU_PIDS+=("$pid2")
 "$FORKLET" delete dirhello 2>/dev/null && fail "deleting a manifest-dir session via the API must fail"
 printf 'kind: [\n' >"$T/manifests/broken.yaml"
 sleep 1
 kill -0 "$DPID" || fail "an invalid manifest file crashed forkletd"
 grep -q "broken.yaml" "$T/forkletd.log" || fail "invalid manifest not reported in the log"
 rm "$T/manifests/dirhello.yaml"
-gone_within 60 "$pid2" default.dirhello || fail "dirhello VM or files still there after rm"
+session_gone 60 "$pid2" default.dirhello || fail "dirhello VM or files still there after rm"
 
 # ---- QEMU dies: Failed with the reason; restartPolicy OnFailure boots it again ------------
 sed -e 's/name: hello/name: crashy/' -e 's/^spec:$/spec:\n  restartPolicy: OnFailure/' \
@@ -206,16 +107,14 @@ sed -e 's/name: hello/name: crashy/' -e 's/^spec:$/spec:\n  restartPolicy: OnFai
 "$FORKLET" apply -f "$T/crashy.yaml" >/dev/null || fail "apply crashy"
 "$FORKLET" wait crashy --for=Running --timeout=180 || fail "crashy not Running"
 pid3=$(field crashy pid)
-QEMU_PIDS+=("$pid3")
 kill -9 "$pid3"
 "$FORKLET" wait crashy --for=Failed --timeout=10 >/dev/null ||
         "$FORKLET" describe crashy | grep -q VMExited || fail "QEMU exit not noticed"
 "$FORKLET" describe crashy | grep -q "SIGKILL\|signal" || fail "exit reason not reported"
 "$FORKLET" wait crashy --for=Running --timeout=180 || fail "OnFailure did not reboot crashy"
 pid4=$(field crashy pid)
-QEMU_PIDS+=("$pid4")
 [ "$pid4" != "$pid3" ] || fail "crashy still reports the dead pid"
 "$FORKLET" delete crashy >/dev/null || fail "delete crashy"
-gone_within 60 "$pid4" default.crashy || fail "crashy VM or files left"
+session_gone 60 "$pid4" default.crashy || fail "crashy VM or files left"
 
 echo "PASS"

@@ -6,92 +6,23 @@
 # PID and counter across the pause, QEMU burns no CPU while paused), idempotent verbs, stop and
 # start keeping /workspace, the capped console log, and an unbuilt image (Pending/ImageNotFound).
 # Usage: agent-lifecycle.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
-set -u
-
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
-IMG=${FORKLET_IMAGE_DIR:-}
-T=/tmp/fk-life-$$
-DPID=
+FK_TAG=life
+. "$(dirname "$0")/fork-lib.sh"
 N=life
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() {
-        echo "FAIL: $*" >&2
-        [ -f "$T/forkletd.log" ] && { echo "--- forkletd.log (tail)" >&2; tail -n 30 "$T/forkletd.log" >&2; }
-        exit 1
-}
+FK_IMAGES+=("{name: unbuilt, dir: $T/no-such-image}")
+fk_node_config >"$T/node.yaml"
+start_daemon
+
 step() { echo "--- $*"; }
-
-[ "$(id -u)" = 0 ] || skip "needs root"
-[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] && [ -f "$IMG/initrd.img" ] ||
-        skip "guest image missing in '$IMG' (cmake --build BUILD --target guest-image)"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
-
-cleanup() {
-        local p f
-        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-        for f in "$T"/run/sessions/*/vm.json; do
-                [ -f "$f" ] || continue
-                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
-                # only a QEMU we started (its command line names our run dir)
-                [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
-        done
-        # the session networks forkletd made for this node (netns, host veths, NAT tables)
-        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
-        rm -rf "$T"
-        # this node's cgroup parent (session cgroups a killed forkletd left first)
-        for _ in $(seq 40); do
-                rmdir /sys/fs/cgroup/*/fk-test-life-$$/* /sys/fs/cgroup/*/fk-test-life-$$ \
-                        /sys/fs/cgroup/fk-test-life-$$/* /sys/fs/cgroup/fk-test-life-$$ 2>/dev/null
-                ls -d /sys/fs/cgroup/*/fk-test-life-$$ /sys/fs/cgroup/fk-test-life-$$ >/dev/null 2>&1 || break
-                sleep 0.25
-        done
-}
-trap cleanup EXIT
-
-mkdir -p "$T/state" "$T/run" "$T/manifests"
-cat >"$T/node.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: NodeConfig
-nodeName: life-$$
-stateDir: $T/state
-runDir: $T/run
-cgroupParent: fk-test-life-$$
-accel: ${FORKLET_TEST_ACCEL:-tcg}
-manifestDir: $T/manifests
-api: {socket: $T/run/api.sock}
-sizeClasses:
-  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
-images:
-  - {name: minimal, dir: $IMG}
-  - {name: unbuilt, dir: $T/no-such-image}
-EOF
-export FORKLET_SOCKET=$T/run/api.sock
-
-"$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do
-        "$FORKLET" get sessions >/dev/null 2>&1 && break
-        kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
-        sleep 0.1
-done
-
-field() {
-        "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1
-}
 gx() { "$FORKLET" exec "$N" "$@"; } # guest exec
 sha() { sha256sum | cut -d' ' -f1; }
 # QEMU's user+system CPU time in clock ticks (/proc/PID/stat fields 14 and 15)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-cat >"$T/life.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: Session
-metadata: {name: $N}
-spec: {sizeClass: small, image: minimal}
-EOF
-"$FORKLET" apply -f "$T/life.yaml" >/dev/null || fail "apply"
+session $N
 "$FORKLET" wait $N --for=Running --timeout=240 || fail "$N not Running"
 QPID=$(field $N pid)
 [ -n "$QPID" ] && kill -0 "$QPID" || fail "status.vm.pid '$QPID' not alive"

@@ -1,13 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Shared by the fork-*.sh integration tests: a temp node (stateDir/runDir under /tmp), forkletd
-# start/stop, teardown of every QEMU the test's forkletd started, and small status helpers.
-# Source it after setting FORKLETD, FORKLET; it sets T, IMG, SRC and the EXIT trap.
+# Shared by the forkletd + forklet integration tests (agent-*, fork-*, net-forkletd, jail): a temp
+# node (state/run/manifest dirs under a per-PID /tmp dir, its own cgroup parent), forkletd
+# start/stop, teardown of everything the test's forkletd made even on failure (EXIT trap: QEMUs,
+# netns, cgroups, session networks, files), and small session/status helpers.
+# Source it after setting FORKLETD, FORKLET. It sets SRC, IMG, T, FK_CGROUP, DPID, writes
+# $T/node.yaml and exports FORKLET_SOCKET. Hooks, all optional, set before sourcing:
+#   FK_TAG          names T=/tmp/fk-TAG-PID and the cgroup parent fk-test-TAG-PID (default fork)
+#   IMG             the image dir (default $FORKLET_IMAGE_DIR)
+#   FK_IMAGE_FILES  files IMG must hold, else skip (default "vmlinuz workspace.img")
+#   FK_IMAGE_HINT   how to build the image, for the skip message
+# After sourcing: change FK_API, FK_CLASSES, FK_IMAGES and write `fk_node_config [LINE...]
+# >"$T/node.yaml"` again for another node config; define fk_cleanup_extra for more teardown.
 set -u
 
 SRC=${FORKLET_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-IMG=${FORKLET_IMAGE_DIR:-}
-T=/tmp/fk-fork-$$
+IMG=${IMG:-${FORKLET_IMAGE_DIR:-}}
+FK_TAG=${FK_TAG:-fork}
+T=/tmp/fk-$FK_TAG-$$
+FK_CGROUP=fk-test-$FK_TAG-$$
 DPID=
 
 skip() { echo "SKIP: $*" >&2; exit 77; }
@@ -18,8 +29,10 @@ fail() {
 }
 
 [ "$(id -u)" = 0 ] || skip "needs root"
-[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] && [ -f "$IMG/workspace.img" ] ||
-        skip "guest image missing in '$IMG' (cmake --build BUILD --target guest-image)"
+for f in ${FK_IMAGE_FILES:-vmlinuz workspace.img}; do
+        [ -n "$IMG" ] && [ -f "$IMG/$f" ] ||
+                skip "guest image missing in '$IMG' (${FK_IMAGE_HINT:-cmake --build BUILD --target guest-image})"
+done
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 command -v qemu-img >/dev/null || skip "qemu-img not installed"
 
@@ -33,13 +46,26 @@ netns_prefix() {
         printf 'fk%06x-' $((h & 0xffffff))
 }
 
-fk_cleanup() {
-        local p f n pre
-        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-        for p in $(ls /proc | grep -E '^[0-9]+$'); do
-                # only a QEMU of this test (its command line names our run dir)
-                grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
+# Thaws this node's frozen (paused) session cgroups: a frozen v1 task cannot die of SIGKILL.
+fk_thaw() {
+        local f
+        for f in /sys/fs/cgroup/freezer/$FK_CGROUP/*/freezer.state; do
+                [ -f "$f" ] && echo THAWED >"$f" 2>/dev/null
         done
+        for f in /sys/fs/cgroup/$FK_CGROUP/*/cgroup.freeze; do
+                [ -f "$f" ] && echo 0 >"$f" 2>/dev/null
+        done
+}
+
+fk_cleanup() {
+        local p n pre
+        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+        fk_thaw
+        for p in /proc/[0-9]*; do
+                # only a QEMU of this test (its command line names our run dir)
+                grep -qs "$T/run" "$p/cmdline" && kill -9 "${p#/proc/}" 2>/dev/null
+        done
+        declare -F fk_cleanup_extra >/dev/null && fk_cleanup_extra
         sleep 0.2
         # session networks outlive forkletd (adopted on restart): remove this node's netns
         # (the veth's host end and the nft tables inside go with it)
@@ -49,12 +75,11 @@ fk_cleanup() {
         done
         # session cgroups go with their sessions (or their killed QEMUs); the parent is ours
         for _ in $(seq 40); do
-                for p in /sys/fs/cgroup/*/fk-test-fork-$$/* /sys/fs/cgroup/*/fk-test-fork-$$ \
-                        /sys/fs/cgroup/fk-test-fork-$$/* /sys/fs/cgroup/fk-test-fork-$$; do
+                for p in /sys/fs/cgroup/*/$FK_CGROUP/* /sys/fs/cgroup/*/$FK_CGROUP \
+                        /sys/fs/cgroup/$FK_CGROUP/* /sys/fs/cgroup/$FK_CGROUP; do
                         [ -d "$p" ] && rmdir "$p" 2>/dev/null
                 done
-                ls -d /sys/fs/cgroup/*/fk-test-fork-$$ /sys/fs/cgroup/fk-test-fork-$$ \
-                        >/dev/null 2>&1 || break
+                ls -d /sys/fs/cgroup/*/$FK_CGROUP /sys/fs/cgroup/$FK_CGROUP >/dev/null 2>&1 || break
                 sleep 0.25
         done
         # the session networks forkletd made for this node (netns, host veths, NAT tables)
@@ -63,22 +88,33 @@ fk_cleanup() {
 }
 trap fk_cleanup EXIT
 
-mkdir -p "$T/state" "$T/run" "$T/manifests"
-cat >"$T/node.yaml" <<EOT
+# The node config's parts a test may change (then write it again with fk_node_config).
+FK_API="{socket: $T/run/api.sock}"
+FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}")
+FK_IMAGES=("{name: minimal, dir: $IMG}")
+
+# fk_node_config [LINE...]: prints this node's NodeConfig, then each LINE (more top-level keys)
+fk_node_config() {
+        cat <<EOT
 apiVersion: forklet.dev/v1alpha1
 kind: NodeConfig
-nodeName: test-$$
+nodeName: $FK_TAG-$$
 stateDir: $T/state
 runDir: $T/run
 accel: ${FORKLET_TEST_ACCEL:-tcg}
-cgroupParent: fk-test-fork-$$
+cgroupParent: $FK_CGROUP
 manifestDir: $T/manifests
-api: {socket: $T/run/api.sock}
-sizeClasses:
-  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
-images:
-  - {name: minimal, dir: $IMG}
+api: $FK_API
 EOT
+        printf 'sizeClasses:\n'
+        printf '  - %s\n' "${FK_CLASSES[@]}"
+        printf 'images:\n'
+        printf '  - %s\n' "${FK_IMAGES[@]}"
+        [ $# = 0 ] || printf '%s\n' "$@"
+}
+
+mkdir -p "$T/state" "$T/run" "$T/manifests"
+fk_node_config >"$T/node.yaml"
 export FORKLET_SOCKET=$T/run/api.sock
 
 start_daemon() {
@@ -102,16 +138,18 @@ field() {
         "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1
 }
 
-# session NAME [YAML lines for spec...]: writes $T/NAME.yaml and applies it
+# session NAME [YAML lines for spec...]: writes $T/NAME.yaml and applies it; the size class and
+# image are FK_SESSION_CLASS and FK_SESSION_IMAGE (default small, minimal)
 session() {
         local name=$1
         shift
         {
                 printf 'apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: %s}\n' "$name"
-                printf 'spec:\n  sizeClass: small\n  image: minimal\n'
+                printf 'spec:\n  sizeClass: %s\n  image: %s\n' "${FK_SESSION_CLASS:-small}" \
+                        "${FK_SESSION_IMAGE:-minimal}"
                 for l in "$@"; do printf '  %s\n' "$l"; done
         } >"$T/$name.yaml"
-        "$FORKLET" apply -f "$T/$name.yaml" >/dev/null || fail "apply $name"
+        "$FORKLET" apply -f "$T/$name.yaml" >/dev/null || fail "apply $name $*"
 }
 
 # sh NAME SCRIPT: runs sh -c SCRIPT in the guest, prints stdout
@@ -127,6 +165,16 @@ gone_within() {
                 left=0
                 for p in "$@"; do [ -e "$p" ] && left=1; done
                 [ $left = 0 ] && return 0
+                sleep 0.25
+        done
+        return 1
+}
+
+# pid_gone_within SECONDS PID: the process exits
+pid_gone_within() {
+        local i
+        for i in $(seq $(($1 * 4))); do
+                kill -0 "$2" 2>/dev/null || return 0
                 sleep 0.25
         done
         return 1

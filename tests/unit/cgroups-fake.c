@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -165,4 +166,45 @@ const char *fake_data(const char *name)
 
         snprintf(buf, sizeof(buf), "%s/cgroups/%s", d ? d : "tests/data", name);
         return buf;
+}
+
+struct cg_fx *cg_fx_new(void)
+{
+        struct cg_fx *f = calloc(1, sizeof(*f));
+
+        assert_non_null(f);
+        f->root = fake_mkdtemp();
+        return f;
+}
+
+int cg_fx_open(struct cg_fx *f, struct cg_options *o, void **state)
+{
+        o->root = f->root;
+        assert_int_equal(cg_manager_new(o, &f->m, &f->err), 0);
+        *state = f;
+        return 0;
+}
+
+int cg_fx_teardown(void **state)
+{
+        struct cg_fx *f = *state;
+
+        cg_manager_free(f->m);
+        fake_rm(f->root);
+        free(f->root);
+        free(f);
+        return 0;
+}
+
+pid_t cg_fx_join_child(struct cg_join *j, bool pre_exec)
+{
+        int status;
+        pid_t pid = fork();
+
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit((pre_exec ? cg_join_pre_exec(j) : cg_join_self(j)) == 0 ? 0 : 1);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return pid;
 }

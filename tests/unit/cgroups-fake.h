@@ -3,7 +3,12 @@
  * look like what v1 and v2 kernels show, plus helpers to read them back. */
 #pragma once
 
+#include "cgroups/cgroups.h"
+#include "common/error.h"
+
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* One file of a fake cgroup directory: name and initial content. */
 struct fake_file {
@@ -31,3 +36,19 @@ const char *fake_get(const char *root, const char *rel);
 int fake_exists(const char *root, const char *rel);
 /* Absolute path of a file in FORKLET_TEST_DATA/cgroups (static buffer). */
 const char *fake_data(const char *name);
+
+/* A fake tree and a manager opened on it: the cmocka fixture of the backend tests. */
+struct cg_fx {
+        char *root;
+        struct cg_manager *m;
+        struct fk_error err;
+};
+/* A fixture with a new, empty fake root (owned; freed by cg_fx_teardown). */
+struct cg_fx *cg_fx_new(void);
+/* Opens f->m on f->root with o (o->root is set here), asserting success; *state = f. */
+int cg_fx_open(struct cg_fx *f, struct cg_options *o, void **state);
+/* cmocka teardown of a cg_fx: frees the manager, removes and frees the fake tree. */
+int cg_fx_teardown(void **state);
+/* Forks a child that joins j (cg_join_pre_exec, else cg_join_self) and asserts it exited 0;
+ * returns the child's pid. */
+pid_t cg_fx_join_child(struct cg_join *j, bool pre_exec);

@@ -20,12 +20,6 @@
 
 #define CG "sys/fs/cgroup"
 
-struct fx {
-        char *root;
-        struct cg_manager *m;
-        struct fk_error err;
-};
-
 static const struct {
         const char *dir;
         const struct fake_file *files;
@@ -47,14 +41,13 @@ static void host_session(const char *root, const char *parent, const char *name)
 
 static int setup_host(void **state)
 {
-        struct fx *f = calloc(1, sizeof(*f));
+        struct cg_fx *f = cg_fx_new();
         const char *dirs[] = {"cpu",     "cpuacct", "cpuset", "memory", "devices",
                               "freezer", "blkio",   "pids",   "systemd"};
         struct cg_options o = {.parent = "forklet",
                                .mountinfo_path = fake_data("mountinfo-v1-host")};
         char rel[256];
 
-        f->root = fake_mkdtemp();
         for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
                 snprintf(rel, sizeof(rel), CG "/%s/cgroup.procs", dirs[i]);
                 fake_put(f->root, rel, "1\n");
@@ -62,27 +55,13 @@ static int setup_host(void **state)
         /* the unified mount exists but serves no controller: v1 must win */
         fake_put(f->root, CG "/unified/cgroup.controllers", "");
         fake_put(f->root, CG "/unified/cgroup.subtree_control", "");
-        o.root = f->root;
         o.timeout_ms = 100;
-        assert_int_equal(cg_manager_new(&o, &f->m, &f->err), 0);
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state)
-{
-        struct fx *f = *state;
-
-        cg_manager_free(f->m);
-        fake_rm(f->root);
-        free(f->root);
-        free(f);
-        return 0;
+        return cg_fx_open(f, &o, state);
 }
 
 static void test_detect_host(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         char expect[4096], *path = NULL;
 
         assert_int_equal(cg_manager_version(f->m), CG_VERSION_1);
@@ -103,7 +82,7 @@ static void test_detect_host(void **state)
 
 static void test_create_writes_limits(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_limits l = {.cpu_cores = 0.5,
                               .cpu_weight = 200,
                               .memory_max = 256 << 20,
@@ -136,7 +115,7 @@ static void test_create_writes_limits(void **state)
 
 static void test_create_error_names_file(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_limits l = {.cpu_cores = 1};
         char expect[4096];
 
@@ -164,7 +143,7 @@ static void test_create_error_names_file(void **state)
 
 static void test_stats(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_stats s;
 
         host_session(f->root, "forklet", "s1");
@@ -183,7 +162,7 @@ static void test_stats(void **state)
 
 static void test_freeze(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
 
         host_session(f->root, "forklet", "s1");
         /* a fake file reads back what we wrote, as the kernel does once all tasks froze */
@@ -195,7 +174,7 @@ static void test_freeze(void **state)
 
 static void test_destroy_list_pids(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         char **names = NULL;
         pid_t *pids = NULL;
         size_t n = 0;
@@ -239,21 +218,15 @@ static void test_destroy_list_pids(void **state)
 
 static void test_join_self_in_child(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_join *j = NULL;
         char want[32];
-        int status;
         pid_t pid;
 
         host_session(f->root, "forklet", "s1");
         assert_int_equal(cg_prepare_join(f->m, "s1", &j, &f->err), 0);
         assert_int_equal(cg_join_cgroup_fd(j), -EOPNOTSUPP);
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0)
-                _exit(cg_join_pre_exec(j) == 0 ? 0 : 1);
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        pid = cg_fx_join_child(j, true);
         snprintf(want, sizeof(want), "%d", (int)pid);
         for (size_t i = 0; i < sizeof(host_ctrls) / sizeof(host_ctrls[0]); i++) {
                 char rel[256];
@@ -340,13 +313,16 @@ static void test_no_usable_hierarchy(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_detect_host, setup_host, teardown),
-                cmocka_unit_test_setup_teardown(test_create_writes_limits, setup_host, teardown),
-                cmocka_unit_test_setup_teardown(test_create_error_names_file, setup_host, teardown),
-                cmocka_unit_test_setup_teardown(test_stats, setup_host, teardown),
-                cmocka_unit_test_setup_teardown(test_freeze, setup_host, teardown),
-                cmocka_unit_test_setup_teardown(test_destroy_list_pids, setup_host, teardown),
-                cmocka_unit_test_setup_teardown(test_join_self_in_child, setup_host, teardown),
+                cmocka_unit_test_setup_teardown(test_detect_host, setup_host, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_create_writes_limits, setup_host,
+                                                cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_create_error_names_file, setup_host,
+                                                cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_stats, setup_host, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_freeze, setup_host, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_destroy_list_pids, setup_host, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_join_self_in_child, setup_host,
+                                                cg_fx_teardown),
                 cmocka_unit_test(test_debian_combined_nested),
                 cmocka_unit_test(test_no_usable_hierarchy),
         };

@@ -21,12 +21,6 @@
 
 #define CG "sys/fs/cgroup"
 
-struct fx {
-        char *root;
-        struct cg_manager *m;
-        struct fk_error err;
-};
-
 static void v2_root(const char *root, const char *mnt)
 {
         char rel[256];
@@ -44,32 +38,17 @@ static void v2_root(const char *root, const char *mnt)
 
 static int setup(void **state)
 {
-        struct fx *f = calloc(1, sizeof(*f));
+        struct cg_fx *f = cg_fx_new();
         struct cg_options o = {
                 .parent = "forklet", .mountinfo_path = fake_data("mountinfo-v2"), .timeout_ms = 60};
 
-        f->root = fake_mkdtemp();
         v2_root(f->root, CG);
-        o.root = f->root;
-        assert_int_equal(cg_manager_new(&o, &f->m, &f->err), 0);
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state)
-{
-        struct fx *f = *state;
-
-        cg_manager_free(f->m);
-        fake_rm(f->root);
-        free(f->root);
-        free(f);
-        return 0;
+        return cg_fx_open(f, &o, state);
 }
 
 static void test_detect_enables_controllers(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         char expect[4096];
 
         assert_int_equal(cg_manager_version(f->m), CG_VERSION_2);
@@ -83,7 +62,7 @@ static void test_detect_enables_controllers(void **state)
 
 static void test_create_update(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_limits l = {.cpu_cores = 0.5,
                               .cpu_weight = 250,
                               .memory_max = 512 << 20,
@@ -114,7 +93,7 @@ static void test_create_update(void **state)
 
 static void test_create_error_names_file(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_limits l = {.io_weight = 100};
         char expect[4096];
 
@@ -132,7 +111,7 @@ static void test_create_error_names_file(void **state)
 
 static void test_stats(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_stats s;
         char path[4096];
 
@@ -158,7 +137,7 @@ static void test_stats(void **state)
 
 static void test_freeze_waits_for_events(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
 
         fake_dir(f->root, CG "/forklet/s1", fake_v2_session);
         /* cgroup.events still says "frozen 0": the bounded wait must give up */
@@ -175,7 +154,7 @@ static void test_freeze_waits_for_events(void **state)
 
 static void test_kill_uses_cgroup_kill(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
 
         fake_dir(f->root, CG "/forklet/s1", fake_v2_session);
         assert_int_equal(cg_kill_all(f->m, "s1", &f->err), 0);
@@ -188,21 +167,15 @@ static void test_kill_uses_cgroup_kill(void **state)
 
 static void test_join_fd_and_destroy(void **state)
 {
-        struct fx *f = *state;
+        struct cg_fx *f = *state;
         struct cg_join *j = NULL;
         char want[32];
-        int status;
         pid_t pid;
 
         fake_dir(f->root, CG "/forklet/s1", fake_v2_session);
         assert_int_equal(cg_prepare_join(f->m, "s1", &j, &f->err), 0);
         assert_true(cg_join_cgroup_fd(j) >= 0);
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0)
-                _exit(cg_join_self(j) == 0 ? 0 : 1);
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        pid = cg_fx_join_child(j, false);
         snprintf(want, sizeof(want), "%d", (int)pid);
         assert_string_equal(fake_get(f->root, CG "/forklet/s1/cgroup.procs"), want);
         cg_join_free(j);
@@ -409,13 +382,16 @@ static void test_failed_setup_removes_created_levels(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_detect_enables_controllers, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_create_update, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_create_error_names_file, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_freeze_waits_for_events, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_kill_uses_cgroup_kill, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_join_fd_and_destroy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_detect_enables_controllers, setup,
+                                                cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_create_update, setup, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_create_error_names_file, setup,
+                                                cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_stats, setup, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_freeze_waits_for_events, setup,
+                                                cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_kill_uses_cgroup_kill, setup, cg_fx_teardown),
+                cmocka_unit_test_setup_teardown(test_join_fd_and_destroy, setup, cg_fx_teardown),
                 cmocka_unit_test(test_hybrid_with_controllers_picks_v2),
                 cmocka_unit_test(test_partial_core_only),
                 cmocka_unit_test(test_partial_some_controllers),

@@ -19,36 +19,10 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
+#include "tests/unit/manifest-test-util.h"
 
 #define HDR  "apiVersion: forklet.dev/v1alpha1\nkind: Session\n"
 #define NHDR "apiVersion: forklet.dev/v1alpha1\nkind: NodeConfig\n"
-
-/* Parses text as sessions; returns r and fills d. */
-static int parse(const char *text, const struct node_config *cfg, struct session_manifest **ret,
-                 struct manifest_diag *d)
-{
-        struct session_manifest **v = NULL;
-        size_t n = 0;
-        int r = manifest_parse_sessions(text, strlen(text), "t.yaml", cfg, &v, &n, d);
-
-        if (r == 0) {
-                assert_int_equal(n, 1);
-                *ret = v[0];
-                free(v);
-        }
-        return r;
-}
-
-static void assert_diag(struct manifest_diag *d, const char *const *want, size_t n)
-{
-        for (size_t i = 0; i < d->n && i < n; i++)
-                if (strcmp(d->messages[i], want[i]) != 0)
-                        fail_msg("message %zu: got\n  %s\nwant\n  %s", i, d->messages[i], want[i]);
-        if (d->n != n)
-                fail_msg("got %zu messages, want %zu (first: %s)", d->n, n,
-                         d->n ? d->messages[0] : "-");
-        manifest_diag_done(d);
-}
 
 static void test_node_defaults(void **state)
 {
@@ -213,30 +187,30 @@ static void test_node_errors(void **state)
         (void)state;
         assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &c, &d), -EINVAL);
         assert_null(c);
-        assert_diag(&d, want, ARRAY_SIZE(want));
+        mt_assert_diag(&d, want, ARRAY_SIZE(want));
 
         text = NHDR "---\n" NHDR;
         assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &c, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){"n.yaml:4:1: a node config holds exactly one document"},
-                    1);
+        mt_assert_diag(
+                &d, (const char *const[]){"n.yaml:4:1: a node config holds exactly one document"},
+                1);
         text = "apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: a}\n";
         assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &c, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){("n.yaml:2:7: kind: expected kind \"NodeConfig\", got "
-                                           "\"Session\""),
-                                          ("n.yaml:3:1: metadata: unknown field \"metadata\" "
-                                           "(known: apiVersion, kind, nodeName, stateDir, "
-                                           "runDir, accel, manifestDir, api, network, "
-                                           "cgroupParent, sizeClasses, images, capacity, "
-                                           "controlPlane, labels, jail, secrets, "
-                                           "hardening)")},
-                    2);
+        mt_assert_diag(&d,
+                       (const char *const[]){("n.yaml:2:7: kind: expected kind \"NodeConfig\", got "
+                                              "\"Session\""),
+                                             ("n.yaml:3:1: metadata: unknown field \"metadata\" "
+                                              "(known: apiVersion, kind, nodeName, stateDir, "
+                                              "runDir, accel, manifestDir, api, network, "
+                                              "cgroupParent, sizeClasses, images, capacity, "
+                                              "controlPlane, labels, jail, secrets, "
+                                              "hardening)")},
+                       2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
-        assert_diag(&d,
-                    (const char *const[]){"/nonexistent/node.yaml: cannot read: No such file or "
-                                          "directory"},
-                    1);
+        mt_assert_diag(&d,
+                       (const char *const[]){"/nonexistent/node.yaml: cannot read: No such file or "
+                                             "directory"},
+                       1);
 }
 
 /* Node labels (matched by spec.nodeSelector in cluster mode) follow the label rules. */
@@ -278,16 +252,16 @@ static void test_config_limits(void **state)
         assert_int_equal(node_config_parse(cfg_text, strlen(cfg_text), "/n.yaml", &c, &d), 0);
         assert_int_equal(node_config_find_size_class(c, "tiny")->io_weight, 100);
         assert_true(node_config_find_size_class(c, "tiny")->cpu == 0.5);
-        assert_int_equal(parse(m50, c, &m, &d), 0);
+        assert_int_equal(mt_parse(m50, c, &m, &d), 0);
         assert_int_equal(m->forks_count, 50);
         assert_string_equal(m->size_class, "tiny");
         m = session_manifest_free(m);
         /* Without a config: any well-formed class name, at most 32 forks. */
-        assert_int_equal(parse(m50, NULL, &m, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){"t.yaml:7:27: spec.forks.count: 50 is out of range "
-                                          "(0..32)"},
-                    1);
+        assert_int_equal(mt_parse(m50, NULL, &m, &d), -EINVAL);
+        mt_assert_diag(&d,
+                       (const char *const[]){"t.yaml:7:27: spec.forks.count: 50 is out of range "
+                                             "(0..32)"},
+                       1);
         node_config_free(c);
 }
 
@@ -315,14 +289,14 @@ static void test_node_hardening(void **state)
         c = node_config_free(c);
         assert_int_equal(node_config_parse(bad, strlen(bad), "n.yaml", &c, &d), -EINVAL);
         assert_null(c);
-        assert_diag(&d,
-                    (const char *const[]){
-                            ("n.yaml:3:31: hardening.dropCapabilities: must be true or false, "
-                             "got a string"),
-                            ("n.yaml:3:37: hardening.dropCaps: unknown field \"dropCaps\" "
-                             "(known: dropCapabilities)"),
-                    },
-                    2);
+        mt_assert_diag(&d,
+                       (const char *const[]){
+                               ("n.yaml:3:31: hardening.dropCapabilities: must be true or false, "
+                                "got a string"),
+                               ("n.yaml:3:37: hardening.dropCaps: unknown field \"dropCaps\" "
+                                "(known: dropCapabilities)"),
+                       },
+                       2);
 }
 
 int main(void)

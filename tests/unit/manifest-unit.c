@@ -19,6 +19,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
+#include "tests/unit/manifest-test-util.h"
 
 #define HDR "apiVersion: forklet.dev/v1alpha1\nkind: Session\n"
 
@@ -177,33 +178,6 @@ static void test_enums(void **state)
         assert_string_equal(accel_mode_to_string(ACCEL_KVM), "kvm");
 }
 
-/* Parses text as sessions; returns r and fills d. */
-static int parse(const char *text, const struct node_config *cfg, struct session_manifest **ret,
-                 struct manifest_diag *d)
-{
-        struct session_manifest **v = NULL;
-        size_t n = 0;
-        int r = manifest_parse_sessions(text, strlen(text), "t.yaml", cfg, &v, &n, d);
-
-        if (r == 0) {
-                assert_int_equal(n, 1);
-                *ret = v[0];
-                free(v);
-        }
-        return r;
-}
-
-static void assert_diag(struct manifest_diag *d, const char *const *want, size_t n)
-{
-        for (size_t i = 0; i < d->n && i < n; i++)
-                if (strcmp(d->messages[i], want[i]) != 0)
-                        fail_msg("message %zu: got\n  %s\nwant\n  %s", i, d->messages[i], want[i]);
-        if (d->n != n)
-                fail_msg("got %zu messages, want %zu (first: %s)", d->n, n,
-                         d->n ? d->messages[0] : "-");
-        manifest_diag_done(d);
-}
-
 static void test_from_json(void **state)
 {
         json_t *j = json_pack("{s:s,s:s,s:{s:s,s:[]},s:{s:[s,i,i],s:{s:i},s:s,s:{s:s,s:i}}}",
@@ -229,12 +203,12 @@ static void test_from_json(void **state)
         assert_non_null(j);
         assert_int_equal(session_manifest_from_json(j, c, &m, &d), -EINVAL);
         assert_null(m);
-        assert_diag(&d, want, ARRAY_SIZE(want));
+        mt_assert_diag(&d, want, ARRAY_SIZE(want));
         json_decref(j);
 
         j = json_string("x");
         assert_int_equal(session_manifest_from_json(j, c, &m, &d), -EINVAL);
-        assert_diag(&d, (const char *const[]){"<json>: expected a mapping, got a string"}, 1);
+        mt_assert_diag(&d, (const char *const[]){"<json>: expected a mapping, got a string"}, 1);
         json_decref(j);
 
         for (int i = 0; i < 40; i++) {
@@ -244,7 +218,7 @@ static void test_from_json(void **state)
                 cur = next;
         }
         assert_int_equal(session_manifest_from_json(deep, c, &m, &d), -EINVAL);
-        assert_diag(&d, (const char *const[]){"<json>: nesting deeper than 32 levels"}, 1);
+        mt_assert_diag(&d, (const char *const[]){"<json>: nesting deeper than 32 levels"}, 1);
         json_decref(deep);
         node_config_free(c);
 }
@@ -264,8 +238,8 @@ static void test_limits(void **state)
         memset(buf, '#', big);
         buf[big] = 0;
         assert_int_equal(manifest_parse_sessions(buf, big, "b.yaml", NULL, &v, &n, &d), -EINVAL);
-        assert_diag(&d, (const char *const[]){"b.yaml: input is larger than 1048576 bytes (1 MiB)"},
-                    1);
+        mt_assert_diag(
+                &d, (const char *const[]){"b.yaml: input is larger than 1048576 bytes (1 MiB)"}, 1);
         fd = mkstemp(tmpl);
         assert_true(fd >= 0);
         assert_int_equal(fk_write_all(fd, buf, big), 0);
@@ -277,7 +251,7 @@ static void test_limits(void **state)
         unlink(tmpl);
 
         assert_int_equal(manifest_parse_sessions(NULL, 0, "e.yaml", NULL, &v, &n, &d), -EINVAL);
-        assert_diag(&d, (const char *const[]){"e.yaml: no Session document found"}, 1);
+        mt_assert_diag(&d, (const char *const[]){"e.yaml: no Session document found"}, 1);
 
         /* 32 levels are fine (root map + spec map + 30 lists); 33 are not. */
         memset(buf, 0, 300);
@@ -396,7 +370,7 @@ static void test_copy_equal(void **state)
         struct manifest_diag d = {0};
 
         (void)state;
-        assert_int_equal(parse(text, NULL, &m, &d), 0);
+        assert_int_equal(mt_parse(text, NULL, &m, &d), 0);
         assert_string_equal(m->source, "t.yaml");
         assert_int_equal(m->source_line, 1);
         assert_int_equal(session_manifest_copy(m, &c), 0);

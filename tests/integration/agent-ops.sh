@@ -9,28 +9,15 @@
 # Usage: agent-ops.sh FORKLETD FORKLET   (root; 77 when the image, QEMU, curl or promtool is
 # missing). FORKLET_LOAD_SECONDS sets the load phase (default 30: the shared 2-core CI host
 # runs TCG guests; 60 on an idle machine).
-set -u
-
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
-SRC=${FORKLET_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-IMG=${FORKLET_IMAGE_DIR:-}
+FK_TAG=ops
+. "$(dirname "$0")/fork-lib.sh"
 LOAD_S=${FORKLET_LOAD_SECONDS:-30}
 CLIENTS=50
-T=/tmp/fk-ops-$$
 PORT=$((20000 + $$ % 20000))
-DPID=
+SOCK=$T/run/api.sock
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() {
-        echo "FAIL: $*" >&2
-        [ -f "$T/forkletd.log" ] && { echo "--- forkletd.log (tail)" >&2; tail -n 40 "$T/forkletd.log" >&2; }
-        exit 1
-}
-
-[ "$(id -u)" = 0 ] || skip "needs root"
-[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] || skip "guest image missing in '$IMG'"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 command -v curl >/dev/null || skip "curl not installed"
 command -v promtool >/dev/null || skip "promtool not installed (Debian package prometheus)"
 
@@ -43,45 +30,9 @@ our_qemus() {
         done
 }
 
-cleanup() {
-        local p
-        [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-        for p in $(our_qemus ""); do kill -9 "$p" 2>/dev/null; done
-        # the session networks forkletd made for this node (netns, host veths, NAT tables)
-        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
-        rm -rf "$T"
-        # forkletd was killed, so the session cgroups are ours to remove too (children first;
-        # a killed QEMU leaves its cgroup a moment later)
-        for _ in $(seq 40); do
-                rmdir /sys/fs/cgroup/*/fk-test-ops-$$/* /sys/fs/cgroup/*/fk-test-ops-$$ \
-                        /sys/fs/cgroup/fk-test-ops-$$/* /sys/fs/cgroup/fk-test-ops-$$ 2>/dev/null
-                ls -d /sys/fs/cgroup/*/fk-test-ops-$$ /sys/fs/cgroup/fk-test-ops-$$ >/dev/null 2>&1 ||
-                        break
-                sleep 0.25
-        done
-}
-trap cleanup EXIT
-
-mkdir -p "$T/state" "$T/run" "$T/manifests"
 node_config() { # TOKENFILE
-        cat <<EOF2
-apiVersion: forklet.dev/v1alpha1
-kind: NodeConfig
-nodeName: ops-$$
-stateDir: $T/state
-runDir: $T/run
-accel: ${FORKLET_TEST_ACCEL:-tcg}
-manifestDir: $T/manifests
-api: {socket: $T/run/api.sock, listen: "127.0.0.1:$PORT", tokenFile: $1}
-cgroupParent: fk-test-ops-$$
-sizeClasses:
-  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
-images:
-  - {name: minimal, dir: $IMG}
-EOF2
+        FK_API="{socket: $T/run/api.sock, listen: \"127.0.0.1:$PORT\", tokenFile: $1}" fk_node_config
 }
-export FORKLET_SOCKET=$T/run/api.sock
-SOCK=$T/run/api.sock
 
 # ---- a short token is refused at start ---------------------------------------------------------
 printf 'only-31-bytes-of-token-material' >"$T/short.token"
@@ -96,19 +47,6 @@ chmod 600 "$T/token"
 TOKEN=$(cat "$T/token")
 node_config "$T/token" >"$T/node.yaml"
 
-start_daemon() {
-        "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
-        DPID=$!
-        for _ in $(seq 100); do
-                "$FORKLET" get sessions >/dev/null 2>&1 && return 0
-                kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
-                sleep 0.1
-        done
-        fail "forkletd did not answer within 10 s"
-}
-field() {
-        "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1
-}
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 start_daemon
@@ -251,8 +189,7 @@ for _ in $(seq 40); do [ -z "$(our_qemus "")" ] && break; sleep 0.25; done
 
 # ---- audit log: verifies, then an edited line is named --------------------------------------------
 "$FORKLET" audit verify || fail "audit verify (daemon)"
-kill "$DPID" && wait "$DPID"
-DPID=
+stop_daemon
 "$FORKLET" audit verify --file "$T/state/audit.log" || fail "audit verify --file"
 grep -q '"caller":"token:' "$T/state/audit.log" || fail "TCP caller not audited by token id"
 grep -q '"caller":"tcp:unauthenticated".*"result":"401"' "$T/state/audit.log" ||

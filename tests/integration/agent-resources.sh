@@ -7,87 +7,28 @@
 # asks for a restart for RAM; admission keeps a second session Pending (InsufficientMemory)
 # until the first is deleted; teardown leaves no cgroup directory behind.
 # Usage: agent-resources.sh FORKLETD FORKLET   (root; exit 77 without image, QEMU or cgroup v1)
-set -u
-
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
-IMG=${FORKLET_IMAGE_DIR:-}
-T=/tmp/fk-res-$$
-PARENT=fk-test-res-$$
+FK_TAG=res
+. "$(dirname "$0")/fork-lib.sh"
+PARENT=$FK_CGROUP
 CG=/sys/fs/cgroup
 CTRLS="cpu cpuacct memory pids freezer blkio"
-DPID=
 SLEEPER=
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() {
-        echo "FAIL: $*" >&2
-        [ -f "$T/forkletd.log" ] && { echo "--- forkletd.log (tail)" >&2; tail -n 30 "$T/forkletd.log" >&2; }
-        exit 1
-}
-
-[ "$(id -u)" = 0 ] || skip "needs root"
-[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] || skip "guest image missing in '$IMG'"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 for c in $CTRLS; do [ -f "$CG/$c/cgroup.procs" ] || skip "cgroup v1 $c not mounted at $CG/$c"; done
-
-cleanup() {
-        local f p c d
-        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-        [ -n "$SLEEPER" ] && kill -9 "$SLEEPER" 2>/dev/null
-        for f in "$T"/run/sessions/*/vm.json; do
-                [ -f "$f" ] || continue
-                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
-                [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
-        done
-        sleep 0.5
-        for c in $CTRLS; do
-                [ -d "$CG/$c/$PARENT" ] || continue
-                [ "$c" = freezer ] && for d in "$CG/$c/$PARENT"/*/; do
-                        [ -f "$d/freezer.state" ] && echo THAWED >"$d/freezer.state"
-                done
-                for d in "$CG/$c/$PARENT"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
-                rmdir "$CG/$c/$PARENT" 2>/dev/null
-        done
-        # the session networks forkletd made for this node (netns, host veths, NAT tables)
-        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
-        [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+fk_cleanup_extra() { [ -n "$SLEEPER" ] && kill -9 "$SLEEPER" 2>/dev/null; }
 
 mem_total_mib=$(awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo)
 # room for one session of 256 MiB + 128 MiB QEMU overhead, not for two
 reserve=$((mem_total_mib - 600))
-mkdir -p "$T/state" "$T/run" "$T/manifests"
-cat >"$T/node.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: NodeConfig
-nodeName: test-res-$$
-stateDir: $T/state
-runDir: $T/run
-accel: ${FORKLET_TEST_ACCEL:-tcg}
-manifestDir: $T/manifests
-api: {socket: $T/run/api.sock}
-cgroupParent: $PARENT
-sizeClasses:
-  - {name: half, vcpus: 1, memoryMiB: 256, cpu: 0.5, pids: 512}
-  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
-  - {name: bigger, vcpus: 1, memoryMiB: 512, cpu: 1.0, pids: 1024}
-images:
-  - {name: minimal, dir: $IMG}
-capacity: {reserveMemoryMiB: $reserve, qemuOverheadMiB: 128}
-EOF
-export FORKLET_SOCKET=$T/run/api.sock
+FK_CLASSES=("{name: half, vcpus: 1, memoryMiB: 256, cpu: 0.5, pids: 512}"
+        "{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}"
+        "{name: bigger, vcpus: 1, memoryMiB: 512, cpu: 1.0, pids: 1024}")
+fk_node_config "capacity: {reserveMemoryMiB: $reserve, qemuOverheadMiB: 128}" >"$T/node.yaml"
 
-session() { # NAME CLASS [STATE]
-        cat >"$T/$1.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: Session
-metadata: {name: $1}
-spec: {sizeClass: $2, image: minimal, state: ${3:-Running}}
-EOF
-        "$FORKLET" apply -f "$T/$1.yaml" >/dev/null || fail "apply $1 ($2, ${3:-Running})"
-}
+# session_of NAME CLASS [STATE]
+session_of() { FK_SESSION_CLASS=$2 session "$1" "state: ${3:-Running}"; }
 json() { "$FORKLET" get session "$1" -o json; }
 # jq-free field access: python3 is part of the Debian base the tests run on
 jget() { json "$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$2"; }
@@ -108,13 +49,7 @@ bash -c "exec -a $T/run/sessions/default.vanished/helper sleep 600" &
 SLEEPER=$!
 for c in $CTRLS; do echo "$SLEEPER" >"$CG/$c/$PARENT/default.vanished/cgroup.procs"; done
 
-"$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do
-        "$FORKLET" get sessions >/dev/null 2>&1 && break
-        kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
-        sleep 0.1
-done
+start_daemon
 for _ in $(seq 20); do kill -0 "$SLEEPER" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$SLEEPER" 2>/dev/null && fail "the leftover's process survived forkletd's start"
 wait "$SLEEPER" 2>/dev/null
@@ -127,7 +62,7 @@ echo "ok: leftover cgroups of vanished sessions removed at start (helper killed)
 "$FORKLET" node -o json | grep -q '"allocatable"' || fail "forklet node -o json: capacity"
 
 # ---- the session's QEMU and all its threads in its cgroup, limits from its class ----------
-session busy half
+session_of busy half
 "$FORKLET" wait busy --for=Running --timeout=240 || fail "busy not Running"
 pid=$(jget busy '["status"]["vm"]["pid"]')
 [ "$(jget busy '["status"]["cgroup"]')" = "/$PARENT/default.busy" ] || fail "status.cgroup"
@@ -183,26 +118,26 @@ thr1=$(awk '/^nr_throttled/ {print $2}' "$CG/cpu/$PARENT/default.busy/cpu.stat")
 echo "ok: busy loop held at ~0.5 core ($best/1000), throttled $((thr1 - thr0)) times"
 
 # ---- pause freezes every thread, resume thaws ------------------------------------------------
-session busy half Paused
+session_of busy half Paused
 "$FORKLET" wait busy --for=Paused --timeout=60 || fail "busy not Paused"
 [ "$(cat $CG/freezer/$PARENT/default.busy/freezer.state)" = FROZEN ] || fail "not FROZEN"
 u0=$(usage default.busy)
 sleep 2
 [ "$(usage default.busy)" = "$u0" ] || fail "a frozen session used CPU"
 echo "ok: pause -> FROZEN, no CPU for 2 s"
-session busy half Running
+session_of busy half Running
 "$FORKLET" wait busy --for=Running --timeout=60 || fail "busy not resumed"
 [ "$(cat $CG/freezer/$PARENT/default.busy/freezer.state)" = THAWED ] || fail "not THAWED"
 [ "$("$FORKLET" exec busy -- echo thawed)" = thawed ] || fail "exec after resume"
 echo "ok: resume -> THAWED"
 
 # ---- class change: CPU live, RAM at the next boot -----------------------------------------
-session busy small
+session_of busy small
 for _ in $(seq 40); do [ "$(cond busy ResourcesApplied)" = "True Applied" ] && break; sleep 0.25; done
 [ "$(cond busy ResourcesApplied)" = "True Applied" ] || fail "class small: $(cond busy ResourcesApplied)"
 [ "$(cat $CG/cpu/$PARENT/default.busy/cpu.cfs_quota_us)" = 100000 ] || fail "quota not live"
 [ "$(cat $CG/pids/$PARENT/default.busy/pids.max)" = 1024 ] || fail "pids.max not live"
-session busy bigger
+session_of busy bigger
 for _ in $(seq 40); do [ "$(cond busy ResourcesApplied)" = "False RestartRequired" ] && break; sleep 0.25; done
 [ "$(cond busy ResourcesApplied)" = "False RestartRequired" ] || fail "class bigger: $(cond busy ResourcesApplied)"
 [ "$(cat $CG/memory/$PARENT/default.busy/memory.limit_in_bytes)" = $(((256 + 128) << 20)) ] ||
@@ -211,7 +146,7 @@ for _ in $(seq 40); do [ "$(cond busy ResourcesApplied)" = "False RestartRequire
 echo "ok: class change: cpu/pids live, RAM -> RestartRequired"
 
 # ---- admission: the second session does not fit until the first is gone ---------------------
-session second small
+session_of second small
 for _ in $(seq 20); do [ "$(ready_reason second)" = InsufficientMemory ] && break; sleep 0.25; done
 [ "$(jget second '["status"]["phase"]')" = Pending ] || fail "second is not Pending"
 [ "$(ready_reason second)" = InsufficientMemory ] || fail "second: reason $(ready_reason second)"

@@ -59,7 +59,12 @@ fk_thaw() {
 
 fk_cleanup() {
         local p n pre
-        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+        # forkletd stops within 10 s (a hung one is killed: the test already failed)
+        if [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; then
+                for _ in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+                kill -9 "$DPID" 2>/dev/null
+                wait "$DPID" 2>/dev/null
+        fi
         fk_thaw
         for p in /proc/[0-9]*; do
                 # only a QEMU of this test (its command line names our run dir)

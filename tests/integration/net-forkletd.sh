@@ -8,19 +8,12 @@
 # two sessions with the same guest IP at once; port-forward on loopback only; teardown and
 # orphan cleanup. Nothing is routed through the host's interfaces.
 # Usage: net-forkletd.sh FORKLETD FORKLET (root; exit 77 when a prerequisite is missing)
-set -u
-
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
-IMG=${FORKLET_IMAGE_DIR:-}
-
-skip() {
-        echo "net-forkletd: SKIP: $*" >&2
-        exit 77
-}
-[ "$(id -u)" = 0 ] || skip "needs root"
-[ -n "$IMG" ] && [ -f "$IMG/vmlinuz" ] || skip "guest image missing in '$IMG'"
-for t in ip nft busybox unshare dnsmasq qemu-system-x86_64 ss; do
+FK_TAG=netd
+# (sourced again, same PID and T, by the copy that runs in its own network namespace below)
+. "$(dirname "$0")/fork-lib.sh"
+for t in ip nft busybox unshare dnsmasq ss; do
         command -v $t >/dev/null 2>&1 || skip "$t not installed (scripts/install-deps.sh)"
 done
 [ -c /dev/net/tun ] || skip "/dev/net/tun missing"
@@ -30,38 +23,18 @@ if [ -z "${NET_TEST_INNER:-}" ]; then
 fi
 
 P=$$
-T=/tmp/fk-netd-$P
 INET="fki$P-inet" # the fake internet
 PEER="fki$P-peer" # a bystander on the node's uplink, for the exposure check
 UP="i$P"          # the node's uplink interface (leads only into the fake internet)
-DPID=
 PIDS=()
 FAILS=0
 
-cleanup() {
-        local p f
-        [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-        for f in "$T"/run/sessions/*/vm.json; do
-                [ -f "$f" ] || continue
-                p=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$f")
-                [ -n "$p" ] && grep -qs "$T/run" "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
-        done
+fk_cleanup_extra() {
+        local p
         for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-        # the session networks this node made, then the test's own netns
-        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks \
-                >>"$T/forkletd.log" 2>&1
         ip netns del "$INET" 2>/dev/null
         ip netns del "$PEER" 2>/dev/null
-        rm -rf "$T"
-        # this node's cgroup parent (session cgroups a killed forkletd left first)
-        for _ in $(seq 40); do
-                rmdir /sys/fs/cgroup/*/fk-test-netd-$$/* /sys/fs/cgroup/*/fk-test-netd-$$ \
-                        /sys/fs/cgroup/fk-test-netd-$$/* /sys/fs/cgroup/fk-test-netd-$$ 2>/dev/null
-                ls -d /sys/fs/cgroup/*/fk-test-netd-$$ /sys/fs/cgroup/fk-test-netd-$$ >/dev/null 2>&1 || break
-                sleep 0.25
-        done
 }
-trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 ok() { echo "ok - $*"; }
@@ -69,14 +42,9 @@ bad() {
         echo "not ok - $*"
         FAILS=$((FAILS + 1))
 }
-die() {
-        echo "not ok - $*"
-        [ -f "$T/forkletd.log" ] && tail -n 40 "$T/forkletd.log"
-        exit 1
-}
 
 # --- the node netns (this one) and its fake internet ---------------------------------------
-mkdir -p "$T/state" "$T/run" "$T/manifests" "$T/www"
+mkdir -p "$T/www"
 echo forklet-ok >"$T/www/index.html"
 ip link set lo up
 ip netns add "$INET"
@@ -103,55 +71,15 @@ ip netns exec "$INET" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-re
 PIDS+=($!)
 sleep 0.5
 printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 2 203.0.113.20 80 | grep -q "200 OK" ||
-        die "control: the node reaches the fake internet's HTTP host"
+        fail "control: the node reaches the fake internet's HTTP host"
 busybox nslookup api.github.test 203.0.113.53 2>&1 | grep -q 203.0.113.10 ||
-        die "control: dnsmasq answers in the fake internet"
+        fail "control: dnsmasq answers in the fake internet"
 ok "fake internet up (HTTP on 203.0.113.10/.20 and 169.254.169.254, dnsmasq on .53)"
 
-cat >"$T/node.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: NodeConfig
-nodeName: nettest-$P
-stateDir: $T/state
-runDir: $T/run
-cgroupParent: fk-test-netd-$$
-accel: ${FORKLET_TEST_ACCEL:-tcg}
-manifestDir: $T/manifests
-api: {socket: $T/run/api.sock}
-network: {uplinkPool: 198.18.0.0/16, uplinkInterface: "$UP", dns: [203.0.113.53]}
-sizeClasses:
-  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}
-images:
-  - {name: minimal, dir: $IMG}
-EOF
-export FORKLET_SOCKET=$T/run/api.sock
-
-start_daemon() {
-        "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
-        DPID=$!
-        for _ in $(seq 100); do
-                "$FORKLET" get sessions >/dev/null 2>&1 && return 0
-                kill -0 "$DPID" 2>/dev/null || die "forkletd exited at start"
-                sleep 0.1
-        done
-        die "forkletd did not answer within 10 s"
-}
-stop_daemon() {
-        kill "$DPID" && wait "$DPID"
-        DPID=
-}
-manifest() { # manifest NAME EGRESS-FLOW-LIST
-        cat >"$T/$1.yaml" <<EOF
-apiVersion: forklet.dev/v1alpha1
-kind: Session
-metadata: {name: $1}
-spec:
-  egress: $2
-  ports: [8080]
-EOF
-        "$FORKLET" apply -f "$T/$1.yaml" >/dev/null || die "apply $1 egress $2"
-}
-field() { "$FORKLET" get session "$1" -o json | sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" | head -n1; }
+fk_node_config "network: {uplinkPool: 198.18.0.0/16, uplinkInterface: \"$UP\", dns: [203.0.113.53]}" \
+        >"$T/node.yaml"
+manifest() { session "$1" "egress: $2" "ports: [8080]"; } # manifest NAME EGRESS-FLOW-LIST
+# fork-lib's gsh, bounded in time and with stderr
 gsh() { "$FORKLET" exec "$1" --timeout=60 -- sh -c "$2" 2>&1; }
 # A only: busybox nslookup gives up on the first error, and dnsmasq refuses AAAA here
 lookup() { gsh "$1" "busybox nslookup -type=a $2 10.0.2.3"; }
@@ -171,7 +99,7 @@ expect_not() {
 
 start_daemon
 manifest web "[api.github.test]"
-"$FORKLET" wait web --for=Running --timeout=300 >/dev/null || die "session web not Running"
+"$FORKLET" wait web --for=Running --timeout=300 >/dev/null || fail "session web not Running"
 pid=$(field web pid)
 netns=$(field web netns)
 [ -n "$netns" ] && ip netns list | grep -qw -- "$netns" && ok "status.network.netns $netns exists" ||
@@ -235,7 +163,7 @@ expect "no reboot across egress changes (same QEMU pid)" "^$pid\$" "$(field web 
 
 # --- two sessions, same guest IP, both reach an allowed host at once ----------------------------
 manifest web2 "[other.test]"
-"$FORKLET" wait web2 --for=Running --timeout=300 >/dev/null || die "session web2 not Running"
+"$FORKLET" wait web2 --for=Running --timeout=300 >/dev/null || fail "session web2 not Running"
 expect "second session has the same guest IP" 10.0.2.15 "$(field web2 guestIP)"
 # learned addresses live for their TTL (floor 30 s): the boot above outlasted web's, so both
 # resolve again right before connecting
@@ -250,10 +178,10 @@ expect "concurrent fetch from web" "200 OK" "$(cat "$T/a.out")"
 expect "concurrent fetch from web2" "200 OK" "$(cat "$T/b.out")"
 
 # --- two forks of one session: same guest IP and MAC, own netns, both reach an allowed host ------
-ck=$("$FORKLET" checkpoint create web2) || die "checkpoint create web2"
-forks=$("$FORKLET" fork web2 --from "$ck" --count 2) || die "fork web2"
+ck=$("$FORKLET" checkpoint create web2) || fail "checkpoint create web2"
+forks=$("$FORKLET" fork web2 --from "$ck" --count 2) || fail "fork web2"
 for f in $forks; do
-        "$FORKLET" wait "$f" --for=Running --timeout=300 >/dev/null || die "$f not Running"
+        "$FORKLET" wait "$f" --for=Running --timeout=300 >/dev/null || fail "$f not Running"
 done
 set -- $forks
 expect "fork $1 keeps the guest IP" 10.0.2.15 "$(gsh "$1" 'busybox ip -4 addr show')"

@@ -12,25 +12,18 @@
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 FRAMES=${3:?hostile-frames path}
+FK_TAG=hostile
 . "$(dirname "$0")/fork-lib.sh"
 command -v strace >/dev/null || skip "strace not installed"
 
 CANARY=/tmp/fk-hostile-canary-$$
 MARK=hostile-$$-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
 SPID=
-hostile_cleanup() {
+# (fk_cleanup stops forkletd first: one stuck on an exec in flight is killed after 10 s)
+fk_cleanup_extra() {
         [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
         rm -rf "$CANARY"
-        # forkletd waits for execs in flight when it stops: after a failure one may never end
-        if [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; then
-                for _ in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-                kill -9 "$DPID" 2>/dev/null
-                wait "$DPID" 2>/dev/null
-                DPID=
-        fi
-        fk_cleanup
 }
-trap hostile_cleanup EXIT
 
 canary_state() { (cd "$CANARY" && find . -printf '%p %s %T@ %C@ %m %u\n' | sort &&
         find . -type f -exec sha256sum {} + | sort); }

@@ -426,8 +426,27 @@ bool api_token_equal(const struct api_token *t, const char *given);
 int api_authenticate(struct MHD_Connection *c, bool tcp, const struct api_token *t, char *caller,
                      size_t size);
 struct sockaddr_in;
-/* "127.x.y.z:PORT" -> address; other hosts are refused (-EPERM). */
-int api_parse_listen(const char *listen, struct sockaddr_in *ret, struct fk_error *err);
+/* "A.B.C.D:PORT" -> address; without tls, addresses outside 127.0.0.0/8 are refused (-EPERM). */
+int api_parse_listen(const char *listen, bool tls, struct sockaddr_in *ret, struct fk_error *err);
+
+/* TLS of the TCP listener (api-tls.c). */
+#define API_TLS_PIN_MAX 64 /* "sha256//" + 44 base64 characters + NUL */
+struct api_tls {
+        bool on;
+        char *cert, *key, *client_ca; /* owned PEM text (client_ca NULL: no client certs) */
+        char pin[API_TLS_PIN_MAX];    /* the certificate's public-key pin */
+};
+/* Loads api.tlsCert/tlsKey/tlsClientCA (nothing when unset; ret->on false). The key file must
+ * be a regular file not readable by group or others (-EPERM naming api.tlsKey). */
+int api_tls_load(const struct node_config *cfg, struct api_tls *ret, struct fk_error *err);
+/* Frees the PEM texts (the key is wiped first); leaves t zeroed. */
+void api_tls_done(struct api_tls *t);
+struct MHD_OptionItem;
+/* Fills opts (max >= 5 entries) with MHD's TLS options, MHD_OPTION_END-terminated; returns
+ * how many (0 when TLS is off). The strings stay borrowed from t. */
+size_t api_tls_options(const struct api_tls *t, struct MHD_OptionItem *opts, size_t max);
+/* Mutual TLS: 0 when the client presented a certificate that api.tlsClientCA verifies. */
+int api_tls_check_client(struct MHD_Connection *c);
 
 /* A reply as sent (status, JSON text, X-Forklet-Apply), for Idempotency-Key replays and the
  * audit. api_reply_json notes every reply in the thread's active capture. */

@@ -553,6 +553,12 @@ int api_base64_decode(const char *text, void **ret, size_t *ret_size);
 /* Largest guest file the files route moves either way. */
 #define API_MAX_FILE (64u * 1024 * 1024)
 
+/* The public-key pin of a PEM certificate: "sha256//" + base64(SHA-256(SubjectPublicKeyInfo
+ * DER)), the form curl's CURLOPT_PINNEDPUBLICKEY takes (api-tls.c). out: >= 64 bytes. */
+int api_tls_public_key_pin(const char *cert_pem, char *out, size_t size, struct fk_error *err);
+/* The same for a certificate file (api.tlsCert). */
+int api_tls_pin_file(const char *cert_path, char *out, size_t size, struct fk_error *err);
+
 struct api_server;
 
 /* Listens on a unix socket at path (replacing a stale one, mode 0600) and serves the API

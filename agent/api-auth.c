@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* API authentication: the caller of a unix-socket request (SO_PEERCRED uid), and the bearer
- * token of the optional 127.0.0.1 TCP listener (loaded from api.tokenFile, >= 32 bytes,
+ * token of the optional TCP listener (loaded from api.tokenFile, >= 32 bytes,
  * compared in constant time). */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
@@ -105,7 +105,7 @@ int api_authenticate(struct MHD_Connection *c, bool tcp, const struct api_token 
         return 0;
 }
 
-int api_parse_listen(const char *listen, struct sockaddr_in *ret, struct fk_error *err)
+int api_parse_listen(const char *listen, bool tls, struct sockaddr_in *ret, struct fk_error *err)
 {
         char host[64];
         const char *colon = strrchr(listen, ':');
@@ -120,10 +120,10 @@ int api_parse_listen(const char *listen, struct sockaddr_in *ret, struct fk_erro
         *ret = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
         if (*end || port == 0 || port > 65535 || inet_pton(AF_INET, host, &ret->sin_addr) != 1)
                 return fk_error_set(err, -EINVAL, "api.listen \"%s\": want 127.0.0.1:PORT", listen);
-        if ((ntohl(ret->sin_addr.s_addr) >> 24) != 127)
+        if (!tls && (ntohl(ret->sin_addr.s_addr) >> 24) != 127)
                 return fk_error_set(err, -EPERM,
                                     "api.listen \"%s\": only loopback addresses (127.0.0.0/8) "
-                                    "are allowed",
+                                    "are allowed without TLS (set api.tlsCert and api.tlsKey)",
                                     listen);
         return 0;
 }

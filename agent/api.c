@@ -39,6 +39,7 @@ struct api_server {
         char *path; /* owned */
         struct api_listener unix_l, tcp_l;
         struct api_token token;
+        struct api_tls tls;    /* of the TCP listener */
         struct api_idem *idem; /* owned */
         atomic_bool stopping;
 };
@@ -379,7 +380,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 api_route_parse(url, &req->route);
                 *con_cls = req;
                 /* Refuse before reading any body. */
-                if (api_authenticate(c, l->tcp, &s->token, req->caller, sizeof(req->caller)) < 0) {
+                if (api_authenticate(c, l->tcp, &s->token, req->caller, sizeof(req->caller)) < 0 ||
+                    (l->tcp && s->tls.client_ca && api_tls_check_client(c) < 0)) {
                         /* Refused attempts are audited whatever the method. */
                         snprintf(req->caller, sizeof(req->caller), "tcp:unauthenticated");
                         audit_request(c, s, req, &(struct api_capture){.status = 401}, MHD_YES);
@@ -449,7 +451,13 @@ static struct MHD_Daemon *start_mhd(struct api_listener *l, int fd, const struct
 {
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_ALLOW_UPGRADE; /* port-forward relays */
+        struct MHD_OptionItem tls[6];
 
+        /* TCP with api.tlsCert: HTTPS only (GnuTLS); plain HTTP there fails the handshake. */
+        if (fd < 0 && api_tls_options(&l->s->tls, tls, ARRAY_SIZE(tls)) > 0)
+                flags |= MHD_USE_TLS;
+        else
+                tls[0] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
         /* poll(), not select(): forkletd holds several fds per session, often past 1024. */
         if (fd >= 0)
                 return MHD_start_daemon(flags, 0, NULL, NULL, on_request, l,
@@ -458,15 +466,15 @@ static struct MHD_Daemon *start_mhd(struct api_listener *l, int fd, const struct
                                         MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                         (size_t)API_CONNECTION_MEMORY, MHD_OPTION_CONNECTION_LIMIT,
                                         (unsigned)API_CONNECTION_LIMIT, MHD_OPTION_END);
-        return MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_SOCK_ADDR, sa,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l->s,
-                                MHD_OPTION_CONNECTION_TIMEOUT, 0u,
-                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONNECTION_MEMORY,
-                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTION_LIMIT,
-                                MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        return MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, l, MHD_OPTION_SOCK_ADDR, sa,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l->s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONNECTION_MEMORY,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTION_LIMIT,
+                MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
-/* The optional TCP listener: loopback only, and only with a valid token. */
+/* The optional TCP listener: only with a valid token; beyond loopback only with TLS. */
 static int start_tcp(struct api_server *s, struct fk_error *err)
 {
         struct sockaddr_in sa;
@@ -481,7 +489,10 @@ static int start_tcp(struct api_server *s, struct fk_error *err)
         r = api_token_load(s->cfg->api_token_file, &s->token, err);
         if (r < 0)
                 return r;
-        r = api_parse_listen(s->cfg->api_listen, &sa, err);
+        r = api_tls_load(s->cfg, &s->tls, err);
+        if (r < 0)
+                return r;
+        r = api_parse_listen(s->cfg->api_listen, s->tls.on, &sa, err);
         if (r < 0)
                 return r;
         s->tcp_l = (struct api_listener){.s = s, .tcp = true};
@@ -507,6 +518,7 @@ static struct api_server *server_free(struct api_server *s)
         }
         api_idem_free(s->idem);
         explicit_bzero(&s->token, sizeof(s->token));
+        api_tls_done(&s->tls);
         free(s->path);
         free(s);
         return NULL;

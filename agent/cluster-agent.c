@@ -38,6 +38,8 @@ static int publish_status(struct cluster_agent *a, struct fk_error *err)
         json_t *j;
 
         agent_daemon_node_report(a->d, &rep);
+        rep.api_pin = a->api_pin[0] ? a->api_pin : NULL;
+        rep.host_id = a->host_id[0] ? a->host_id : NULL;
         j = cluster_node_status_json(a->cfg, &rep, fk_now_real_ns());
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
@@ -154,6 +156,12 @@ int cluster_agent_start(struct agent_daemon *d, const struct node_config *cfg,
         a->node = cfg->node_name;
         a->need_list = true;
         defaults(&a->o, opts);
+        if (cluster_host_id(a->host_id) < 0)
+                a->host_id[0] = '\0';
+        /* The pin of the certificate the TLS listener serves (read at start, as the API did). */
+        if (cfg->api_url && cfg->api_tls_cert &&
+            api_tls_pin_file(cfg->api_tls_cert, a->api_pin, sizeof(a->api_pin), &err) < 0)
+                log_warning("cluster: api.tlsCert: %s (no pinnedPublicKey published)", err.msg);
         pthread_mutex_init(&a->lock, NULL);
         a->quit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -111,15 +111,21 @@ static json_t *usage_json(const struct cluster_node_report *rep)
                          (int)rep->local.used.vcpus);
 }
 
+static json_t *api_json(const struct node_config *cfg, const struct cluster_node_report *rep)
+{
+        return json_pack("{s:s, s:s?, s:s*, s:s*, s:s*}", "socket", cfg->api_socket, "listen",
+                         cfg->api_listen, "url", cfg->api_url, "pinnedPublicKey",
+                         cfg->api_url ? rep->api_pin : NULL, "hostID", rep->host_id);
+}
+
 json_t *cluster_node_status_json(const struct node_config *cfg,
                                  const struct cluster_node_report *rep, uint64_t now_real_ns)
 {
         char now[64];
 
         fk_format_rfc3339(now_real_ns, now, sizeof(now));
-        return json_pack("{s:s, s:o, s:{s:s, s:s?}, s:o, s:o, s:o, s:s}", "nodeName",
-                         cfg->node_name, "labels", labels_json(cfg), "api", "socket",
-                         cfg->api_socket, "listen", cfg->api_listen, "capacity",
+        return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:s}", "nodeName", cfg->node_name,
+                         "labels", labels_json(cfg), "api", api_json(cfg, rep), "capacity",
                          capacity_json(cfg, rep), "allocatable", allocatable_json(cfg, &rep->all),
                          "usage", usage_json(rep), "heartbeatTime", now);
 }

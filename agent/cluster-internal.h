@@ -30,10 +30,12 @@ struct cluster_agent {
         const struct node_config *cfg; /* borrowed */
         struct cluster_agent_options o;
         struct etcd_client *etcd;
-        const char *prefix; /* borrowed from cfg */
-        const char *node;   /* borrowed from cfg */
-        int quit_fd;        /* eventfd, readable once stopping (never drained) */
-        int wake_fd;        /* eventfd, wakes the sync thread */
+        const char *prefix;                 /* borrowed from cfg */
+        const char *node;                   /* borrowed from cfg */
+        char api_pin[64];                   /* api.tlsCert's public-key pin, "" without TLS */
+        char host_id[CLUSTER_HOST_ID_SIZE]; /* "" when unknown */
+        int quit_fd;                        /* eventfd, readable once stopping (never drained) */
+        int wake_fd;                        /* eventfd, wakes the sync thread */
         pthread_t lease_thread, sync_thread;
         bool lease_started, sync_started;
         /* sync state, under lock */

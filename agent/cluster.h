@@ -65,7 +65,15 @@ struct cluster_node_report {
         struct agent_capacity all;        /* allocatable; used by every admitted session */
         struct agent_capacity local;      /* used by admitted sessions not from the cluster */
         struct cluster_usage use;
+        /* published under api (each NULL: left out); borrowed */
+        const char *api_pin; /* "sha256//..." of api.tlsCert's public key */
+        const char *host_id; /* cluster_host_id() */
 };
+
+#define CLUSTER_HOST_ID_SIZE 33 /* 32 hex digits + NUL */
+/* This host's id as nodes publish it in api.hostID (agent/cluster-host.c): the first 32 hex
+ * digits of a SHA-256 over /etc/machine-id (else the hostname). 0 or -errno. */
+int cluster_host_id(char out[CLUSTER_HOST_ID_SIZE]);
 
 /* The node status document (new reference, NULL on ENOMEM): nodeName, labels, api, capacity
  * (allocatable totals and admission's parameters; per size class its charge and how many fit

@@ -118,6 +118,10 @@ int manifest_resolve_path(const char *base_dir, const char *p, char **ret);
  * node_config_finish). */
 int node_config_init_defaults(struct node_config *c);
 int node_config_finish(struct node_config *c);
+/* The api section's rules across fields (manifest-node-api.c): TLS for a non-loopback listen,
+ * a token for any listen, cert and key together, api.url; fills the default api.url. api is
+ * the api map (for positions). Reports into c. */
+void node_config_check_api(struct mctx *c, const struct mnode *api, struct node_config *cfg);
 /* Checks apiVersion and kind of a document root (reports problems). */
 /* A string-to-string map at n: label rules (is_env false) or environment names (true). */
 void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,

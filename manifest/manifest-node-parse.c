@@ -18,7 +18,8 @@ static const char *const top_fields[] = {"apiVersion", "kind",         "nodeName
                                          "network",    "cgroupParent", "sizeClasses", "images",
                                          "capacity",   "controlPlane", "labels",      "jail",
                                          "secrets",    "hardening",    NULL};
-static const char *const api_fields[] = {"socket", "listen", "tokenFile", NULL};
+static const char *const api_fields[] = {"socket", "listen", "tokenFile",   "tlsCert",
+                                         "tlsKey", "url",    "tlsClientCA", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
                                            "pids", "ioWeight", NULL};
@@ -143,9 +144,15 @@ static void decode_api(struct nctx *n, const struct mnode *v)
                 return;
         decode_path(n, v, "api", "socket", &n->cfg->api_socket);
         decode_path(n, v, "api", "tokenFile", &n->cfg->api_token_file);
+        decode_path(n, v, "api", "tlsCert", &n->cfg->api_tls_cert);
+        decode_path(n, v, "api", "tlsKey", &n->cfg->api_tls_key);
+        decode_path(n, v, "api", "tlsClientCA", &n->cfg->api_tls_client_ca);
         s = opt_string(n->c, v, "api", "listen", &l);
-        if (s && check_addr(n->c, l, "api.listen", s, true, 0, false))
+        if (s && check_addr(n->c, l, "api.listen", s, true, AF_INET, false))
                 mstrdup(n->c, s, &n->cfg->api_listen);
+        s = opt_string(n->c, v, "api", "url", &l);
+        if (s)
+                mstrdup(n->c, s, &n->cfg->api_url);
 }
 
 static void decode_network(struct nctx *n, const struct mnode *v)
@@ -487,6 +494,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 decode_hardening(n, v);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
+        if ((v = opt(root, "api"))) /* after controlPlane: api.url depends on it */
+                node_config_check_api(n->c, v, n->cfg);
 }
 
 static int parse_docs(struct nctx *n, const char *buf, size_t size)

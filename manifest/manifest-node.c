@@ -23,6 +23,10 @@ struct node_config *node_config_free(struct node_config *c)
         free(c->api_socket);
         free(c->api_listen);
         free(c->api_token_file);
+        free(c->api_tls_cert);
+        free(c->api_tls_key);
+        free(c->api_tls_client_ca);
+        free(c->api_url);
         free(c->uplink_pool);
         free(c->uplink_interface);
         fk_strv_free(c->dns);

@@ -132,10 +132,17 @@ struct node_config {
         char *state_dir; /* owned, absolute; default /var/lib/forklet */
         char *run_dir;   /* owned, absolute; default /run/forklet */
         enum accel_mode accel;
-        char *manifest_dir;     /* owned, absolute; default /etc/forklet/sessions */
-        char *api_socket;       /* owned, absolute; default <runDir>/api.sock */
-        char *api_listen;       /* owned or NULL: optional 127.0.0.1:PORT TCP listener */
-        char *api_token_file;   /* owned or NULL */
+        char *manifest_dir;      /* owned, absolute; default /etc/forklet/sessions */
+        char *api_socket;        /* owned, absolute; default <runDir>/api.sock */
+        char *api_listen;        /* owned or NULL: optional IPv4:PORT TCP listener (loopback, or
+                                  * any address with api.tlsCert/tlsKey) */
+        char *api_token_file;    /* owned or NULL; required with api_listen */
+        char *api_tls_cert;      /* owned or NULL: PEM server certificate (chain) of the listener */
+        char *api_tls_key;       /* owned or NULL: PEM private key (mode 0600 or stricter) */
+        char *api_tls_client_ca; /* owned or NULL: PEM CA; set: clients must present a cert */
+        /* owned or NULL: the https URL other hosts reach the listener at (published in the node
+         * status); default "https://" + api.listen when TLS is on and listen is not 0.0.0.0 */
+        char *api_url;
         char *uplink_pool;      /* owned CIDR, default 198.18.0.0/16 */
         char *uplink_interface; /* owned, "" = no NAT out */
         char **dns;             /* owned strv, may be empty */

@@ -8,11 +8,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 PKGS="build-essential cmake pkg-config git clang clang-format clang-tidy libclang-rt-14-dev
- libyaml-dev libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev
+ libyaml-dev libjansson-dev libmicrohttpd-dev libgnutls28-dev libcmocka-dev libcurl4-openssl-dev
  libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
  qemu-system-x86 qemu-utils e2fsprogs busybox-static cpio gzip xz-utils zstd kmod
  iproute2 nftables procps psmisc util-linux etcd-server etcd-client jq strace
- prometheus curl dnsmasq-base debootstrap acl"
+ prometheus curl dnsmasq-base debootstrap acl openssl"
 missing=""
 for p in $PKGS; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -31,3 +31,5 @@ fk_forkletd_test(jail-kvm TIMEOUT 600)
 add_executable(hostile-frames integration/hostile-frames.c)
 target_link_libraries(hostile-frames PRIVATE fk_vmm)
 fk_forkletd_test(agent-hostile TIMEOUT 1200 ARGS $<TARGET_FILE:hostile-frames>)
+# The TLS listener and cross-host routing (netns, TEST-NET-1, openssl certs, etcd; no VMs).
+fk_forkletd_test(api-tls TIMEOUT 300)

@@ -88,7 +88,15 @@ int cli_parse_global(int argc, char **argv, const char *env_socket, struct cli *
                     (r = opt_value(argc, argv, &i, "--namespace", "-n", &c.namespace, err)) != 0 ||
                     (r = opt_value(argc, argv, &i, "--etcd", NULL, &c.etcd, err)) != 0 ||
                     (r = opt_value(argc, argv, &i, "--etcd-prefix", NULL, &c.etcd_prefix, err)) !=
-                            0) {
+                            0 ||
+                    (r = opt_value(argc, argv, &i, "--server", NULL, &c.server, err)) != 0 ||
+                    (r = opt_value(argc, argv, &i, "--token-file", NULL, &c.token_file, err)) !=
+                            0 ||
+                    (r = opt_value(argc, argv, &i, "--ca", NULL, &c.ca, err)) != 0 ||
+                    (r = opt_value(argc, argv, &i, "--pinned-public-key", NULL, &c.pin, err)) !=
+                            0 ||
+                    (r = opt_value(argc, argv, &i, "--cert", NULL, &c.cert, err)) != 0 ||
+                    (r = opt_value(argc, argv, &i, "--key", NULL, &c.key, err)) != 0) {
                         if (r < 0)
                                 return r;
                         continue;

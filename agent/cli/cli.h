@@ -27,7 +27,29 @@ struct cli {
         /* cluster mode (agent/cli/cluster*.c): --etcd URL[,URL] or $FORKLET_ETCD; NULL: off */
         const char *etcd;
         const char *etcd_prefix; /* --etcd-prefix, $FORKLET_ETCD_PREFIX, default /forklet */
+        /* forkletd's TCP listener instead of the socket (agent/cli/remote.c): --server URL or
+         * $FORKLET_SERVER (https://HOST:PORT); NULL: the unix socket. Cluster mode sets it to
+         * the node's published api.url when the node's socket is not reachable here. */
+        const char *server;
+        const char *token_file; /* --token-file, $FORKLET_TOKEN_FILE: the bearer token */
+        const char *ca;         /* --ca, $FORKLET_CA: PEM CA that signed the server cert */
+        /* --pinned-public-key "sha256//BASE64" (cluster mode: the node's published one) */
+        const char *pin;
+        const char *cert, *key; /* --cert/--key, $FORKLET_CERT/KEY: client cert (mutual TLS) */
 };
+
+typedef void CURL; /* libcurl */
+struct curl_slist;
+/* Points h at path on c's target: the unix socket, or c->server over TLS with the bearer token
+ * from c->token_file (appended to *hdr) and the server verified by c->ca, else c->pin, else
+ * the system CA store. errbuf (CURL_ERROR_SIZE) receives curl's detail. */
+int cli_transport_setup(const struct cli *c, CURL *h, const char *path, struct curl_slist **hdr,
+                        char *errbuf, struct fk_error *err);
+/* Where requests go, for messages: the socket path or the server URL. */
+const char *cli_target(const struct cli *c);
+/* Fills the TLS options left NULL from $FORKLET_SERVER, $FORKLET_TOKEN_FILE, $FORKLET_CA,
+ * $FORKLET_CERT, $FORKLET_KEY. */
+void cli_global_env(struct cli *c);
 
 struct cli_command {
         const char *name;

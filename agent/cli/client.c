@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The CLI's HTTP client: libcurl over forkletd's unix socket (CURLOPT_UNIX_SOCKET_PATH), whole
+/* The CLI's HTTP client: libcurl over forkletd's unix socket or HTTPS (remote.c), whole
  * replies or a line-by-line stream (exec), and printing of the API's error replies. */
 #include "agent/cli/cli.h"
 #include "common/cleanup.h"
@@ -108,18 +108,25 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
 static int perform(const struct cli *c, const char *method, const char *path, const void *body,
                    size_t body_size, bool raw, struct sink *s, struct fk_error *err)
 {
-        cleanup_free char *url = NULL;
-        struct curl_slist *hdr = NULL;
+        char errbuf[CURL_ERROR_SIZE];
+        struct curl_slist *hdr = NULL, *l;
         CURLcode cc;
         CURL *h;
+        int r;
 
-        if (fk_asprintf(&url, "http://localhost%s", path) < 0 || !(h = curl_easy_init()))
+        if (!(h = curl_easy_init()))
                 return fk_error_set(err, -ENOMEM, "out of memory");
         s->curl = h;
-        hdr = curl_slist_append(hdr, raw ? "Content-Type: application/octet-stream"
-                                         : "Content-Type: application/json");
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket);
-        curl_easy_setopt(h, CURLOPT_URL, url);
+        l = curl_slist_append(hdr, raw ? "Content-Type: application/octet-stream"
+                                       : "Content-Type: application/json");
+        r = l ? cli_transport_setup(c, h, path, &l, errbuf, err)
+              : fk_error_set(err, -ENOMEM, "out of memory");
+        hdr = l;
+        if (r < 0) {
+                curl_easy_cleanup(h);
+                curl_slist_free_all(hdr);
+                return r;
+        }
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -134,15 +141,17 @@ static int perform(const struct cli *c, const char *method, const char *path, co
         cc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
         curl_easy_cleanup(h);
-        curl_slist_free_all(hdr);
+        curl_slist_free_all(hdr); /* holds the bearer token: gone with the request */
         if (s->error)
                 return fk_error_set(err, s->error < 0 ? s->error : -EIO, "%s %s: %s", method, path,
                                     s->error < 0 ? strerror(-s->error) : "aborted");
         if (cc != CURLE_OK)
                 return fk_error_set(err, -ECONNREFUSED,
-                                    "cannot reach forkletd at %s: %s (is it running? --socket "
-                                    "or FORKLET_SOCKET selects the socket)",
-                                    c->socket, curl_easy_strerror(cc));
+                                    "cannot reach forkletd at %s: %s (is it running? %s)",
+                                    cli_target(c), errbuf[0] ? errbuf : curl_easy_strerror(cc),
+                                    c->server ? "--server, --ca and --token-file select the "
+                                                "server and its credentials"
+                                              : "--socket or FORKLET_SOCKET selects the socket");
         s->resp->status = s->status;
         return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet --etcd: the cluster-mode dispatcher. apply/get/delete/wait go to etcd; node-local
- * verbs (exec, logs, describe, and later checkpoint/fork/port-forward) are routed to the API
- * socket that the node running the named session publishes in its status. */
+ * verbs (exec, logs, describe, checkpoint, fork, ...) are routed to the node running the named
+ * session: its API socket when that node is this host, else its published https api.url. */
 #include "agent/cli/cluster-internal.h"
 #include "agent/cluster.h"
 #include "agent/etcd/etcd.h"
@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 int cli_cluster_open(const struct cli *c, struct cli_cluster *ret)
 {
@@ -141,13 +143,61 @@ int cli_cluster_nodes(struct cli_cluster *k, json_t **ret, struct fk_error *err)
         return 0;
 }
 
-/* The API socket of the node running session ns/name. */
-static int route(struct cli_cluster *k, const char *name, char **ret, struct fk_error *err)
+struct route {
+        char *socket, *url, *pin; /* owned; socket or url set */
+};
+
+static void route_done(struct route *r)
 {
-        cleanup_free char *key = NULL, *nkey = NULL;
+        free(r->socket);
+        free(r->url);
+        free(r->pin);
+        *r = (struct route){0};
+}
+
+/* True when a unix socket at path accepts a connection from here. */
+static bool socket_reachable(const char *path)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        cleanup_close int fd = -1;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return false;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+}
+
+/* From a node's published api: its socket when the node is this host (api.hostID, or no
+ * hostID from an older forkletd) and the socket answers here; else its https api.url. */
+static int pick(const char *node, const json_t *api, struct route *ret, struct fk_error *err)
+{
+        const char *sock = json_string_value(json_object_get(api, "socket"));
+        const char *url = json_string_value(json_object_get(api, "url"));
+        const char *pin = json_string_value(json_object_get(api, "pinnedPublicKey"));
+        const char *host = json_string_value(json_object_get(api, "hostID"));
+        char me[CLUSTER_HOST_ID_SIZE] = "";
+
+        (void)cluster_host_id(me);
+        if (sock && (!host || strcmp(host, me) == 0) && socket_reachable(sock))
+                return (ret->socket = strdup(sock)) ? 0 : -ENOMEM;
+        if (!url)
+                return fk_error_set(err, -EHOSTUNREACH,
+                                    "node %s publishes no api.url and its socket %s is not "
+                                    "reachable from here (give the node api.listen, api.tlsCert "
+                                    "and api.tlsKey, or run forklet on that host)",
+                                    node, sock ? sock : "(none)");
+        if (!(ret->url = strdup(url)) || (pin && !(ret->pin = strdup(pin))))
+                return -ENOMEM;
+        return 0;
+}
+
+/* Where to reach the node running session ns/name. */
+static int route(struct cli_cluster *k, const char *name, struct route *ret, struct fk_error *err)
+{
+        cleanup_free char *key = NULL, *nkey = NULL, *node = NULL;
         struct etcd_kvs *kvs = NULL;
         json_t *j = NULL;
-        const char *sock;
         int r;
 
         if (cluster_session_key(k->prefix, k->ns, name, "node", &key) < 0)
@@ -156,7 +206,8 @@ static int route(struct cli_cluster *k, const char *name, char **ret, struct fk_
         if (r >= 0 && kvs->n == 0)
                 r = fk_error_set(err, -ENOENT, "session %s/%s is not placed on a node (yet)", k->ns,
                                  name);
-        if (r >= 0 && cluster_node_key(k->prefix, kvs->kvs[0].value, "status", &nkey) < 0)
+        if (r >= 0 && (!(node = strdup(kvs->kvs[0].value)) ||
+                       cluster_node_key(k->prefix, node, "status", &nkey) < 0))
                 r = -ENOMEM;
         etcd_kvs_free(kvs);
         kvs = NULL;
@@ -164,27 +215,37 @@ static int route(struct cli_cluster *k, const char *name, char **ret, struct fk_
                 r = etcd_range(k->etcd, nkey, NULL, 0, &kvs, NULL, err);
         if (r >= 0 && kvs->n == 1)
                 j = json_loads(kvs->kvs[0].value, 0, NULL);
-        sock = json_string_value(json_object_get(json_object_get(j, "api"), "socket"));
-        if (r >= 0 && !sock)
-                r = fk_error_set(err, -ENOENT, "the node of %s/%s publishes no API socket", k->ns,
-                                 name);
-        if (r >= 0 && !(*ret = strdup(sock)))
-                r = -ENOMEM;
+        if (r >= 0 && !json_is_object(json_object_get(j, "api")))
+                r = fk_error_set(err, -EHOSTUNREACH, "the node %s of %s/%s publishes no API", node,
+                                 k->ns, name);
+        if (r >= 0)
+                r = pick(node, json_object_get(j, "api"), ret, err);
         json_decref(j);
         etcd_kvs_free(kvs);
+        if (r < 0)
+                route_done(ret);
         return r;
 }
 
-/* The first positional argument after the verb that names a placed session; NULL if none. */
-static const char *session_arg(struct cli_cluster *k, int argc, char **argv, char **ret_socket)
+/* The first positional argument after the verb that names a placed session; NULL if none
+ * (a placed session whose node cannot be reached is reported here). */
+static const char *session_arg(struct cli_cluster *k, int argc, char **argv, struct route *ret,
+                               bool *reported)
 {
         for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
                 struct fk_error err = {0};
+                int r;
 
                 if (argv[i][0] == '-')
                         continue;
-                if (route(k, argv[i], ret_socket, &err) >= 0)
+                r = route(k, argv[i], ret, &err);
+                if (r >= 0)
                         return argv[i];
+                if (r == -EHOSTUNREACH) {
+                        fprintf(stderr, "forklet %s: %s\n", argv[0], err.msg);
+                        *reported = true;
+                        return NULL;
+                }
         }
         return NULL;
 }
@@ -200,9 +261,10 @@ int cli_cluster_run(const struct cli *c, const struct cli_command *cmd, int argc
                 {"delete", cli_cluster_delete},
                 {"wait", cli_cluster_wait},
         };
-        cleanup_free char *sock = NULL;
+        _cleanup_(route_done) struct route rt = {0};
         struct cli_cluster k;
         struct cli c2 = *c;
+        bool reported = false;
         int ret;
 
         if (strcmp(cmd->name, "validate") == 0)
@@ -215,16 +277,21 @@ int cli_cluster_run(const struct cli *c, const struct cli_command *cmd, int argc
                         cli_cluster_close(&k);
                         return ret;
                 }
-        if (!session_arg(&k, argc, argv, &sock)) {
+        if (!session_arg(&k, argc, argv, &rt, &reported)) {
+                cli_cluster_close(&k);
+                if (reported)
+                        return CLI_EXIT_FAILURE;
                 fprintf(stderr,
                         "forklet %s: cluster mode: no placed session named in the arguments "
                         "(namespace %s)\n",
                         cmd->name, k.ns);
-                cli_cluster_close(&k);
                 return CLI_EXIT_FAILURE;
         }
         cli_cluster_close(&k);
-        c2.socket = sock;
         c2.etcd = NULL;
+        c2.socket = rt.socket ? rt.socket : c->socket;
+        c2.server = rt.url; /* NULL: the socket */
+        if (rt.url && !c->pin)
+                c2.pin = rt.pin; /* the node's published key, unless --pinned-public-key */
         return cmd->run(&c2, argc, argv);
 }

@@ -20,6 +20,13 @@ static void usage(FILE *f)
                 "  --etcd URL[,URL]    cluster mode: talk to etcd (default $FORKLET_ETCD)\n"
                 "  --etcd-prefix P     cluster key prefix (default $FORKLET_ETCD_PREFIX or "
                 "/forklet)\n"
+                "  --server URL        forkletd's TLS listener, https://HOST:PORT, instead of\n"
+                "                      the socket (default $FORKLET_SERVER)\n"
+                "  --token-file FILE   bearer token for --server (default $FORKLET_TOKEN_FILE)\n"
+                "  --ca FILE           PEM CA that signed the server's certificate (default\n"
+                "                      $FORKLET_CA; else a pin or the system CA store)\n"
+                "  --pinned-public-key sha256//BASE64  accept only this server key\n"
+                "  --cert FILE --key FILE  client certificate for mutual TLS ($FORKLET_CERT/KEY)\n"
                 "  -h, --help          this text;  --version  the version\n"
                 "\nExit status: 0 success, 1 failure (error printed; for audit verify: the\n"
                 "chain is broken), 2 usage error;\n"
@@ -64,6 +71,7 @@ int main(int argc, char **argv)
                 c.etcd = getenv("FORKLET_ETCD");
         if (!c.etcd_prefix)
                 c.etcd_prefix = getenv("FORKLET_ETCD_PREFIX");
+        cli_global_env(&c);
         if (c.etcd && *c.etcd)
                 r = cli_cluster_run(&c, cmd, argc - verb, argv + verb);
         else

@@ -269,6 +269,13 @@ int cli_portforward(const struct cli *c, int argc, char **argv)
                 fprintf(stderr, "forklet %s\n", err.msg);
                 return CLI_EXIT_USAGE;
         }
+        if (c->server) {
+                fprintf(stderr,
+                        "forklet port-forward: needs the node's API socket; it does not "
+                        "run over the TCP listener (%s) yet\n",
+                        c->server);
+                return CLI_EXIT_FAILURE;
+        }
         if (fk_asprintf(&suffix, "/portforward?port=%u", a.remote) < 0 ||
             cli_session_path(c, a.name, suffix, &path) < 0)
                 return CLI_EXIT_FAILURE;

@@ -236,12 +236,12 @@ static void test_listen(void **state)
         struct sockaddr_in sa;
 
         (void)state;
-        assert_int_equal(api_parse_listen("127.0.0.1:8080", &sa, &err), 0);
+        assert_int_equal(api_parse_listen("127.0.0.1:8080", false, &sa, &err), 0);
         assert_int_equal(ntohs(sa.sin_port), 8080);
-        assert_int_equal(api_parse_listen("0.0.0.0:8080", &sa, &err), -EPERM);
-        assert_int_equal(api_parse_listen("10.0.0.1:80", &sa, &err), -EPERM);
-        assert_int_equal(api_parse_listen("127.0.0.1", &sa, &err), -EINVAL);
-        assert_int_equal(api_parse_listen("127.0.0.1:99999", &sa, &err), -EINVAL);
+        assert_int_equal(api_parse_listen("0.0.0.0:8080", false, &sa, &err), -EPERM);
+        assert_int_equal(api_parse_listen("10.0.0.1:80", false, &sa, &err), -EPERM);
+        assert_int_equal(api_parse_listen("127.0.0.1", false, &sa, &err), -EINVAL);
+        assert_int_equal(api_parse_listen("127.0.0.1:99999", false, &sa, &err), -EINVAL);
 }
 
 static void test_idem(void **state)

@@ -150,6 +150,7 @@ static void usage_of(struct agent_daemon *d, struct cluster_usage *ret)
 
 void agent_daemon_node_report(struct agent_daemon *d, struct cluster_node_report *ret)
 {
+        *ret = (struct cluster_node_report){0}; /* api_pin, host_id: the cluster agent's */
         pthread_mutex_lock(&d->lock);
         ret->node = d->node;
         agent_daemon_capacity(d, &ret->all);

@@ -299,13 +299,88 @@ static void test_node_hardening(void **state)
                        2);
 }
 
+/* api: a non-loopback listen only with TLS, a token for any listen, cert and key together,
+ * api.url (https, no path; derived from a specific listen address). */
+static void test_node_api_tls(void **state)
+{
+        const char *ok = NHDR "api: {listen: \"192.0.2.10:7443\", tokenFile: t, tlsCert: c.pem, "
+                              "tlsKey: k.pem, tlsClientCA: ca.pem}\n";
+        const char *url = NHDR "api: {listen: \"0.0.0.0:7443\", tokenFile: t, tlsCert: c.pem, "
+                               "tlsKey: k.pem, url: \"https://node-a.example:7443\"}\n"
+                               "controlPlane: {etcd: [\"http://127.0.0.1:2379\"]}\n";
+        const char *plain = NHDR "api: {listen: \"127.0.0.1:7443\", tokenFile: t}\n";
+        const char *bad = NHDR "api: {listen: \"192.0.2.10:7443\"}\n";
+        const char *bad2 = NHDR "api: {tlsCert: c.pem, url: \"http://x:1/p\"}\n";
+        const char *bad3 = NHDR "api: {listen: \"0.0.0.0:7443\", tokenFile: t, tlsKey: k.pem, "
+                                "tlsCert: c.pem}\ncontrolPlane: {etcd: [\"http://127.0.0.1:1\"]}\n";
+        const char *bad4 = NHDR "api: {listen: \"[::1]:7443\", tokenFile: t, tlsClientCA: ca}\n";
+        struct node_config *c = NULL;
+        struct manifest_diag d = {0};
+
+        (void)state;
+        assert_int_equal(node_config_parse(ok, strlen(ok), "/etc/forklet/n.yaml", &c, &d), 0);
+        assert_string_equal(c->api_tls_cert, "/etc/forklet/c.pem");
+        assert_string_equal(c->api_tls_key, "/etc/forklet/k.pem");
+        assert_string_equal(c->api_tls_client_ca, "/etc/forklet/ca.pem");
+        assert_string_equal(c->api_url, "https://192.0.2.10:7443");
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(url, strlen(url), "/n.yaml", &c, &d), 0);
+        assert_string_equal(c->api_url, "https://node-a.example:7443");
+        c = node_config_free(c);
+        /* loopback without TLS: as before, and nothing to publish */
+        assert_int_equal(node_config_parse(plain, strlen(plain), "/n.yaml", &c, &d), 0);
+        assert_null(c->api_url);
+        assert_null(c->api_tls_cert);
+        c = node_config_free(c);
+
+        assert_int_equal(node_config_parse(bad, strlen(bad), "n.yaml", &c, &d), -EINVAL);
+        assert_diag(&d,
+                    (const char *const[]){
+                            ("n.yaml:3:15: api.tokenFile: required with api.listen: every TCP "
+                             "request must carry \"Authorization: Bearer TOKEN\" (a file of mode "
+                             "0600 holding at least 32 bytes)"),
+                            ("n.yaml:3:15: api.listen: \"192.0.2.10:7443\" is not a loopback "
+                             "address: serving the API beyond this host needs TLS: set "
+                             "api.tlsCert and api.tlsKey (PEM files) or listen on 127.0.0.1"),
+                    },
+                    2);
+        assert_int_equal(node_config_parse(bad2, strlen(bad2), "n.yaml", &c, &d), -EINVAL);
+        assert_diag(&d,
+                    (const char *const[]){
+                            ("n.yaml:3:16: api.tlsKey: required with api.tlsCert: the PEM private "
+                             "key of the certificate"),
+                            ("n.yaml:3:16: api.listen: required with api.tlsCert/api.tlsKey: the "
+                             "IPv4:PORT the TLS listener serves on"),
+                            ("n.yaml:3:28: api.url: needs api.tlsCert and api.tlsKey (the URL is "
+                             "served over https)"),
+                    },
+                    3);
+        assert_int_equal(node_config_parse(bad3, strlen(bad3), "n.yaml", &c, &d), -EINVAL);
+        assert_diag(&d,
+                    (const char *const[]){
+                            ("n.yaml:3:15: api.url: required when api.listen is 0.0.0.0 in "
+                             "cluster mode: the https://HOST:PORT other hosts reach this node at"),
+                    },
+                    1);
+        assert_int_equal(node_config_parse(bad4, strlen(bad4), "n.yaml", &c, &d), -EINVAL);
+        assert_diag(&d,
+                    (const char *const[]){
+                            ("n.yaml:3:15: api.listen: invalid address \"[::1]:7443\": expected "
+                             "an IP address and port, as in 127.0.0.1:8080"),
+                            ("n.yaml:3:56: api.tlsClientCA: needs api.tlsCert and api.tlsKey "
+                             "(client certificates are checked only on a TLS listener)"),
+                    },
+                    2);
+        assert_null(c);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_node_defaults),  cmocka_unit_test(test_node_relative_paths),
                 cmocka_unit_test(test_node_example),   cmocka_unit_test(test_node_errors),
                 cmocka_unit_test(test_config_limits),  cmocka_unit_test(test_node_labels),
-                cmocka_unit_test(test_node_hardening),
+                cmocka_unit_test(test_node_hardening), cmocka_unit_test(test_node_api_tls),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

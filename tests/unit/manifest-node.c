@@ -334,43 +334,46 @@ static void test_node_api_tls(void **state)
         c = node_config_free(c);
 
         assert_int_equal(node_config_parse(bad, strlen(bad), "n.yaml", &c, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){
-                            ("n.yaml:3:15: api.tokenFile: required with api.listen: every TCP "
-                             "request must carry \"Authorization: Bearer TOKEN\" (a file of mode "
-                             "0600 holding at least 32 bytes)"),
-                            ("n.yaml:3:15: api.listen: \"192.0.2.10:7443\" is not a loopback "
-                             "address: serving the API beyond this host needs TLS: set "
-                             "api.tlsCert and api.tlsKey (PEM files) or listen on 127.0.0.1"),
-                    },
-                    2);
+        mt_assert_diag(
+                &d,
+                (const char *const[]){
+                        ("n.yaml:3:15: api.tokenFile: required with api.listen: every TCP "
+                         "request must carry \"Authorization: Bearer TOKEN\" (a file of mode "
+                         "0600 holding at least 32 bytes)"),
+                        ("n.yaml:3:15: api.listen: \"192.0.2.10:7443\" is not a loopback "
+                         "address: serving the API beyond this host needs TLS: set "
+                         "api.tlsCert and api.tlsKey (PEM files) or listen on 127.0.0.1"),
+                },
+                2);
         assert_int_equal(node_config_parse(bad2, strlen(bad2), "n.yaml", &c, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){
-                            ("n.yaml:3:16: api.tlsKey: required with api.tlsCert: the PEM private "
-                             "key of the certificate"),
-                            ("n.yaml:3:16: api.listen: required with api.tlsCert/api.tlsKey: the "
-                             "IPv4:PORT the TLS listener serves on"),
-                            ("n.yaml:3:28: api.url: needs api.tlsCert and api.tlsKey (the URL is "
-                             "served over https)"),
-                    },
-                    3);
+        mt_assert_diag(
+                &d,
+                (const char *const[]){
+                        ("n.yaml:3:16: api.tlsKey: required with api.tlsCert: the PEM private "
+                         "key of the certificate"),
+                        ("n.yaml:3:16: api.listen: required with api.tlsCert/api.tlsKey: the "
+                         "IPv4:PORT the TLS listener serves on"),
+                        ("n.yaml:3:28: api.url: needs api.tlsCert and api.tlsKey (the URL is "
+                         "served over https)"),
+                },
+                3);
         assert_int_equal(node_config_parse(bad3, strlen(bad3), "n.yaml", &c, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){
-                            ("n.yaml:3:15: api.url: required when api.listen is 0.0.0.0 in "
-                             "cluster mode: the https://HOST:PORT other hosts reach this node at"),
-                    },
-                    1);
+        mt_assert_diag(
+                &d,
+                (const char *const[]){
+                        ("n.yaml:3:15: api.url: required when api.listen is 0.0.0.0 in "
+                         "cluster mode: the https://HOST:PORT other hosts reach this node at"),
+                },
+                1);
         assert_int_equal(node_config_parse(bad4, strlen(bad4), "n.yaml", &c, &d), -EINVAL);
-        assert_diag(&d,
-                    (const char *const[]){
-                            ("n.yaml:3:15: api.listen: invalid address \"[::1]:7443\": expected "
-                             "an IP address and port, as in 127.0.0.1:8080"),
-                            ("n.yaml:3:56: api.tlsClientCA: needs api.tlsCert and api.tlsKey "
-                             "(client certificates are checked only on a TLS listener)"),
-                    },
-                    2);
+        mt_assert_diag(&d,
+                       (const char *const[]){
+                               ("n.yaml:3:15: api.listen: invalid address \"[::1]:7443\": expected "
+                                "an IP address and port, as in 127.0.0.1:8080"),
+                               ("n.yaml:3:56: api.tlsClientCA: needs api.tlsCert and api.tlsKey "
+                                "(client certificates are checked only on a TLS listener)"),
+                       },
+                       2);
         assert_null(c);
 }
 

@@ -13,13 +13,11 @@ FORKLET_TEST_ACCEL=kvm
 command -v getfacl >/dev/null && command -v setfacl >/dev/null || skip "getfacl/setfacl (acl) not installed"
 
 # Our session's ACL entry on the host's /dev/kvm goes, even when the test fails.
-kvm_cleanup() {
+fk_cleanup_extra() {
         local u
         u=$(cat "$T/state/sessions/default.k/jail-uid" 2>/dev/null) && [ -n "$u" ] &&
                 setfacl -x "u:$u" /dev/kvm 2>/dev/null
-        fk_cleanup
 }
-trap kvm_cleanup EXIT
 
 start_daemon
 grep -q "accel kvm" "$T/forkletd.log" || fail "forkletd did not pick kvm"

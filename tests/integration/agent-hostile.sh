@@ -118,8 +118,14 @@ grep -q '^FAKE-LOG-LINE' "$T/forkletd.log" && fail "the guest forged a line in f
 grep -q "FAKE-LOG-LINE $MARK" "$T/forkletd.log" ||
         fail "the guest's HELLO text never reached the (debug) log: was it replayed?"
 for c in $cases; do
-        grep -q $'\x1b' "$T/replay-$c.err" && fail "a raw escape reached the exec client ($c)"
+        grep -q $'[\x1b\r]' "$T/replay-$c.err" && fail "raw guest control bytes reached the exec client ($c)"
 done
+# the ERROR forged for the exec in flight reaches its client as a clean, escaped error (raw, its
+# invalid UTF-8 made the API drop the result line: "the stream ended without an exit status")
+grep -qF "\\x0d\\x0aFAKE-LOG-LINE $MARK" "$T/replay-text.err" ||
+        fail "the forged ERROR did not reach the exec client escaped: $(cat "$T/replay-text.err")"
+"$FORKLET" get session hostile -o json >>"$T/describe.txt" || fail "get session hostile"
+grep -q -e $'\x1b' -e "$MARK" "$T/describe.txt" && fail "guest text in the hostile session's status"
 # bounded: the flood (32 MiB for ids nobody asked for) and 1 MiB strings cost no lasting memory
 [ $((rss1 - rss0)) -lt 131072 ] || fail "forkletd grew from $rss0 to $rss1 KiB"
 

@@ -64,8 +64,13 @@ static void text_case(struct guest_buf *b)
 {
         struct guest_msg_hello h = {.proto_version = 1, .agent_version = texts[3]};
 
-        for (uint32_t id = 1; id <= IDS_NEAR; id++)
-                ok(guest_proto_put_error(b, id, EACCES, texts[id % 4]));
+        char msg[1100];
+
+        /* Whichever request is in flight gets a path or format and the forged log line. */
+        for (uint32_t id = 1; id <= IDS_NEAR; id++) {
+                snprintf(msg, sizeof(msg), "%s %s", texts[id % 3], texts[3]);
+                ok(guest_proto_put_error(b, id, EACCES, msg));
+        }
         for (uint32_t i = 0; i < 4; i++) {
                 struct guest_msg_file_data d = {.data = (const uint8_t *)texts[i],
                                                 .size = strlen(texts[i])};

@@ -4,6 +4,7 @@
  * parameters that put QEMU inside the netns, status, teardown and orphan cleanup. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 #include "net/net.h"
@@ -186,6 +187,20 @@ static void net_release(void *net)
         free(n);
 }
 
+/* Re-attach after a restart: what the resolver had learned is kept (or why not). */
+static void log_restored(const char *key, const struct net_session *ns)
+{
+        size_t n = 0;
+        int r = net_session_restored(ns, &n);
+
+        if (r < 0)
+                log_warning("session %s: could not read the learned addresses back (%s): the "
+                            "guest has to resolve again",
+                            key, strerror(-r));
+        else if (n > 0)
+                log_info("session %s: kept %zu address(es) the resolver had learned", key, n);
+}
+
 static int net_setup(const struct node_config *cfg, const char *key,
                      const struct session_manifest *m, void **ret, struct fk_error *err)
 {
@@ -212,10 +227,15 @@ static int net_setup(const struct node_config *cfg, const char *key,
                 free(n);
                 return fk_error_set(err, r, "out of memory");
         }
-        sc = (struct net_session_config){.node = &node, .name = n->netns, .egress = pol.p};
+        sc = (struct net_session_config){.node = &node,
+                                         .name = n->netns,
+                                         .egress = pol.p,
+                                         .names = pol.rules,
+                                         .n_names = pol.n_rules};
         r = net_session_setup(&sc, &n->ns, err);
         policy_done(&pol);
         if (r >= 0) {
+                log_restored(key, n->ns);
                 n->nsfd = net_session_netns_fd(n->ns);
                 r = net_dns_start(n->ns, &dc, &n->dns, err);
         }

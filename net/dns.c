@@ -27,7 +27,8 @@
 #define DNS_DERIVED_MAX   1024
 
 struct learned {
-        char name[NET_DNS_NAME_MAX]; /* the allowed query name that produced addr */
+        char name[NET_DNS_NAME_MAX]; /* the allowed query name that produced addr; "": unknown
+                                      * (read back untagged from the kernel at re-attach) */
         int family;
         uint8_t addr[16];
         uint64_t expire_ns;
@@ -47,6 +48,7 @@ struct net_dns {
         struct net_dns_derived *derived; /* CNAME targets of allowed names */
         size_t n_derived;
         struct net_dns_stats stats;
+        bool restoring; /* until the first set_policy: untagged restored elements may stay */
         int udp_fd, tcp_fd, stop_fd;
         pthread_t thread;
         bool thread_started;
@@ -160,8 +162,8 @@ static void learn(struct net_dns *d, const char *qname, const uint8_t *msg, size
                 for (size_t k = 0; k < d->n_rules; k++) {
                         if (!net_dns_name_matches(d->rules[k].name, d->rules[k].wildcard, origin))
                                 continue;
-                        if (net_egress_allow_addr_port(d->s, a[i].family, a[i].addr,
-                                                       d->rules[k].port, ttl) >= 0)
+                        if (net_egress_allow_addr_named(d->s, origin, a[i].family, a[i].addr,
+                                                        d->rules[k].port, ttl) >= 0)
                                 any = true;
                 }
                 if (any) {
@@ -419,6 +421,24 @@ static int upstreams_init(struct net_dns_upstreams *u, const struct net_dns_conf
         return 0;
 }
 
+/* After a re-attach the session holds the elements read back from the kernel: they become
+ * the resolver's learned addresses again, so policy updates keep or drop them by name. */
+static void seed_learned(struct net_dns *d)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        for (size_t i = 0; i < d->s->n_elems; i++) {
+                const struct net_resolved_elem *x = &d->s->elems[i];
+                struct net_dns_answer a = {.family = x->e.family};
+
+                if (x->expire_ns <= now)
+                        continue;
+                memcpy(a.addr, x->e.addr, sizeof(a.addr));
+                remember(d, x->e.name, &a, x->expire_ns);
+                d->restoring = d->restoring || !x->e.name[0];
+        }
+}
+
 int net_dns_start(struct net_session *s, const struct net_dns_config *c, struct net_dns **ret,
                   struct fk_error *reterr)
 {
@@ -431,6 +451,7 @@ int net_dns_start(struct net_session *s, const struct net_dns_config *c, struct 
         d->udp_fd = d->tcp_fd = -1;
         d->ttl_floor_s = c->ttl_floor_s ? c->ttl_floor_s : 30;
         d->open = s->n_allow == 0;
+        seed_learned(d);
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->idle, NULL);
         d->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -463,13 +484,26 @@ struct keep_ctx {
         size_t n;
 };
 
+static bool rule_for(const struct keep_ctx *k, const char *name, uint16_t port)
+{
+        for (size_t j = 0; j < k->n; j++)
+                if (k->rules[j].port == port &&
+                    (name ? net_dns_name_matches(k->rules[j].name, k->rules[j].wildcard, name)
+                          : true))
+                        return true;
+        return false;
+}
+
 /* A learned element survives a policy change when a still-allowed name (with the element's
- * port) produced it and its time has not run out. */
-static bool keep_elem(const struct net_nft_elem *e, void *userdata)
+ * port) produced it and its time has not run out; it is then tagged with that name. An
+ * untagged one read back at re-attach survives only the re-attach's own policy (the spec it
+ * was learned under), when that still has names on its port. */
+static bool keep_elem(struct net_nft_elem *e, void *userdata)
 {
         const struct keep_ctx *k = userdata;
         size_t len = e->family == AF_INET ? 4 : 16;
         uint64_t now = fk_now_mono_ns();
+        bool untagged = false;
 
         for (size_t i = 0; i < k->d->n_learned; i++) {
                 const struct learned *l = &k->d->learned[i];
@@ -477,10 +511,20 @@ static bool keep_elem(const struct net_nft_elem *e, void *userdata)
                 if (l->family != e->family || l->expire_ns <= now ||
                     memcmp(l->addr, e->addr, len) != 0)
                         continue;
-                for (size_t j = 0; j < k->n; j++)
-                        if (k->rules[j].port == e->port &&
-                            net_dns_name_matches(k->rules[j].name, k->rules[j].wildcard, l->name))
-                                return true;
+                if (!l->name[0]) {
+                        untagged = true;
+                        continue;
+                }
+                if (rule_for(k, l->name, e->port)) {
+                        if (!e->name[0] || !rule_for(k, e->name, e->port))
+                                snprintf(e->name, sizeof(e->name), "%.*s", (int)sizeof(e->name) - 1,
+                                         l->name);
+                        return true;
+                }
+        }
+        if (untagged && k->d->restoring && rule_for(k, NULL, e->port)) {
+                e->name[0] = '\0';
+                return true;
         }
         return false;
 }
@@ -520,6 +564,7 @@ int net_dns_set_policy(struct net_dns *d, const struct net_dns_rule *rules, size
                 d->rules = TAKE_PTR(copy);
                 d->n_rules = n_rules;
                 d->open = p->n_allow == 0;
+                d->restoring = false;
         }
         pthread_mutex_unlock(&d->lock);
         rules_free(copy, n_rules);

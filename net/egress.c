@@ -2,6 +2,7 @@
 /* Live egress policy of a session: apply and replace the nftables table atomically, and add
  * resolver-allowed addresses with a timeout (remembered so a policy update keeps them). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -146,7 +147,7 @@ int net_egress_update(struct net_session *s, const struct net_egress_policy *p,
 }
 
 int net_egress_update_keep(struct net_session *s, const struct net_egress_policy *p,
-                           bool (*keep)(const struct net_nft_elem *e, void *ud), void *ud,
+                           bool (*keep)(struct net_nft_elem *e, void *ud), void *ud,
                            struct fk_error *reterr)
 {
         size_t j = 0;
@@ -169,9 +170,9 @@ static bool policy_has_set(const struct net_session *s, int family, uint16_t por
         return false;
 }
 
-static int remember_elem(struct net_session *s, const struct net_nft_elem *e)
+static int remember_elem(struct net_session *s, const struct net_nft_elem *e, uint64_t now)
 {
-        uint64_t expire = fk_now_mono_ns() + e->timeout_ms * 1000000ULL;
+        uint64_t expire = now + e->timeout_ms * 1000000ULL;
         struct net_resolved_elem *v;
         size_t len = e->family == AF_INET ? 4 : 16;
 
@@ -192,8 +193,47 @@ static int remember_elem(struct net_session *s, const struct net_nft_elem *e)
         return 0;
 }
 
-int net_egress_allow_addr_port(struct net_session *s, int family, const void *addr, uint16_t port,
-                               uint32_t ttl_s)
+int net_session_remember(struct net_session *s, const struct net_nft_elem *v, size_t n)
+{
+        uint64_t now = fk_now_mono_ns();
+        int r = 0;
+
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = remember_elem(s, &v[i], now);
+        return r;
+}
+
+/* Does a rule with port match name (untagged: any rule with port)? */
+static bool rules_match(const struct net_dns_rule *rules, size_t n_rules, const char *name,
+                        uint16_t port)
+{
+        for (size_t j = 0; j < n_rules; j++)
+                if (rules[j].port == port &&
+                    (!name[0] || net_dns_name_matches(rules[j].name, rules[j].wildcard, name)))
+                        return true;
+        return false;
+}
+
+size_t net_restore_filter(struct net_nft_elem *v, size_t n, const struct net_dns_rule *rules,
+                          size_t n_rules)
+{
+        size_t j = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                bool dup = false;
+
+                for (size_t k = 0; k < j && !dup; k++) /* one per (family, port, address) */
+                        dup = v[k].family == v[i].family && v[k].port == v[i].port &&
+                              memcmp(v[k].addr, v[i].addr, sizeof(v[k].addr)) == 0;
+                if (!dup && v[i].timeout_ms > 0 &&
+                    rules_match(rules, n_rules, v[i].name, v[i].port))
+                        v[j++] = v[i];
+        }
+        return j;
+}
+
+int net_egress_allow_addr_named(struct net_session *s, const char *name, int family,
+                                const void *addr, uint16_t port, uint32_t ttl_s)
 {
         struct net_nft_elem e = {.family = family, .port = port};
         struct net_nft_batch b;
@@ -207,6 +247,8 @@ int net_egress_allow_addr_port(struct net_session *s, int family, const void *ad
                 return -ENOENT;
         memcpy(e.addr, addr, family == AF_INET ? 4 : 16);
         e.timeout_ms = (uint64_t)ttl_s * 1000;
+        if (name)
+                snprintf(e.name, sizeof(e.name), "%s", name);
         r = net_nft_build_elem(NET_NFT_TABLE, &e, ++s->seq, &b);
         if (r < 0)
                 return r;
@@ -215,7 +257,13 @@ int net_egress_allow_addr_port(struct net_session *s, int family, const void *ad
         net_nft_batch_done(&b);
         if (r < 0)
                 return r;
-        return remember_elem(s, &e);
+        return remember_elem(s, &e, fk_now_mono_ns());
+}
+
+int net_egress_allow_addr_port(struct net_session *s, int family, const void *addr, uint16_t port,
+                               uint32_t ttl_s)
+{
+        return net_egress_allow_addr_named(s, NULL, family, addr, port, ttl_s);
 }
 
 int net_egress_allow_addr(struct net_session *s, int family, const void *addr, uint32_t ttl_s)

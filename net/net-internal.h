@@ -10,6 +10,7 @@
 #include "net/net.h"
 
 struct nl_sock;
+struct nlmsghdr;
 struct nftnl_batch;
 struct net_cidr;
 struct net_egress_policy;
@@ -82,12 +83,17 @@ int net_sysctl_write_here(const char *path, const char *value);
 
 /* ---- nftables ---------------------------------------------------------------------------- */
 
-/* An address the resolver allowed, carried over across policy updates. */
+/* An address the resolver allowed, carried over across policy updates. The allowed name that
+ * learned it travels with the element in the kernel (the element's comment), so a restarted
+ * forkletd can tell which name an element belongs to. 253 characters + NUL: with the 2-byte
+ * udata header that is the kernel's 256-byte userdata limit. */
+#define NET_NFT_ELEM_NAME_MAX 254
 struct net_nft_elem {
         int family;
         uint8_t addr[16];
-        uint16_t port;       /* 0: the any-port set */
-        uint64_t timeout_ms; /* remaining */
+        uint16_t port;                    /* 0: the any-port set */
+        uint64_t timeout_ms;              /* remaining */
+        char name[NET_NFT_ELEM_NAME_MAX]; /* "" : untagged (no comment) */
 };
 
 struct net_nft_session_params {
@@ -143,6 +149,21 @@ int net_nft_build_elem(const char *table, const struct net_nft_elem *e, uint32_t
 /* Set name for name-entries of (family, port): "allow4", "allow6", "allow4_443". */
 void net_nft_set_name(int family, uint16_t port, char *buf, size_t size);
 
+/* Set name -> (family, port) for the resolver sets ("allow4", "allow6_443"); -EINVAL for any
+ * other name. */
+int net_nft_set_parse_name(const char *name, int *ret_family, uint16_t *ret_port);
+/* Appends the elements of one NEWSETELEM message (the kernel's answer to a GETSETELEM dump)
+ * of a resolver set to *v / *n (realloc'd; caller frees): address, port from the set name,
+ * timeout_ms = the remaining time (expiration, else the timeout), name from the comment.
+ * Elements without a timeout or of other sets are skipped. Pure. */
+int net_nft_elems_from_msg(const struct nlmsghdr *nlh, struct net_nft_elem **v, size_t *n);
+/* Reads every element of the resolver sets of inet table in the netns nsfd, with their
+ * remaining timeouts. A missing table is 0 elements. Caller frees *ret. */
+int net_nft_dump_elems(int nsfd, const char *table, struct net_nft_elem **ret, size_t *ret_n);
+
+/* A netfilter netlink socket bound inside the netns nsfd (-1: the caller's). */
+struct mnl_socket;
+int net_nft_open(int nsfd, struct mnl_socket **ret);
 /* Sends the batch on a netfilter socket opened in nsfd (-1: current) and waits for every
  * acknowledgement; returns the first kernel error. */
 int net_nft_send(int nsfd, struct net_nft_batch *b);
@@ -184,6 +205,8 @@ struct net_session {
         bool ipv6;
         struct net_resolved_elem *elems;
         size_t n_elems;
+        size_t n_restored; /* elements carried over from the kernel at re-attach */
+        int restore_err;   /* reading them back failed: none were kept */
         uint32_t seq;
 };
 
@@ -195,6 +218,17 @@ void net_session_policy(const struct net_session *s, struct net_egress_policy *r
 int net_session_set_policy(struct net_session *s, const struct net_egress_policy *p);
 /* Builds and sends the egress table for s's current policy, carrying over live elements. */
 int net_session_apply_egress(struct net_session *s);
+/* Re-attach after a restart: which elements read back from the kernel to carry over. Tagged
+ * ones when a rule with their port still matches their name; untagged ones (written by a
+ * forkletd before names were tagged) when a name rule with their port exists. Keeps them in
+ * place in v and returns the new count. Pure. */
+size_t net_restore_filter(struct net_nft_elem *v, size_t n, const struct net_dns_rule *rules,
+                          size_t n_rules);
+/* Remembers the elements as live in s (expiring after their timeout_ms from now). */
+int net_session_remember(struct net_session *s, const struct net_nft_elem *v, size_t n);
+/* net_egress_allow_addr_port, tagging the element with the allowed name that learned it. */
+int net_egress_allow_addr_named(struct net_session *s, const char *name, int family,
+                                const void *addr, uint16_t port, uint32_t ttl_s);
 
 /* ---- DNS messages (dns-msg.c, pure) ------------------------------------------------------- */
 
@@ -259,8 +293,9 @@ int net_dns_upstream_parse(const char *text, struct sockaddr_storage *ret, unsig
 int net_dns_upstream_query(const struct net_dns_upstreams *u, const uint8_t *q, size_t q_size,
                            uint8_t *out, size_t out_size, size_t *ret_size);
 /* net_egress_update, carrying over only the learned elements keep() accepts (NULL: all). */
+/* keep() may retag the element (a still-allowed name that learned the same address). */
 int net_egress_update_keep(struct net_session *s, const struct net_egress_policy *p,
-                           bool (*keep)(const struct net_nft_elem *e, void *ud), void *ud,
+                           bool (*keep)(struct net_nft_elem *e, void *ud), void *ud,
                            struct fk_error *reterr);
 
 /* A name reached through a CNAME from an allowed name: queries for it count as queries for the

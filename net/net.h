@@ -94,10 +94,15 @@ struct net_node_config {
         const char *link_prefix;      /* host veth names "<prefix><slot>"; NULL: "fk"; <= 8 chars */
 };
 
+struct net_dns_rule;
 struct net_session_config {
         const struct net_node_config *node; /* not owned */
         const char *name;                   /* netns name and IPAM owner, <= NET_NAME_MAX */
         struct net_egress_policy egress;    /* copied by setup */
+        /* The resolver's names (array of n_names, not owned): on re-attach, the addresses the
+         * resolver learned for names still on this list are kept with their remaining timeout. */
+        const struct net_dns_rule *names;
+        size_t n_names;
 };
 
 /* ---- Per-session network --------------------------------------------------------------- */
@@ -111,7 +116,10 @@ struct net_session;
  * (its prefix route reaches the session) and, when uplink_interface is set, a table
  * "forklet_NAME" masquerading the session out of it (and IPv4 forwarding on). On failure
  * everything made by this call is removed. *ret is owned by the caller (net_session_free).
- * Does not log. */
+ * Re-attaching to an existing egress table (forkletd restarted under a running VM) reads the
+ * resolver-learned elements back from the kernel and replaces the table in one transaction
+ * with those of c->names still allowed, keeping their remaining timeouts; the resolver started
+ * on s then knows them again (net_dns_start). Does not log. */
 int net_session_setup(const struct net_session_config *c, struct net_session **ret,
                       struct fk_error *reterr);
 /* Removes the session's netns, host veth, host table and IPAM lease. Idempotent. The object
@@ -128,6 +136,10 @@ const char *net_session_host_ifname(const struct net_session *s);
 /* Uplink addresses as text: the host end and the netns end. */
 const char *net_session_uplink_host(const struct net_session *s);
 const char *net_session_uplink_netns(const struct net_session *s);
+
+/* Re-attach (see net_session_setup): *ret_n = how many resolver-learned addresses were kept;
+ * returns 0, or the -errno that made reading them back fail (none were kept then). */
+int net_session_restored(const struct net_session *s, size_t *ret_n);
 
 /* Replaces the egress policy atomically (one nftables transaction deletes and recreates the
  * table, so there is never a moment without policy). Resolver-filled addresses still in their

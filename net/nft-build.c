@@ -17,6 +17,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
+#include <libnftnl/udata.h>
 
 #include "common/cleanup.h"
 #include "net/net-internal.h"
@@ -152,6 +153,26 @@ static int emit_set(struct net_nft_batch *b, const char *table, const char *name
         return batch_next(b);
 }
 
+/* The name that learned the element, as its comment (what `nft list set` shows). */
+static int elem_tag(struct nftnl_set_elem *el, const char *name)
+{
+        size_t len = strnlen(name, NET_NFT_ELEM_NAME_MAX);
+        struct nftnl_udata_buf *u;
+        int r = 0;
+
+        if (len == 0 || len >= NET_NFT_ELEM_NAME_MAX)
+                return 0; /* untagged */
+        u = nftnl_udata_buf_alloc((uint32_t)len + 3);
+        if (!u)
+                return -ENOMEM;
+        if (!nftnl_udata_put_strz(u, NFTNL_UDATA_SET_ELEM_COMMENT, name) ||
+            nftnl_set_elem_set(el, NFTNL_SET_ELEM_USERDATA, nftnl_udata_buf_data(u),
+                               nftnl_udata_buf_len(u)) < 0)
+                r = -ENOMEM;
+        nftnl_udata_buf_free(u);
+        return r;
+}
+
 static int emit_elem(struct net_nft_batch *b, const char *table, const struct net_nft_elem *e)
 {
         char name[32];
@@ -172,6 +193,11 @@ static int emit_elem(struct net_nft_batch *b, const char *table, const struct ne
                 return -ENOMEM;
         }
         nftnl_set_elem_set_u64(el, NFTNL_SET_ELEM_TIMEOUT, e->timeout_ms);
+        if (elem_tag(el, e->name) < 0) {
+                nftnl_set_elem_free(el);
+                nftnl_set_free(s);
+                return -ENOMEM;
+        }
         nftnl_set_elem_add(s, el);
         nlh = nftnl_set_nlmsg_build_hdr(nftnl_batch_buffer(b->batch), NFT_MSG_NEWSETELEM,
                                         NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, b->seq_next++);

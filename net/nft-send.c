@@ -100,6 +100,11 @@ static void acks_parse(const void *buf, size_t len, uint32_t portid, uint32_t *a
         }
 }
 
+int net_nft_open(int nsfd, struct mnl_socket **ret)
+{
+        return nsfd < 0 ? mnl_open_here(ret) : net_netns_run(nsfd, mnl_open_here, ret);
+}
+
 int net_nft_send(int nsfd, struct net_nft_batch *b)
 {
         _cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
@@ -107,7 +112,7 @@ int net_nft_send(int nsfd, struct net_nft_batch *b)
         uint32_t acks = 0;
         int r, err = 0;
 
-        r = nsfd < 0 ? mnl_open_here(&nl) : net_netns_run(nsfd, mnl_open_here, &nl);
+        r = net_nft_open(nsfd, &nl);
         if (r < 0)
                 return r;
         r = ack_room(nl, b->n_msgs);

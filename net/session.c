@@ -258,6 +258,28 @@ static int session_new(const struct net_session_config *c, struct net_session **
         return 0;
 }
 
+/* Re-attach: the resolver-learned elements of the table in place, those of names still
+ * allowed, go into the new table with their remaining timeouts. On any error none are kept
+ * (fail closed: the guest resolves again). */
+static void restore_learned(struct net_session *s, const struct net_session_config *c)
+{
+        cleanup_free struct net_nft_elem *v = NULL;
+        size_t n = 0;
+        int r;
+
+        if (s->n_allow == 0)
+                return;
+        r = net_nft_dump_elems(s->nsfd, NET_NFT_TABLE, &v, &n);
+        if (r >= 0) {
+                n = net_restore_filter(v, n, c->names, c->n_names);
+                r = net_session_remember(s, v, n);
+        }
+        if (r < 0)
+                s->n_elems = 0;
+        s->restore_err = r < 0 ? r : 0;
+        s->n_restored = r < 0 ? 0 : n;
+}
+
 int net_session_setup(const struct net_session_config *c, struct net_session **ret,
                       struct fk_error *reterr)
 {
@@ -286,6 +308,8 @@ int net_session_setup(const struct net_session_config *c, struct net_session **r
                 goto fail;
         }
         r = setup_uplink(s, host, ns, reterr);
+        if (r >= 0 && !created)
+                restore_learned(s, c);
         if (r >= 0) {
                 r = net_session_apply_egress(s);
                 if (r < 0)
@@ -359,6 +383,12 @@ const char *net_session_uplink_host(const struct net_session *s)
 const char *net_session_uplink_netns(const struct net_session *s)
 {
         return s->uplink_netns;
+}
+
+int net_session_restored(const struct net_session *s, size_t *ret_n)
+{
+        *ret_n = s->n_restored;
+        return s->restore_err;
 }
 
 static bool strv_contains(char *const *v, const char *s)

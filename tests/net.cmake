@@ -7,6 +7,7 @@ target_link_libraries(net-tool PRIVATE fk_net)
 fk_unit_test(net-ipam SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-ipam.c LIBS fk_net)
 fk_unit_test(net-nft SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-nft.c LIBS fk_net)
 fk_unit_test(net-dns SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-dns.c LIBS fk_net)
+fk_unit_test(net-restore SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/net-restore.c LIBS fk_net)
 
 fk_integration_test(net-session COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-session.sh
                     TIMEOUT 180)

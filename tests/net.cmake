@@ -21,3 +21,5 @@ fk_forkletd_test(net-forkletd TIMEOUT 900)
 # bench/net-connect.c: added TCP connect latency per policy shape vs open egress (root)
 add_executable(bench-net-connect ${CMAKE_SOURCE_DIR}/bench/net-connect.c)
 target_link_libraries(bench-net-connect PRIVATE fk_net)
+# learned resolver addresses across forkletd restarts (stop/start and SIGKILL), real QEMU guest
+fk_forkletd_test(net-restart TIMEOUT 900)

@@ -192,3 +192,22 @@ int net_dns_upstream_query(const struct net_dns_upstreams *u, const uint8_t *q, 
         }
         return r;
 }
+
+int net_dns_upstreams_init(struct net_dns_upstreams *u, const struct net_dns_config *c,
+                           struct fk_error *reterr)
+{
+        size_t n = c->upstreams ? fk_strv_length(c->upstreams) : 0;
+
+        u->timeout_ms = c->timeout_ms ? c->timeout_ms : 2000;
+        u->addrs = calloc(n + 1, sizeof(*u->addrs));
+        u->lens = calloc(n + 1, sizeof(*u->lens));
+        if (!u->addrs || !u->lens)
+                return fk_error_set(reterr, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                if (net_dns_upstream_parse(c->upstreams[i], &u->addrs[i], &u->lens[i]) < 0)
+                        return fk_error_set(reterr, -EINVAL,
+                                            "network.dns: \"%s\" is not an IP[:PORT]",
+                                            c->upstreams[i]);
+        u->n = n;
+        return 0;
+}

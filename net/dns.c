@@ -402,25 +402,6 @@ static int open_sockets(void *userdata)
         return 0;
 }
 
-static int upstreams_init(struct net_dns_upstreams *u, const struct net_dns_config *c,
-                          struct fk_error *reterr)
-{
-        size_t n = c->upstreams ? fk_strv_length(c->upstreams) : 0;
-
-        u->timeout_ms = c->timeout_ms ? c->timeout_ms : 2000;
-        u->addrs = calloc(n + 1, sizeof(*u->addrs));
-        u->lens = calloc(n + 1, sizeof(*u->lens));
-        if (!u->addrs || !u->lens)
-                return fk_error_set(reterr, -ENOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++)
-                if (net_dns_upstream_parse(c->upstreams[i], &u->addrs[i], &u->lens[i]) < 0)
-                        return fk_error_set(reterr, -EINVAL,
-                                            "network.dns: \"%s\" is not an IP[:PORT]",
-                                            c->upstreams[i]);
-        u->n = n;
-        return 0;
-}
-
 /* After a re-attach the session holds the elements read back from the kernel: they become
  * the resolver's learned addresses again, so policy updates keep or drop them by name. */
 static void seed_learned(struct net_dns *d)
@@ -455,7 +436,7 @@ int net_dns_start(struct net_session *s, const struct net_dns_config *c, struct 
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->idle, NULL);
         d->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        r = upstreams_init(&d->up, c, reterr);
+        r = net_dns_upstreams_init(&d->up, c, reterr);
         if (r >= 0 && d->stop_fd < 0)
                 r = fk_error_set(reterr, -errno, "eventfd: %m");
         if (r >= 0) {

@@ -288,6 +288,10 @@ struct net_dns_upstreams {
 
 /* "IP", "IP:PORT" or "[IPv6]:PORT" (port 53 by default). -EINVAL otherwise. */
 int net_dns_upstream_parse(const char *text, struct sockaddr_storage *ret, unsigned *ret_len);
+/* Parses c->upstreams (and the timeout) into u; -EINVAL with reterr for a bad one. The arrays
+ * are u's (free them with free()). */
+int net_dns_upstreams_init(struct net_dns_upstreams *u, const struct net_dns_config *c,
+                           struct fk_error *reterr);
 /* Sends query q to each upstream in turn (our own random id, UDP then TCP on truncation) until
  * one answers; the reply in out carries q's id. -ENOENT without upstreams, else the last error. */
 int net_dns_upstream_query(const struct net_dns_upstreams *u, const uint8_t *q, size_t q_size,

@@ -180,8 +180,10 @@ struct net_dns;
 /* Starts the resolver of session s: udp and tcp on NET_RESOLVER_IPV4:53 inside the session netns,
  * served by a thread of the caller's process; queries go to the upstreams from the caller's
  * netns. Until net_dns_set_policy it serves the policy s was set up with, with no names (so with
- * a closed policy everything is refused). s must outlive the resolver; while it runs, change the
- * policy only through net_dns_set_policy. -EINVAL with reterr for a bad upstream. Does not log. */
+ * a closed policy everything is refused). The addresses s kept at a re-attach become its learned
+ * addresses again (by their name tag), so set_policy keeps or drops them like its own. s must
+ * outlive the resolver; while it runs, change the policy only through net_dns_set_policy. -EINVAL
+ * with reterr for a bad upstream. Does not log. */
 int net_dns_start(struct net_session *s, const struct net_dns_config *c, struct net_dns **ret,
                   struct fk_error *reterr);
 /* Replaces the allowed names and the egress policy p (as net_egress_update) together: names

@@ -181,8 +181,9 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         if (r >= 0)
                 r = agent_daemon_start(d);
         if (r >= 0) {
-                log_info("serving the API on %s%s%s", cfg->api_socket,
-                         cfg->api_listen ? " and " : "", cfg->api_listen ? cfg->api_listen : "");
+                log_info("serving the API on %s%s%s%s", cfg->api_socket,
+                         cfg->api_listen ? " and " : "", cfg->api_listen ? cfg->api_listen : "",
+                         cfg->api_listen && cfg->api_tls_cert ? " (TLS)" : "");
                 if (agent_sd_notify("READY=1\nSTATUS=serving the API") < 0)
                         log_warning("cannot notify systemd on $NOTIFY_SOCKET");
                 (void)sigwait(mask, &sig);

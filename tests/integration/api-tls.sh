@@ -195,4 +195,10 @@ far --token-file token --pinned-public-key "sha256//$(head -c 32 /dev/zero | bas
         >/dev/null 2>&1 && fail "routed despite a wrong --pinned-public-key"
 FORKLET_TOKEN_FILE=$T/token far logs far >/dev/null 2>"$T/o"
 grep -q "cannot reach" "$T/o" && fail "logs over https: $(cat "$T/o")"
+# both nodes stop cleanly (exit 0; with -DFORKLET_SANITIZE=ON: no sanitizer report)
+for p in "${PIDS[@]}"; do
+        kill "$p" && wait "$p" || fail "forkletd $p did not exit 0 on SIGTERM"
+done
+PIDS=()
+grep -l "Sanitizer" "$T"/a.log "$T"/b.log && fail "sanitizer report in a node log"
 echo "PASS: TLS listener, token, mutual TLS, and cluster routing over https to a node whose socket is not reachable"

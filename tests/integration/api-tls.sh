@@ -7,8 +7,9 @@
 # HTTP fails, an untrusted CA or a wrong pin fails, forkletd refuses a non-loopback listen
 # without TLS and a group-readable key, the node status publishes api.url/pinnedPublicKey/
 # hostID, and `forklet --etcd describe` reaches a session over the node's socket when it is
-# reachable and over https when it is not. "Another host" is simulated: the CLI runs in a
-# mount namespace where a tmpfs hides the node's run dir (its API socket), on the same machine.
+# reachable and over https when it is not. "Another host" is simulated twice on this machine:
+# the CLI in a mount namespace where a tmpfs hides the node's run dir (its API socket), and a
+# node status whose api.hostID is not this host's while its socket path does answer here.
 # Usage: api-tls.sh FORKLETD FORKLET  (root; 77 without openssl, etcd, jq, curl or unshare)
 set -u
 FORKLETD=${1:?forkletd}
@@ -195,6 +196,20 @@ far --token-file token --pinned-public-key "sha256//$(head -c 32 /dev/zero | bas
         >/dev/null 2>&1 && fail "routed despite a wrong --pinned-public-key"
 FORKLET_TOKEN_FILE=$T/token far logs far >/dev/null 2>"$T/o"
 grep -q "cannot reach" "$T/o" && fail "logs over https: $(cat "$T/o")"
+# a node on another host (its hostID differs) is reached over https even though a socket at
+# its published path answers here: the status of node A republished as "tls$$-far" with
+# another hostID, and a session placed there (no forkletd acts on it: node A does not hold it)
+st=$(cl_ctl get --print-value-only "$P/nodes/tls$$-a/status" | jq -c '.api.hostID = "0123456789abcdef0123456789abcdef"')
+cl_ctl put "$P/nodes/tls$$-far/status" "$st" >/dev/null || fail "fake far node"
+printf 'apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: elsewhere}\n' >else.yaml
+"$FORKLET" apply -f else.yaml >/dev/null && cl_ctl put "$P/sessions/default/elsewhere/node" "tls$$-far" >/dev/null ||
+        fail "place elsewhere"
+"$FORKLET" describe elsewhere >"$T/o" 2>&1 && fail "another host's session routed to the local socket"
+grep -q "https://$A:$PORT.*bearer token" "$T/o" || fail "another host, no token: $(cat "$T/o")"
+"$FORKLET" --token-file token describe elsewhere >"$T/o" 2>&1
+grep -q "not found" "$T/o" || fail "another host over https: $(cat "$T/o")"
+echo "ok: a node whose api.hostID is not this host's is reached over https, not the socket"
+
 # both nodes stop cleanly (exit 0; with -DFORKLET_SANITIZE=ON: no sanitizer report)
 for p in "${PIDS[@]}"; do
         kill "$p" && wait "$p" || fail "forkletd $p did not exit 0 on SIGTERM"

@@ -134,7 +134,10 @@ static int on_frame(struct vmm_agent *a, struct agent_pending *p, struct exec_st
                 on_output(a, p, s, f);
                 return 0;
         case GUEST_MSG_EXIT:
-                if (!s->started || guest_proto_get_exit(f->data, f->size, &x) < 0)
+                /* A signal number no kernel has: the client would turn it into an exit status
+                 * (128 + N) that overflows. */
+                if (!s->started || guest_proto_get_exit(f->data, f->size, &x) < 0 ||
+                    ((x.flags & GUEST_EXIT_SIGNALED) && (x.signal < 1 || x.signal > 64)))
                         break;
                 s->res.signaled = x.flags & GUEST_EXIT_SIGNALED;
                 s->res.signal = s->res.signaled ? x.signal : 0;

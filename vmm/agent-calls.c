@@ -136,14 +136,17 @@ int vmm_agent_wait_ready(struct vmm_agent *a, unsigned timeout_ms, struct fk_err
         return 0;
 }
 
-const char *vmm_agent_guest_version(struct vmm_agent *a)
+int vmm_agent_guest_version(struct vmm_agent *a, char *buf, size_t size)
 {
-        const char *v;
+        int r = -ENOTCONN;
 
         pthread_mutex_lock(&a->lock);
-        v = a->hello ? a->info.agent_version : NULL;
+        if (a->hello && size > 0) {
+                snprintf(buf, size, "%s", a->info.agent_version);
+                r = 0;
+        }
         pthread_mutex_unlock(&a->lock);
-        return v;
+        return r;
 }
 
 /* ---- power --------------------------------------------------------------------------------- */

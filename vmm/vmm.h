@@ -182,9 +182,10 @@ struct vmm_console *vmm_console_free(struct vmm_console *c);
 
 /* Guest agent calls beyond exec: files, identity after a fork, filesystem freeze, clock. Same
  * rules as above: thread-safe, -errno returns, err filled on failure, no logging. */
-/* Protocol version and agent version string the guest announced on this connection (NULL
- * before its HELLO). The string is owned by a and valid until the next reconnect. */
-const char *vmm_agent_guest_version(struct vmm_agent *a);
+/* Copies the agent version the guest announced on this connection (escaped, see
+ * agent_guest_text) into buf (NUL-terminated, cut to size). -ENOTCONN before its HELLO. A copy:
+ * the guest may send another HELLO at any time. */
+int vmm_agent_guest_version(struct vmm_agent *a, char *buf, size_t size);
 
 /* Writes data to path in the guest (created with mode, truncated first), in chunks. */
 int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data, size_t size,

@@ -236,6 +236,7 @@ int main(int argc, char **argv)
         struct vmm_agent *a = NULL;
         struct fk_error err = {0};
         uint64_t t0 = fk_now_mono_ns();
+        char version[64];
         int r;
 
         if (argc != 3) {
@@ -248,8 +249,10 @@ int main(int argc, char **argv)
                 vmm_agent_free(a);
                 return 1;
         }
+        if (vmm_agent_guest_version(a, version, sizeof(version)) < 0)
+                snprintf(version, sizeof(version), "?");
         printf("guest agent ready %.2f s after connect (version %s)\n",
-               (double)(fk_now_mono_ns() - t0) / 1e9, vmm_agent_guest_version(a));
+               (double)(fk_now_mono_ns() - t0) / 1e9, version);
         test_basic(a, argv[2]);
         test_boot_config(a);
         test_edges(a);

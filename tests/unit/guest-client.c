@@ -71,11 +71,13 @@ static void test_exec_stream(void **state)
         struct vmm_exec_result res = {0};
         struct fk_error err = {0};
         struct vmm_agent *a = NULL;
+        char version[32];
         struct out o;
 
         assert_int_equal(vmm_agent_connect(f->path, 2000, &a, &err), 0);
         assert_int_equal(vmm_agent_wait_ready(a, 2000, &err), 0);
-        assert_string_equal(vmm_agent_guest_version(a), "fake");
+        assert_int_equal(vmm_agent_guest_version(a, version, sizeof(version)), 0);
+        assert_string_equal(version, "fake");
         assert_int_equal(exec_argv(a, "echo", "x", 0, &o, &res, &err), 0);
         assert_int_equal(res.pid, 42);
         assert_int_equal(res.exit_code, 3);

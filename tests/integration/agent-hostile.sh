@@ -3,10 +3,11 @@
 # A compromised guest against forkletd on real QEMU (TCG): the guest replays raw frames onto its
 # agent port through /run/forklet/inject (guest paths and format strings in every string field,
 # NULs, 1 MiB strings, bad and oversized lengths, bad magic/version, unknown types, frames for
-# foreign ids, a 32 MiB flood) while strace records every file syscall of forkletd. Passes when
-# no traced path carries the guest's strings or lies outside the node's dirs and the system
-# trees, the canary dir the frames name is untouched, forkletd's log holds the guest's text
-# only escaped, its memory stays bounded, and both the hostile session (the channel drops and
+# foreign ids, a 32 MiB flood) while strace records forkletd's file, connect and bind syscalls.
+# Passes when no traced path carries the guest's strings or lies outside the node's dirs and the
+# system trees, the only connects are the hostile session's agent reconnects, the canary dir the
+# frames name is untouched, guest text reaches forkletd's log, status and exec client only
+# escaped, its memory stays bounded, and both the hostile session (the channel drops and
 # reconnects) and a bystander session keep serving exec.
 # Usage: agent-hostile.sh FORKLETD FORKLET HOSTILE_FRAMES   (root; 77 when QEMU/image/strace miss)
 FORKLETD=${1:?forkletd path}
@@ -73,7 +74,7 @@ for c in $cases; do
 done
 
 # ---- replay under strace ------------------------------------------------------------------
-strace -f -qq -tt -s 4096 -e trace=%file -o "$T/strace.log" -p "$DPID" &
+strace -f -qq -tt -s 4096 -e trace=%file,connect,bind -o "$T/strace.log" -p "$DPID" &
 SPID=$!
 for _ in $(seq 50); do [ -s "$T/strace.log" ] && break; sleep 0.1; done
 "$FORKLET" get sessions >/dev/null # some traced file activity to prove the trace works
@@ -97,7 +98,12 @@ lines=$(wc -l <"$T/strace.log")
 if grep -F -e "$MARK" -e "$CANARY" -e "FAKE-LOG" "$T/strace.log" >"$T/bad.txt"; then
         fail "forkletd used a guest-chosen path: $(head -n 5 "$T/bad.txt")"
 fi
-# every path in a file syscall: the node's dirs, system trees, or forkletd's own binaries
+# the channel recovered by reconnecting, to the hostile session's own socket and nowhere else
+grep 'connect(' "$T/strace.log" | grep -o 'sun_path="[^"]*"' | sort -u >"$T/connects.txt"
+grep -q "default.hostile/agent.sock" "$T/connects.txt" || fail "no agent reconnect was traced"
+grep -v -x "sun_path=\"$T/run/sessions/default.hostile/agent.sock\"" "$T/connects.txt" &&
+        fail "forkletd connected elsewhere"
+# every path in a traced syscall: the node's dirs, system trees, or forkletd's own binaries
 grep -o '"/[^"]*"' "$T/strace.log" | tr -d '"' | sort -u >"$T/paths.txt"
 grep -v -E "^($T/|/proc/|/sys/|/dev/|/run/netns|/var/run/netns|/etc/|/usr/|/lib|/bin/|/sbin/|/tmp/\$)" \
         "$T/paths.txt" >"$T/outside.txt"

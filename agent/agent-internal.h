@@ -484,7 +484,14 @@ int api_reply_error(struct MHD_Connection *c, unsigned status, const char *reaso
 /* Maps a -errno from the daemon to an HTTP status and reason. */
 unsigned api_status_from_errno(int r, const char **ret_reason);
 int api_handle_sessions(struct MHD_Connection *c, struct api_request *req);
-int api_handle_exec(struct MHD_Connection *c, struct api_request *req);
+/* The server's view of exec streams: the stopping flag they watch, and how many are open. */
+struct api_exec_streams {
+        const atomic_bool *stopping;
+        atomic_uint *open;
+};
+/* Streams an exec; the stream ends with an error line once *es->stopping is set. */
+int api_handle_exec(struct MHD_Connection *c, struct api_request *req,
+                    const struct api_exec_streams *es);
 int api_handle_log(struct MHD_Connection *c, struct api_request *req);
 /* checkpoints, forks, rollback, snapshots, restore of a session. */
 int api_handle_fork(struct MHD_Connection *c, struct api_request *req);

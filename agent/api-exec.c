@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,14 +112,45 @@ static void *exec_thread(void *userdata)
         return NULL;
 }
 
+/* The response's side of the pipe. */
+struct exec_reader {
+        int fd; /* read end, owned */
+        const atomic_bool *stopping;
+        atomic_uint *open; /* the server's count of exec streams, this one included */
+        bool told;         /* the shutdown line went out */
+};
+
+#define EXEC_STOP_POLL_MS 250
+/* A newline first: it ends whatever line the stream was in the middle of. */
+#define EXEC_STOP_LINE                                                                             \
+        "\n{\"error\":\"forkletd is shutting down: the stream ends here, the command may still "   \
+        "run in the guest\",\"errno\":108}\n"
+
+/* Streams the pipe; when forkletd stops, ends the stream with an error line instead of
+ * waiting for a command that may run for hours (MHD_stop_daemon waits for this thread). */
 static ssize_t read_pipe(void *cls, uint64_t pos, char *buf, size_t max)
 {
-        int fd = *(int *)cls;
+        struct exec_reader *rd = cls;
+        struct pollfd pfd = {.fd = rd->fd, .events = POLLIN};
         ssize_t n;
 
         (void)pos;
+        for (;;) {
+                if (rd->told)
+                        return MHD_CONTENT_READER_END_OF_STREAM;
+                n = poll(&pfd, 1, EXEC_STOP_POLL_MS);
+                if (n > 0)
+                        break;
+                if (n < 0 && errno != EINTR)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (atomic_load(rd->stopping) && max >= sizeof(EXEC_STOP_LINE) - 1) {
+                        rd->told = true;
+                        memcpy(buf, EXEC_STOP_LINE, sizeof(EXEC_STOP_LINE) - 1);
+                        return (ssize_t)sizeof(EXEC_STOP_LINE) - 1;
+                }
+        }
         do
-                n = read(fd, buf, max);
+                n = read(rd->fd, buf, max);
         while (n < 0 && errno == EINTR);
         if (n == 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
@@ -126,8 +159,12 @@ static ssize_t read_pipe(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void free_pipe(void *cls)
 {
-        close(*(int *)cls);
-        free(cls);
+        struct exec_reader *rd = cls;
+
+        close(rd->fd);
+        if (rd->open)
+                atomic_fetch_sub(rd->open, 1);
+        free(rd);
 }
 
 static int env_push(struct exec_job *j, const char *key, json_t *v, struct fk_error *err)
@@ -183,21 +220,26 @@ static int parse_body(const char *body, size_t size, struct exec_job *j, struct 
         return r;
 }
 
-static int start_stream(struct MHD_Connection *c, struct exec_job *j)
+static int start_stream(struct MHD_Connection *c, struct exec_job *j,
+                        const struct api_exec_streams *es)
 {
         struct MHD_Response *resp;
+        struct exec_reader *rfd;
         pthread_attr_t attr;
         pthread_t t;
-        int fds[2], *rfd, r;
+        int fds[2], r;
 
-        rfd = malloc(sizeof(int));
+        rfd = calloc(1, sizeof(*rfd));
         if (!rfd || pipe2(fds, O_CLOEXEC) < 0) {
                 free(rfd);
                 exec_job_free(j);
                 return api_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError", NULL,
                                        "pipe: %s", strerror(errno));
         }
-        *rfd = fds[0];
+        rfd->fd = fds[0];
+        rfd->stopping = es->stopping;
+        rfd->open = es->open;
+        atomic_fetch_add(rfd->open, 1);
         j->fd = fds[1];
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EXEC_BLOCK, read_pipe, rfd,
                                                  free_pipe);
@@ -222,7 +264,8 @@ static int start_stream(struct MHD_Connection *c, struct exec_job *j)
         return r;
 }
 
-int api_handle_exec(struct MHD_Connection *c, struct api_request *req)
+int api_handle_exec(struct MHD_Connection *c, struct api_request *req,
+                    const struct api_exec_streams *es)
 {
         struct fk_error err = {0};
         struct exec_job *j;
@@ -248,5 +291,5 @@ int api_handle_exec(struct MHD_Connection *c, struct api_request *req)
                 status = api_status_from_errno(r, &reason);
                 return api_reply_error(c, status, reason, NULL, "%s", err.msg);
         }
-        return start_stream(c, j);
+        return start_stream(c, j, es);
 }

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 
 #ifndef FORKLET_VERSION
 #define FORKLET_VERSION "0.0.0"
@@ -25,6 +26,7 @@
 #define API_CONNECTION_MEMORY (32u * 1024) /* request line + headers must fit */
 #define API_CONNECTION_LIMIT  512
 #define API_IDEM_KEY_MAX      255
+#define API_STOP_WAIT_MS      2000 /* at stop, for exec streams to send their last line */
 
 struct api_server;
 struct api_listener {
@@ -42,6 +44,7 @@ struct api_server {
         struct api_tls tls;    /* of the TCP listener */
         struct api_idem *idem; /* owned */
         atomic_bool stopping;
+        atomic_uint exec_streams; /* open exec responses */
 };
 
 int api_reply_json(struct MHD_Connection *c, unsigned status, json_t *j, const char *apply_result)
@@ -180,7 +183,8 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
         case API_ROUTE_SESSION:
                 return api_handle_sessions(c, req);
         case API_ROUTE_SESSION_EXEC:
-                return api_handle_exec(c, req);
+                return api_handle_exec(c, req,
+                                       &(struct api_exec_streams){&s->stopping, &s->exec_streams});
         case API_ROUTE_SESSION_LOG:
                 return api_handle_log(c, req);
         case API_ROUTE_SESSION_FORK:
@@ -502,11 +506,23 @@ static int start_tcp(struct api_server *s, struct fk_error *err)
         return 0;
 }
 
+/* Exec streams end themselves once stopping is set (a last error line to the client); MHD
+ * would cut them mid-line. Bounded: a client that does not read holds nothing up for long. */
+static void wait_exec_streams(struct api_server *s)
+{
+        for (int i = 0; i < API_STOP_WAIT_MS / 10 && atomic_load(&s->exec_streams) > 0; i++) {
+                struct timespec ts = {0, 10 * 1000000L};
+
+                nanosleep(&ts, NULL);
+        }
+}
+
 static struct api_server *server_free(struct api_server *s)
 {
         if (!s)
                 return NULL;
         atomic_store(&s->stopping, true);
+        wait_exec_streams(s);
         /* upgraded (port-forward) connections must be closed before MHD stops */
         if (s->d)
                 agent_fwd_close_all(s->d);

@@ -177,6 +177,24 @@ echo "load: $CLIENTS clients x ${LOAD_S}s, $rounds get+exec rounds; fds $fd0 -> 
 [ "$rss1" -le $((rss0 + 16384)) ] || fail "RSS grew ${rss0} -> ${rss1} KiB"
 curl -s --unix-socket "$SOCK" http://x/metrics | promtool check metrics || fail "promtool after load"
 
+# ---- SIGTERM with an exec still streaming: forkletd stops promptly, the client is told -------
+"$FORKLET" exec hello -- sleep 1000 >/dev/null 2>"$T/exec-term.err" &
+epid=$!
+for _ in $(seq 40); do gsh hello 'ps' | grep -q 'sleep 1000' && break; sleep 0.25; done
+gsh hello 'ps' | grep -q 'sleep 1000' || fail "the long exec did not start"
+kill "$DPID"
+for _ in $(seq 40); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$DPID" 2>/dev/null && fail "forkletd still running 10 s after SIGTERM with an exec streaming"
+wait "$DPID"
+DPID=
+for _ in $(seq 40); do kill -0 "$epid" 2>/dev/null || break; sleep 0.25; done
+kill -0 "$epid" 2>/dev/null && fail "forklet exec still waiting after forkletd stopped"
+wait "$epid" && fail "forklet exec exited 0 when forkletd stopped under it"
+grep -q "shutting down" "$T/exec-term.err" || fail "exec client not told: $(cat "$T/exec-term.err")"
+start_daemon
+"$FORKLET" wait hello --for=Running --timeout=60 || fail "hello not adopted after the SIGTERM"
+echo "ok: SIGTERM with an exec streaming: forkletd stopped, the client was told"
+
 # ---- delete everything: no QEMU and no files left ------------------------------------------------
 "$FORKLET" delete hello >/dev/null || fail "delete hello"
 "$FORKLET" delete crashme >/dev/null || fail "delete crashme"

@@ -22,53 +22,19 @@ if [ -z "${NET_TEST_INNER:-}" ]; then
         NET_TEST_INNER=1 exec unshare -n "$0" "$@"
 fi
 
+. "$(dirname "$0")/net-lib.sh"
 P=$$
 INET="fki$P-inet" # the fake internet
 PEER="fki$P-peer" # a bystander on the node's uplink, for the exposure check
 UP="i$P"          # the node's uplink interface (leads only into the fake internet)
-PIDS=()
-FAILS=0
-
-fk_cleanup_extra() {
-        local p
-        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-        ip netns del "$INET" 2>/dev/null
-        ip netns del "$PEER" 2>/dev/null
-}
+fk_cleanup_extra() { net_cleanup "$INET" "$PEER"; }
 trap 'exit 1' INT TERM
 
-ok() { echo "ok - $*"; }
-bad() {
-        echo "not ok - $*"
-        FAILS=$((FAILS + 1))
-}
-
 # --- the node netns (this one) and its fake internet ---------------------------------------
-mkdir -p "$T/www"
-echo forklet-ok >"$T/www/index.html"
-ip link set lo up
-ip netns add "$INET"
-ip link add "$UP" type veth peer name eth0 netns "$INET"
-ip addr add 192.0.2.1/29 dev "$UP"
-ip link set "$UP" up
-ip route add 203.0.113.0/24 via 192.0.2.2
-ip route add 169.254.169.254/32 via 192.0.2.2
-ip -n "$INET" link set lo up
-ip -n "$INET" addr add 192.0.2.2/29 dev eth0
-for a in 203.0.113.10 203.0.113.20 203.0.113.53 169.254.169.254; do
-        ip -n "$INET" addr add $a/32 dev lo
-done
-ip -n "$INET" link set eth0 up
-for port in 80 8080; do
-        ip netns exec "$INET" busybox httpd -f -p $port -h "$T/www" &
-        PIDS+=($!)
-done
-ip netns exec "$INET" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
-        --user=root --listen-address=203.0.113.53 --bind-interfaces --port=53 \
-        --pid-file="$T/dnsmasq.pid" --address=/api.github.test/203.0.113.10 \
-        --address=/other.test/203.0.113.20 --host-record=edge.cdn.test,203.0.113.10 \
-        --cname=www.github.test,edge.cdn.test --local-ttl=5 2>"$T/dnsmasq.log" &
-PIDS+=($!)
+fake_internet "$INET" "$UP" 80,8080 203.0.113.10 203.0.113.20 203.0.113.53 169.254.169.254
+fake_dns "$INET" --address=/api.github.test/203.0.113.10 --address=/other.test/203.0.113.20 \
+        --host-record=edge.cdn.test,203.0.113.10 --cname=www.github.test,edge.cdn.test \
+        --local-ttl=5
 sleep 0.5
 printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 2 203.0.113.20 80 | grep -q "200 OK" ||
         fail "control: the node reaches the fake internet's HTTP host"
@@ -86,17 +52,6 @@ lookup() { gsh "$1" "busybox nslookup -type=a $2 10.0.2.3"; }
 fetch() { # fetch SESSION IP [PORT]: prints the HTTP status line, nothing when no connection
         gsh "$1" "printf 'GET / HTTP/1.0\r\n\r\n' | busybox timeout 8 busybox nc -w 3 $2 ${3:-80} | head -n1"
 }
-expect() { # expect DESCRIPTION PATTERN TEXT
-        if printf '%s' "$3" | grep -q -- "$2"; then ok "$1"; else
-                bad "$1 (got: $(printf '%s' "$3" | tr '\n' ' ' | cut -c1-200))"
-        fi
-}
-expect_not() {
-        if printf '%s' "$3" | grep -q -- "$2"; then
-                bad "$1 (got: $(printf '%s' "$3" | tr '\n' ' ' | cut -c1-200))"
-        else ok "$1"; fi
-}
-
 start_daemon
 manifest web "[api.github.test]"
 "$FORKLET" wait web --for=Running --timeout=300 >/dev/null || fail "session web not Running"

@@ -28,56 +28,17 @@ FK_TAG=netrs
 FK_IMAGE_FILES="vmlinuz initrd.img"
 . "$(dirname "$0")/fork-lib.sh"
 
+. "$(dirname "$0")/net-lib.sh"
 INET="fkr$$-inet" # the fake internet
 UP="r$$"          # the node's uplink interface (leads only into the fake internet)
-PIDS=()
-FAILS=0
-fk_cleanup_extra() {
-        local p
-        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-        ip netns del "$INET" 2>/dev/null
-}
+fk_cleanup_extra() { net_cleanup "$INET"; }
 trap 'exit 1' INT TERM
 
-ok() { echo "ok - $*"; }
-bad() {
-        echo "not ok - $*"
-        FAILS=$((FAILS + 1))
-}
-expect() { # expect DESCRIPTION PATTERN TEXT
-        if printf '%s' "$3" | grep -q -- "$2"; then ok "$1"; else
-                bad "$1 (got: $(printf '%s' "$3" | tr '\n' ' ' | cut -c1-300))"
-        fi
-}
-expect_not() {
-        if printf '%s' "$3" | grep -q -- "$2"; then
-                bad "$1 (got: $(printf '%s' "$3" | tr '\n' ' ' | cut -c1-300))"
-        else ok "$1"; fi
-}
-
 # --- the node netns (this one) and its fake internet ---------------------------------------
-mkdir -p "$T/www"
-echo forklet-ok >"$T/www/index.html"
-ip link set lo up
-ip netns add "$INET"
-ip link add "$UP" type veth peer name eth0 netns "$INET"
-ip addr add 192.0.2.1/29 dev "$UP"
-ip link set "$UP" up
-ip route add 203.0.113.0/24 via 192.0.2.2
-ip -n "$INET" link set lo up
-ip -n "$INET" addr add 192.0.2.2/29 dev eth0
-for a in 203.0.113.10 203.0.113.20 203.0.113.30 203.0.113.53; do
-        ip -n "$INET" addr add $a/32 dev lo
-done
-ip -n "$INET" link set eth0 up
-ip netns exec "$INET" busybox httpd -f -p 80 -h "$T/www" &
-PIDS+=($!)
-ip netns exec "$INET" dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
-        --user=root --listen-address=203.0.113.53 --bind-interfaces --port=53 \
-        --pid-file="$T/dnsmasq.pid" --address=/api.restart.test/203.0.113.10 \
+fake_internet "$INET" "$UP" 80 203.0.113.10 203.0.113.20 203.0.113.30 203.0.113.53
+fake_dns "$INET" --address=/api.restart.test/203.0.113.10 \
         --address=/other.restart.test/203.0.113.20 --address=/blocked.test/203.0.113.30 \
-        --local-ttl=5 2>"$T/dnsmasq.log" &
-PIDS+=($!)
+        --local-ttl=5
 sleep 0.5
 printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 2 203.0.113.30 80 | grep -q "200 OK" ||
         fail "control: the node reaches the fake internet's HTTP host"

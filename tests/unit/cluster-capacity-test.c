@@ -182,14 +182,15 @@ static void test_fork_shares(void **state)
         node_config_free(c.cfg);
 }
 
-/* vCPUs: 3 host CPUs at 100% overcommit hold three 1-vCPU sessions. */
-static void test_vcpus(void **state)
+/* On the node of cfg_text (host_cpus CPUs, plenty of RAM) with one local session, a cluster
+ * session placed next to one other fits; next to two, both sides refuse it, the node for
+ * reason why_expected. */
+static void check_limit(const char *cfg_text, unsigned host_cpus, enum agent_resource why_expected)
 {
         struct node_case c;
         enum agent_resource why = _AGENT_RESOURCE_MAX;
 
-        (void)state;
-        case_init(&c, "{reserveMemoryMiB: 0, maxSessions: 10, cpuOvercommitPercent: 100}", 3);
+        case_init(&c, cfg_text, host_cpus);
         c.node.host_memory_bytes = 100000 * MIB;
         c.local[c.n_local++] = small(&c, false, 0);
         c.n_cluster = 1;
@@ -197,27 +198,23 @@ static void test_vcpus(void **state)
         c.n_cluster = 2;
         assert_false(agree(&c));
         assert_false(node_admits(&c, &why));
-        assert_int_equal(why, AGENT_RESOURCE_CPU);
+        assert_int_equal(why, why_expected);
         node_config_free(c.cfg);
+}
+
+/* vCPUs: 3 host CPUs at 100% overcommit hold three 1-vCPU sessions. */
+static void test_vcpus(void **state)
+{
+        (void)state;
+        check_limit("{reserveMemoryMiB: 0, maxSessions: 10, cpuOvercommitPercent: 100}", 3,
+                    AGENT_RESOURCE_CPU);
 }
 
 /* Slots: maxSessions counts local and cluster sessions alike. */
 static void test_slots(void **state)
 {
-        struct node_case c;
-        enum agent_resource why = _AGENT_RESOURCE_MAX;
-
         (void)state;
-        case_init(&c, "{reserveMemoryMiB: 0, maxSessions: 3}", 8);
-        c.node.host_memory_bytes = 100000 * MIB;
-        c.local[c.n_local++] = small(&c, false, 0);
-        c.n_cluster = 1;
-        assert_true(agree(&c));
-        c.n_cluster = 2;
-        assert_false(agree(&c));
-        assert_false(node_admits(&c, &why));
-        assert_int_equal(why, AGENT_RESOURCE_SESSIONS);
-        node_config_free(c.cfg);
+        check_limit("{reserveMemoryMiB: 0, maxSessions: 3}", 8, AGENT_RESOURCE_SESSIONS);
 }
 
 /* Every host size in a range, whole MiB and with fractions, with forks charged by a PSS that

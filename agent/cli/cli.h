@@ -218,6 +218,10 @@ int cli_wait(const struct cli *c, int argc, char **argv);
 int cli_exec(const struct cli *c, int argc, char **argv);
 int cli_delete(const struct cli *c, int argc, char **argv);
 int cli_logs(const struct cli *c, int argc, char **argv);
+/* Writes guest bytes meant for a terminal: newlines, tabs and printable bytes (UTF-8 included)
+ * as they are, a CR only before a LF, every other control byte (ESC, BEL, a lone CR...) as
+ * \xNN, so a guest cannot drive the user's terminal. Returns 0 or -errno. */
+int cli_write_for_terminal(int fd, const void *data, size_t size);
 int cli_describe(const struct cli *c, int argc, char **argv);
 int cli_audit(const struct cli *c, int argc, char **argv);
 int cli_node(const struct cli *c, int argc, char **argv);

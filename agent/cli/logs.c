@@ -1,13 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet logs [--previous] NAME: prints the session's serial console log (its last MiB) via
- * the API; --previous the one before (the previous boot's, or what rotation moved aside). */
+ * the API; --previous the one before (the previous boot's, or what rotation moved aside). The
+ * guest wrote it: on a terminal, its control bytes are shown escaped. */
 #include "agent/cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+int cli_write_for_terminal(int fd, const void *data, size_t size)
+{
+        const unsigned char *in = data;
+        cleanup_free char *out = malloc(size * 4 + 1);
+        size_t n = 0;
+
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < size; i++) {
+                unsigned char b = in[i];
+
+                if (b == '\n' || b == '\t' || (b >= 0x20 && b != 0x7f) ||
+                    (b == '\r' && i + 1 < size && in[i + 1] == '\n'))
+                        out[n++] = (char)b;
+                else
+                        n += (size_t)snprintf(out + n, 5, "\\x%02x", b);
+        }
+        return fk_write_all(fd, out, n);
+}
 
 int cli_logs(const struct cli *c, int argc, char **argv)
 {
@@ -27,7 +49,9 @@ int cli_logs(const struct cli *c, int argc, char **argv)
                 fprintf(stderr, "forklet logs: %s\n", err.msg[0] ? err.msg : "out of memory");
                 return CLI_EXIT_FAILURE;
         }
-        if (resp.status == 200)
+        if (resp.status == 200 && isatty(STDOUT_FILENO))
+                (void)cli_write_for_terminal(STDOUT_FILENO, resp.body ?: "", resp.size);
+        else if (resp.status == 200)
                 (void)fk_write_all(STDOUT_FILENO, resp.body ?: "", resp.size);
         else {
                 cli_print_api_error("forklet logs", &resp);

@@ -132,6 +132,16 @@ grep -qF "\\x0d\\x0aFAKE-LOG-LINE $MARK" "$T/replay-text.err" ||
         fail "the forged ERROR did not reach the exec client escaped: $(cat "$T/replay-text.err")"
 "$FORKLET" get session hostile -o json >>"$T/describe.txt" || fail "get session hostile"
 grep -q -e $'\x1b' -e "$MARK" "$T/describe.txt" && fail "guest text in the hostile session's status"
+# the serial console is the guest's too: `forklet logs` on a terminal shows its escapes as \xNN
+# (piped, it stays byte-exact for scripts)
+"$FORKLET" exec hostile -- sh -c "printf '\\033]0;pwned-$MARK\\007\\n' >/dev/console" ||
+        fail "write an escape to the console"
+for _ in $(seq 40); do "$FORKLET" logs hostile | grep -q "pwned-$MARK" && break; sleep 0.25; done
+"$FORKLET" logs hostile | grep -q $'\x1b]0;pwned-'"$MARK" || fail "piped logs are not byte-exact"
+script -qec "$FORKLET logs hostile" /dev/null >"$T/logs-tty.txt" </dev/null || fail "logs on a pty"
+grep -q $'\x1b]0;pwned' "$T/logs-tty.txt" && fail "a guest escape reached the terminal raw"
+grep -qF "\x1b]0;pwned-$MARK\x07" "$T/logs-tty.txt" ||
+        fail "logs on a terminal: escape not shown as \\xNN: $(tail -c 300 "$T/logs-tty.txt")"
 # bounded: the flood (32 MiB for ids nobody asked for) and 1 MiB strings cost no lasting memory
 [ $((rss1 - rss0)) -lt 131072 ] || fail "forkletd grew from $rss0 to $rss1 KiB"
 

@@ -49,6 +49,9 @@ cleanup() {
         for n in a b; do
                 [ -f "$T/$n.yaml" ] &&
                         "$FORKLETD" --config "$T/$n.yaml" --remove-networks >/dev/null 2>&1
+        done
+        # "bad": the refused configs, whose forkletd made its cgroup parent before refusing
+        for n in a b bad; do
                 rmdir /sys/fs/cgroup/*/forklet-tls$$-$n /sys/fs/cgroup/forklet-tls$$-$n 2>/dev/null
         done
         rm -rf "$T"

@@ -105,6 +105,9 @@ int agent_jail_mounts_init(struct agent_jail *j, const char *root)
 {
         struct stat st;
 
+        /* the child joins root and a bind's path (each under PATH_MAX / 2) in PATH_MAX */
+        if (root[0] != '/' || strlen(root) >= PATH_MAX / 2 - 1)
+                return -ENAMETOOLONG;
         /* root is forkletd's: only its own empty directory may be covered by the tmpfs */
         if (mkdir(root, 0700) < 0 && errno != EEXIST)
                 return -errno;

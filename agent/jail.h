@@ -40,7 +40,8 @@ struct agent_jail {
 
 /* Starts a jail's mount table: creates root (0700, must be a directory owned by forkletd),
  * adds /usr, /bin.. (symlinks or read-only binds), /etc/ld.so.cache and /dev/{null,zero,full,
- * random,urandom}. Returns 0 or -errno (-EPERM: root is not forkletd's directory). */
+ * random,urandom}. Returns 0 or -errno (-EPERM: root is not forkletd's directory,
+ * -ENAMETOOLONG: root is not absolute or longer than PATH_MAX / 2). */
 int agent_jail_mounts_init(struct agent_jail *j, const char *root);
 
 /* Adds path (absolute, existing; AGENT_JAIL_* flags) to the jail at the same path. A path

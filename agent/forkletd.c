@@ -2,6 +2,7 @@
 /* forkletd: parses arguments, loads the node config, wires the daemon, the API server and the
  * signal handling together. VMs keep running across a forkletd restart (they are adopted). */
 #include "agent/agent.h"
+#include "agent/jail.h"
 #include "agent/cluster.h"
 #include "cgroups/cgroups.h"
 #include "common/log.h"
@@ -19,6 +20,7 @@ struct args {
         const char *config;
         enum log_level level;
         bool remove_networks;
+        bool decommission; /* remove_networks too */
 };
 
 static void usage(FILE *f)
@@ -34,6 +36,8 @@ static void usage(FILE *f)
                 "                         veths, NAT tables, leases) and exit; for "
                 "decommissioning\n"
                 "                         a node or cleaning up after tests, with its VMs gone\n"
+                "      --decommission     --remove-networks, and take back every file grant\n"
+                "                         the QEMU jail gave this node's sessions, then exit\n"
                 "  -h, --help             this text\n"
                 "      --version          print the version\n"
                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup error, 2 on usage errors.\n");
@@ -47,6 +51,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
                 {"remove-networks", no_argument, NULL, 'R'},
+                {"decommission", no_argument, NULL, 'D'},
                 {},
         };
         int c;
@@ -70,6 +75,9 @@ static int parse_args(int argc, char **argv, struct args *a)
                 case 'V':
                         printf("forkletd %s\n", FORKLET_VERSION);
                         return 0;
+                case 'D':
+                        a->decommission = true;
+                        /* fall through */
                 case 'R':
                         a->remove_networks = true;
                         break;
@@ -199,6 +207,27 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         return r;
 }
 
+/* --remove-networks and --decommission: what a node leaves on the host once its VMs are gone. */
+static int remove_node_leftovers(const struct node_config *cfg, bool grants)
+{
+        struct fk_error err = {0};
+        int r, k = 0;
+
+        r = agent_net_ops_real.cleanup(cfg, NULL, &err);
+        if (r < 0)
+                log_error("remove session networks: %s", err.msg);
+        else
+                log_info("removed %d session network(s) of node %s", r, cfg->node_name);
+        if (grants) {
+                k = agent_jail_forget_all(cfg->state_dir);
+                if (k < 0)
+                        log_error_errno(k, "take back the jail's file grants: %m");
+                else
+                        log_info("took back the jail's file grants of %d session(s)", k);
+        }
+        return r < 0 ? r : k < 0 ? k : 0;
+}
+
 int main(int argc, char **argv)
 {
         struct node_config *cfg = NULL;
@@ -223,13 +252,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         if (a.remove_networks) {
-                struct fk_error err = {0};
-
-                r = agent_net_ops_real.cleanup(cfg, NULL, &err);
-                if (r < 0)
-                        log_error("remove session networks: %s", err.msg);
-                else
-                        log_info("removed %d session network(s) of node %s", r, cfg->node_name);
+                r = remove_node_leftovers(cfg, a.decommission);
                 node_config_free(cfg);
                 return r < 0 ? 1 : 0;
         }

@@ -459,3 +459,30 @@ int agent_jail_forget(const char *state_dir)
                 return -ENOMEM;
         return unlink(ledger) < 0 && errno != ENOENT ? -errno : 0;
 }
+
+int agent_jail_forget_all(const char *state_root)
+{
+        cleanup_free char *dir = NULL;
+        struct dirent *de;
+        int n = 0, first = 0;
+        DIR *dp;
+
+        if (fk_asprintf(&dir, "%s/sessions", state_root) < 0)
+                return -ENOMEM;
+        dp = opendir(dir);
+        if (!dp)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(dp))) {
+                cleanup_free char *sd = NULL;
+                int r;
+
+                if (de->d_name[0] == '.' || fk_asprintf(&sd, "%s/%s", dir, de->d_name) < 0)
+                        continue;
+                r = agent_jail_forget(sd);
+                if (r < 0 && !first)
+                        first = r;
+                n += r >= 0;
+        }
+        closedir(dp);
+        return first < 0 ? first : n;
+}

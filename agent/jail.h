@@ -107,6 +107,10 @@ int agent_jail_own_dir(const char *dir, uid_t uid);
  * O_CLOEXEC fd or -errno (-EPERM: owned by somebody else). */
 int agent_jail_open_trusted(const char *path);
 
+/* agent_jail_forget for every session dir under <state_root>/sessions (decommissioning a node
+ * whose VMs are gone). Returns the number of dirs handled or the first -errno. */
+int agent_jail_forget_all(const char *state_root);
+
 /* The files one QEMU opens by name. Borrowed; NULL: none. */
 struct agent_jail_files {
         const char *run_dir;                  /* handed to the uid (sockets, logs, mem.ram) */

@@ -53,7 +53,7 @@ cleanup() {
         for p in $(our_qemus); do kill -9 "$p" 2>/dev/null; done
         cl_etcd_stop KILL
         for f in "$T"/n*.yaml; do
-                [ -f "$f" ] && "$FORKLETD" --config "$f" --remove-networks >/dev/null 2>&1
+                [ -f "$f" ] && "$FORKLETD" --config "$f" --decommission >/dev/null 2>&1
         done
         rm -rf "$T"
         # each node's cgroup parent (and session cgroups a killed node left), children first

@@ -87,8 +87,9 @@ fk_cleanup() {
                 ls -d /sys/fs/cgroup/*/$FK_CGROUP /sys/fs/cgroup/$FK_CGROUP >/dev/null 2>&1 || break
                 sleep 0.25
         done
-        # the session networks forkletd made for this node (netns, host veths, NAT tables)
-        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
+        # the session networks forkletd made for this node (netns, host veths, NAT tables) and
+        # the jail's grants on host files (/dev/net/tun, /dev/kvm) of sessions never deleted
+        [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --decommission >/dev/null 2>&1
         [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
 }
 trap fk_cleanup EXIT

@@ -12,11 +12,12 @@ FORKLET_TEST_ACCEL=kvm
 . "$(dirname "$0")/fork-lib.sh"
 command -v getfacl >/dev/null && command -v setfacl >/dev/null || skip "getfacl/setfacl (acl) not installed"
 
-# Our session's ACL entry on the host's /dev/kvm goes, even when the test fails.
+# Our sessions' ACL entries on the host's /dev/kvm go, even when the test fails.
 fk_cleanup_extra() {
-        local u
-        u=$(cat "$T/state/sessions/default.k/jail-uid" 2>/dev/null) && [ -n "$u" ] &&
-                setfacl -x "u:$u" /dev/kvm 2>/dev/null
+        local f u
+        for f in "$T"/state/sessions/*/jail-uid; do
+                u=$(cat "$f" 2>/dev/null) && [ -n "$u" ] && setfacl -x "u:$u" /dev/kvm 2>/dev/null
+        done
 }
 
 start_daemon
@@ -55,4 +56,18 @@ fi
 "$FORKLET" delete k >/dev/null
 "$FORKLET" wait k --for=Deleted --timeout=120 || fail "k not deleted"
 getfacl -pn /dev/kvm | grep -q "^user:$u:" && fail "uid $u keeps its grant on /dev/kvm after delete"
+echo "ok: delete took the grant back"
+
+# A node whose forkletd and VMs died without deleting their sessions: decommissioning it takes
+# the grants back.
+session k2
+for _ in $(seq 240); do [ -s "$T/state/sessions/default.k2/jail-grants" ] && break; sleep 0.25; done
+u2=$(cat "$T/state/sessions/default.k2/jail-uid") || fail "k2 has no jail uid"
+getfacl -pn /dev/kvm | grep -q "^user:$u2:rw-" || fail "no grant for $u2 on /dev/kvm"
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null
+DPID=
+for p in /proc/[0-9]*; do grep -qs "$T/run" "$p/cmdline" && kill -9 "${p#/proc/}" 2>/dev/null; done
+"$FORKLETD" --config "$T/node.yaml" --decommission || fail "forkletd --decommission"
+getfacl -pn /dev/kvm | grep -q "^user:$u2:" && fail "uid $u2 keeps its grant after --decommission"
 echo "PASS: jail-kvm"

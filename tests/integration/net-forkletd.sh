@@ -227,6 +227,11 @@ stop_daemon
 # forget web2 behind forkletd's back: its network is now an orphan
 w2pid=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$T"/run/sessions/default.web2/vm.json)
 kill -9 "$w2pid" 2>/dev/null
+# (its jail's grants on host files, e.g. /dev/net/tun, go first: they would outlive the ledger)
+u2=$(cat "$T/state/sessions/default.web2/jail-uid" 2>/dev/null)
+while [ -n "$u2" ] && read -r f; do
+        setfacl -x "u:$u2" "$f" 2>/dev/null
+done <"$T/state/sessions/default.web2/jail-grants"
 rm -rf "$T/state/sessions/default.web2" "$T/run/sessions/default.web2"
 start_daemon
 sleep 1

@@ -295,6 +295,10 @@ struct agent_daemon {
 
 /* Under d->lock. */
 struct agent_session *agent_daemon_find(struct agent_daemon *d, const char *ns, const char *name);
+/* Under d->lock: the session ns/name if it is Running with a VM; else -ENOENT or -EAGAIN with
+ * err naming it and its phase. */
+int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char *name,
+                              struct agent_session **ret, struct fk_error *err);
 int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s);
 void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s);
 /* Merges a manifest-dir scan into the table (under the lock). */

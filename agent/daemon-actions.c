@@ -137,17 +137,12 @@ int agent_daemon_wait_phase(struct agent_daemon *d, const char *ns, const char *
 static int running_vm(struct agent_daemon *d, const char *ns, const char *name,
                       struct agent_vm_ref **ret, struct fk_error *err)
 {
-        struct agent_session *s;
-        int r = 0;
+        struct agent_session *s = NULL;
+        int r;
 
         pthread_mutex_lock(&d->lock);
-        s = agent_daemon_find(d, ns, name);
-        if (!s)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
-                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
-                                 session_phase_to_string(s->phase));
-        else
+        r = agent_daemon_find_running(d, ns, name, &s, err);
+        if (r >= 0)
                 *ret = agent_vm_ref_get(s->vm);
         pthread_mutex_unlock(&d->lock);
         return r;

@@ -141,15 +141,12 @@ static int ports_text(const struct session_manifest *m, char *buf, size_t size)
 static int port_check(struct agent_daemon *d, const char *ns, const char *name, uint16_t port,
                       struct fk_error *err)
 {
-        struct agent_session *s = agent_daemon_find(d, ns, name);
+        struct agent_session *s = NULL;
         char list[256];
-        int fd;
+        int fd = agent_daemon_find_running(d, ns, name, &s, err);
 
-        if (!s)
-                return fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
-                return fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
-                                    session_phase_to_string(s->phase));
+        if (fd < 0)
+                return fd;
         if (!s->spec)
                 return fk_error_set(err, -ENOENT, "session %s/%s is being deleted", ns, name);
         if (!port_listed(s->spec, port)) {

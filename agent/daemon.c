@@ -44,6 +44,20 @@ struct agent_session *agent_daemon_find(struct agent_daemon *d, const char *ns, 
         return NULL;
 }
 
+int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char *name,
+                              struct agent_session **ret, struct fk_error *err)
+{
+        struct agent_session *s = agent_daemon_find(d, ns, name);
+
+        if (!s)
+                return fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
+                return fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
+                                    session_phase_to_string(s->phase));
+        *ret = s;
+        return 0;
+}
+
 int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s)
 {
         if (d->n_sessions == d->alloc_sessions) {

@@ -45,18 +45,13 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
 {
         struct vmm_exec_request copy = *req;
         struct agent_vm_ref *vm = NULL;
-        struct agent_session *s;
+        struct agent_session *s = NULL;
         char **env = NULL;
-        int r = 0;
+        int r;
 
         pthread_mutex_lock(&d->lock);
-        s = agent_daemon_find(d, ns, name);
-        if (!s)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
-                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
-                                 session_phase_to_string(s->phase));
-        else
+        r = agent_daemon_find_running(d, ns, name, &s, err);
+        if (r >= 0)
                 r = merged_env(s->spec, req->env, &env);
         if (r >= 0 && s->fork_id) {
                 cleanup_free char *kv = NULL;
@@ -84,15 +79,10 @@ int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *
                             struct fk_error *err)
 {
         struct agent_session *s;
-        int r = 0;
+        int r;
 
         pthread_mutex_lock(&d->lock);
-        s = agent_daemon_find(d, ns, name);
-        if (!s)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
-                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
-                                 session_phase_to_string(s->phase));
+        r = agent_daemon_find_running(d, ns, name, &s, err);
         pthread_mutex_unlock(&d->lock);
         return r;
 }

@@ -19,12 +19,18 @@
 int fk_read_file(const char *path, size_t max, char **ret, size_t *ret_size)
 {
         cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return fk_read_fd(fd, max, ret, ret_size);
+}
+
+int fk_read_fd(int fd, size_t max, char **ret, size_t *ret_size)
+{
         cleanup_free char *buf = NULL;
         size_t size = 0, alloc = 0;
         struct stat st;
 
-        if (fd < 0)
-                return -errno;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max)

@@ -10,6 +10,8 @@
 /* Reads all of path into a NUL-terminated heap buffer (caller frees *ret). Fails with -EFBIG
  * when the file is larger than max bytes. ret_size may be NULL. Does not log. */
 int fk_read_file(const char *path, size_t max, char **ret, size_t *ret_size);
+/* The same for what is left to read on fd (a file, pipe or terminal; not closed). */
+int fk_read_fd(int fd, size_t max, char **ret, size_t *ret_size);
 
 /* Writes data to path atomically: temp file in the same dir, fsync, rename, fsync dir.
  * mode applies to the new file. Does not log. */

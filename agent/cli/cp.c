@@ -18,41 +18,13 @@
 static int read_local(const char *path, char **ret, size_t *ret_size, unsigned *ret_mode)
 {
         cleanup_close int fd = -1;
-        char *buf = NULL;
-        size_t size = 0;
         struct stat st;
 
         fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         *ret_mode = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? st.st_mode & 07777 : 0644;
-        for (;;) {
-                char *p = realloc(buf, size + 65536);
-                ssize_t n;
-
-                if (!p) {
-                        free(buf);
-                        return -ENOMEM;
-                }
-                buf = p;
-                n = read(fd, buf + size, 65536);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        free(buf);
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                size += (size_t)n;
-                if (size > CP_MAX) {
-                        free(buf);
-                        return -EFBIG;
-                }
-        }
-        *ret = buf;
-        *ret_size = size;
-        return 0;
+        return fk_read_fd(fd, CP_MAX, ret, ret_size);
 }
 
 static int write_local(const char *path, const void *data, size_t size)

@@ -56,46 +56,11 @@ static int on_line(const char *line, void *userdata)
         return 0;
 }
 
-static int read_stdin(void **ret, size_t *ret_size)
-{
-        char *buf = NULL;
-        size_t size = 0;
-
-        for (;;) {
-                char *p = realloc(buf, size + 65536);
-                ssize_t n;
-
-                if (!p) {
-                        free(buf);
-                        return -ENOMEM;
-                }
-                buf = p;
-                n = read(STDIN_FILENO, buf + size, 65536);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        if (n < 0) {
-                                free(buf);
-                                return -errno;
-                        }
-                        break;
-                }
-                size += (size_t)n;
-                if (size > EXEC_MAX_STDIN) {
-                        free(buf);
-                        return -EFBIG;
-                }
-        }
-        *ret = buf;
-        *ret_size = size;
-        return 0;
-}
-
 static int build_body(const struct cli_exec_args *a, char **ret)
 {
         json_t *j = json_pack("{s:[], s:b, s:I}", "argv", "detach", a->detach, "timeout_ms",
                               (json_int_t)a->timeout_s * 1000);
-        cleanup_free void *in = NULL;
+        cleanup_free char *in = NULL;
         char *b64 = NULL;
         size_t n = 0;
         int r = 0;
@@ -106,7 +71,7 @@ static int build_body(const struct cli_exec_args *a, char **ret)
                 json_object_set_new(j, "output_cap", json_integer((json_int_t)a->output_cap));
         for (char **p = a->argv; *p; p++)
                 json_array_append_new(json_object_get(j, "argv"), json_string(*p));
-        if (a->stdin_ && (r = read_stdin(&in, &n)) >= 0 &&
+        if (a->stdin_ && (r = fk_read_fd(STDIN_FILENO, EXEC_MAX_STDIN, &in, &n)) >= 0 &&
             (r = api_base64_encode(in, n, &b64)) >= 0)
                 json_object_set_new(j, "stdin", json_string(b64));
         free(b64);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,42 +111,62 @@ int fk_read_all(int fd, void *buf, size_t size)
         return 0;
 }
 
-int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode)
+int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t size, mode_t mode)
 {
-        cleanup_free char *tmp = NULL, *dir = NULL;
         cleanup_close int fd = -1;
-        cleanup_close int dfd = -1;
-        char *slash;
+        char tmp[NAME_MAX + 1];
+        uint64_t rnd;
         int r;
 
-        if (fk_asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
-                return -ENOMEM;
-        dir = strdup(path);
-        if (!dir)
-                return -ENOMEM;
-        slash = strrchr(dir, '/');
-        if (slash == dir)
-                slash[1] = '\0';
-        else if (slash)
-                *slash = '\0';
-        else
-                strcpy(dir, ".");
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (!name[0] || strchr(name, '/') || strlen(name) + 22 > NAME_MAX)
+                return -EINVAL;
+        /* An unpredictable name created with O_EXCL|O_NOFOLLOW: whoever else can write in the
+         * directory cannot pre-plant a symlink or a file for us to follow or truncate. */
+        for (int i = 0; i < 8 && fd < 0; i++) {
+                if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+                        return errno ? -errno : -EIO;
+                snprintf(tmp, sizeof(tmp), ".%s.%016" PRIx64, name, rnd);
+                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+                if (fd < 0 && errno != EEXIST)
+                        return -errno;
+        }
         if (fd < 0)
-                return -errno;
+                return -EEXIST;
         r = fk_write_all(fd, data, size);
         if (r >= 0 && fsync(fd) < 0)
                 r = -errno;
-        if (r >= 0 && rename(tmp, path) < 0)
+        /* rename replaces a symlink at name itself; it never writes through it */
+        if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
                 r = -errno;
         if (r < 0) {
-                unlink(tmp);
+                (void)unlinkat(dfd, tmp, 0);
                 return r;
         }
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0)
-                (void)fsync(dfd);
+        (void)fsync(dfd);
         return 0;
+}
+
+int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode)
+{
+        cleanup_free char *dir = strdup(path);
+        cleanup_close int dfd = -1;
+        const char *name;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash) {
+                name = path;
+                dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        } else {
+                name = path + (slash - dir) + 1;
+                slash[slash == dir ? 1 : 0] = '\0';
+                dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
+        if (dfd < 0)
+                return -errno;
+        return fk_write_file_atomicat(dfd, name, data, size, mode);
 }
 
 int fk_mkdir_p(const char *path, mode_t mode)

@@ -13,9 +13,12 @@ int fk_read_file(const char *path, size_t max, char **ret, size_t *ret_size);
 /* The same for what is left to read on fd (a file, pipe or terminal; not closed). */
 int fk_read_fd(int fd, size_t max, char **ret, size_t *ret_size);
 
-/* Writes data to path atomically: temp file in the same dir, fsync, rename, fsync dir.
- * mode applies to the new file. Does not log. */
+/* Writes data to path atomically: a temp file of an unpredictable name in the same dir created
+ * O_EXCL|O_NOFOLLOW, fsync, rename over path (a symlink at path is replaced, never followed),
+ * fsync dir. mode applies to the new file. Returns 0 or -errno. Does not log. */
 int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);
+/* The same relative to a directory fd; name is one path component. */
+int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t size, mode_t mode);
 
 /* mkdir -p with mode for each created component. Existing dirs are fine. */
 int fk_mkdir_p(const char *path, mode_t mode);

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* common/util: the atomic file writer never follows or truncates what another writer of the
+ * directory planted, and leaves no temporary behind. */
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char dir[64];
+
+static int setup(void **state)
+{
+        (void)state;
+        strcpy(dir, "/tmp/fk-util-XXXXXX");
+        return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        return fk_rm_rf(dir);
+}
+
+static char *slurp(const char *path)
+{
+        char *text = NULL;
+        size_t n = 0;
+
+        if (fk_read_file(path, 1 << 20, &text, &n) < 0)
+                return NULL;
+        return text;
+}
+
+static unsigned count_entries(void)
+{
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        unsigned n = 0;
+
+        assert_non_null(d);
+        while ((e = readdir(d)))
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void test_write_replace(void **state)
+{
+        cleanup_free char *path = NULL, *text = NULL;
+        struct stat st;
+
+        (void)state;
+        assert_int_equal(fk_asprintf(&path, "%s/state.json", dir) < 0, 0);
+        assert_int_equal(fk_write_file_atomic(path, "one", 3, 0600), 0);
+        assert_int_equal(fk_write_file_atomic(path, "two!", 4, 0640), 0);
+        text = slurp(path);
+        assert_non_null(text);
+        assert_string_equal(text, "two!");
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0640);
+        assert_int_equal(count_entries(), 1); /* no temporary left */
+}
+
+/* A symlink planted at the final name is replaced by the file, its target left untouched. */
+static void test_symlink_not_followed(void **state)
+{
+        cleanup_free char *path = NULL, *victim = NULL, *text = NULL;
+        struct stat st;
+
+        (void)state;
+        assert_int_equal(fk_asprintf(&victim, "%s/victim", dir) < 0, 0);
+        assert_int_equal(fk_asprintf(&path, "%s/vm.json", dir) < 0, 0);
+        assert_int_equal(fk_write_file_atomic(victim, "precious", 8, 0600), 0);
+        assert_int_equal(symlink(victim, path), 0);
+        assert_int_equal(fk_write_file_atomic(path, "{}", 2, 0600), 0);
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        text = slurp(victim);
+        assert_non_null(text);
+        assert_string_equal(text, "precious");
+}
+
+static void test_bad_names(void **state)
+{
+        cleanup_close int dfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        (void)state;
+        assert_true(dfd >= 0);
+        assert_int_equal(fk_write_file_atomicat(dfd, "a/b", "x", 1, 0600), -EINVAL);
+        assert_int_equal(fk_write_file_atomicat(dfd, "", "x", 1, 0600), -EINVAL);
+        assert_int_equal(fk_write_file_atomic("/nonexistent-dir-fk/x", "x", 1, 0600), -ENOENT);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_write_replace, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_symlink_not_followed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

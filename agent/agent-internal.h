@@ -18,7 +18,10 @@ enum agent_source {
 enum agent_condition_type {
         AGENT_COND_READY,
         AGENT_COND_MANIFEST_VALID,
-        AGENT_COND_RESOURCES, /* size class applied live, or waiting for a restart */
+        AGENT_COND_RESOURCES,   /* size class applied live, or waiting for a restart */
+        AGENT_COND_AFTER_START, /* lifecycle.afterStart ran (True) or failed (False) */
+        AGENT_COND_CHECKPOINTS, /* every spec.checkpoints entry is taken */
+        AGENT_COND_FORKS,       /* spec.forks has its count, or why it waits */
         _AGENT_COND_MAX,
 };
 
@@ -230,7 +233,13 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
 int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
                           char **ret_disk, char **ret_mem, struct fk_error *err);
 /* In the boot job after a cold boot: afterStart, then spec.checkpoints. Logs. */
+/* afterStart and spec.checkpoints of a cold boot; s is busy, called without the lock. Their
+ * outcome is a condition (AfterStart, CheckpointsTaken); afterStart's failure sets Ready False
+ * or, with restartPolicy OnFailure, fails the session. */
 void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm);
+/* Under the lock: phase Failed with reason and msg, back-off for a restart. Logs. */
+void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                        const char *msg);
 /* Takes a checkpoint of s (busy marked by the caller) with vm; *ret_id (41 bytes). */
 int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
                           const char *name, char *ret_id, struct fk_error *err);

@@ -364,6 +364,12 @@ static void job_stop(struct job *j, bool destroy)
                 j->s = NULL;
                 return;
         }
+        if (j->s->phase == SESSION_PHASE_FAILED && j->s->spec &&
+            j->s->spec->state != SESSION_STATE_STOPPED) {
+                /* stopped to restart (restartPolicy): it stays Failed with its reason */
+                log_info("session %s: stopped after a failure", j->s->key);
+                return;
+        }
         j->s->phase = SESSION_PHASE_STOPPED;
         agent_session_set_condition(j->s, AGENT_COND_READY, "False", "Stopped", now_real(d), "%s",
                                     "spec.state is Stopped");
@@ -584,4 +590,10 @@ void agent_executor_check_exits(struct agent_daemon *d)
                 agent_resources_teardown(d, s->key);
                 session_set_cgroup(d, s, false);
         }
+}
+
+void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                        const char *msg)
+{
+        session_failed(d, s, reason, msg);
 }

@@ -76,41 +76,53 @@ static int fork_link_origin(struct agent_daemon *d, const struct agent_session *
         return r;
 }
 
-/* Under the lock: creates fork session `name` of p from checkpoint id. */
+/* Removes what fork_link_origin made for key (the fork's state dir). */
+static void fork_unlink_origin(struct agent_daemon *d, const char *key)
+{
+        cleanup_free char *sd = NULL;
+
+        if (agent_session_state_dir(d->cfg->state_dir, key, &sd) >= 0)
+                (void)fk_rm_rf(sd);
+}
+
+/* Under the lock: creates fork session `name` of p from checkpoint id. On failure nothing of
+ * it stays: no session, no links, no stored record. */
 static int fork_create(struct agent_daemon *d, struct agent_session *p, const char *name,
                        const char *id, bool by_spec, struct fk_error *err)
 {
         struct agent_session *f = agent_session_new(p->namespace, name);
         int r;
 
-        if (f && (r = fork_link_origin(d, p, f->key, id, err)) < 0) {
-                cleanup_free char *sd = NULL;
-
-                if (agent_session_state_dir(d->cfg->state_dir, f->key, &sd) >= 0)
-                        (void)fk_rm_rf(sd);
-                agent_session_free(f);
-                return r;
-        }
-
-        if (!f || !(f->spec = fork_spec(p->spec, name)) || !(f->fork_parent = strdup(p->name)) ||
-            !(f->fork_checkpoint = strdup(id))) {
-                agent_session_free(f);
+        if (!f)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        }
+        r = fork_link_origin(d, p, f->key, id, err);
+        if (r >= 0 && (!(f->spec = fork_spec(p->spec, name)) ||
+                       !(f->fork_parent = strdup(p->name)) || !(f->fork_checkpoint = strdup(id))))
+                r = fk_error_set(err, -ENOMEM, "out of memory");
+        if (r < 0)
+                goto fail;
         f->source = AGENT_SOURCE_API;
         f->fork_by_spec = by_spec;
         f->generation = 1;
         f->created_ns = d->clock.now_real_ns(d->clock.userdata);
+        /* the store first: a fork that forkletd would not know after a restart never runs */
+        r = agent_store_save(d->cfg->state_dir, f);
+        if (r < 0) {
+                fk_error_set(err, r, "store session %s: %s", f->key, strerror(-r));
+                goto fail;
+        }
         r = agent_daemon_insert(d, f);
         if (r < 0) {
-                agent_session_free(f);
-                return fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
+                fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
+                (void)agent_store_remove(d->cfg->state_dir, f->key);
+                goto fail;
         }
-        r = agent_store_save(d->cfg->state_dir, f);
-        if (r < 0)
-                log_warning_errno(r, "session %s: store: %m", f->key);
         log_info("session %s: fork of %s from %s", f->key, p->key, id);
         return 0;
+fail:
+        fork_unlink_origin(d, f->key);
+        agent_session_free(f);
+        return r;
 }
 
 static unsigned count_forks(struct agent_daemon *d, const struct agent_session *p)
@@ -133,18 +145,24 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
         cleanup_free char *dir = NULL;
         struct agent_session *p;
         json_t *names = json_array();
-        unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session;
+        unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session, have = 0;
         int r = 0;
 
         if (!names)
                 return -ENOMEM;
         pthread_mutex_lock(&d->lock);
         p = agent_daemon_find(d, ns, name);
+        if (p && p->spec)
+                have = count_forks(d, p);
         if (!p || !p->spec)
                 r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (count == 0 || (max && count_forks(d, p) + count > max))
-                r = fk_error_set(err, -EINVAL, "count %u: must be 1..%u forks per session", count,
-                                 max ? max - count_forks(d, p) : 1000);
+        else if (count == 0)
+                r = fk_error_set(err, -EINVAL, "count: must be at least 1");
+        else if (max && (have >= max || count > max - have))
+                r = fk_error_set(err, -EINVAL,
+                                 "count %u: session %s/%s has %u of at most %u forks "
+                                 "(capacity.maxForksPerSession); %u more allowed",
+                                 count, ns, name, have, max, have < max ? max - have : 0);
         else
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
         while (r >= 0 && made < count && idx < 100000) {
@@ -305,8 +323,29 @@ static char *named_checkpoint_id(struct agent_daemon *d, const struct agent_sess
         return id;
 }
 
+/* Why spec.forks of p waits for its checkpoint: the parent's own failure when it has one. */
+static void forks_waiting(struct agent_session *p, uint64_t now)
+{
+        const struct agent_condition *after = &p->conditions[AGENT_COND_AFTER_START];
+        const struct agent_condition *cks = &p->conditions[AGENT_COND_CHECKPOINTS];
+
+        if (after->set && strcmp(after->status, "False") == 0)
+                agent_session_set_condition(p, AGENT_COND_FORKS, "False", "AfterStartFailed", now,
+                                            "spec.forks waits for checkpoint %s, not taken: %s",
+                                            p->spec->forks_from, after->message);
+        else if (cks->set && strcmp(cks->status, "False") == 0)
+                agent_session_set_condition(p, AGENT_COND_FORKS, "False", "CheckpointFailed", now,
+                                            "spec.forks waits for checkpoint %s: %s",
+                                            p->spec->forks_from, cks->message);
+        else
+                agent_session_set_condition(p, AGENT_COND_FORKS, "False", "WaitingForCheckpoint",
+                                            now, "spec.forks waits for checkpoint %s",
+                                            p->spec->forks_from);
+}
+
 static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
 {
+        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
         cleanup_free char *id = NULL;
         struct fk_error err = {0};
 
@@ -316,13 +355,20 @@ static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
                 snprintf(fname, sizeof(fname), "%s-fork-%u", p->name, i);
                 if (agent_daemon_find(d, p->namespace, fname))
                         continue;
-                if (!id && !(id = named_checkpoint_id(d, p, p->spec->forks_from)))
-                        return; /* not taken yet */
+                if (!id && !(id = named_checkpoint_id(d, p, p->spec->forks_from))) {
+                        forks_waiting(p, now);
+                        return;
+                }
                 if (fork_create(d, p, fname, id, true, &err) < 0) {
                         log_error("session %s: spec.forks: %s", p->key, err.msg);
+                        agent_session_set_condition(p, AGENT_COND_FORKS, "False", "ForkFailed", now,
+                                                    "%s", err.msg);
                         return;
                 }
         }
+        agent_session_set_condition(p, AGENT_COND_FORKS, "True", "Created", now,
+                                    "%u forks of checkpoint %s", p->spec->forks_count,
+                                    p->spec->forks_from);
 }
 
 void agent_forks_reconcile(struct agent_daemon *d)

@@ -183,35 +183,61 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                 (void)fk_write_file_atomic(mark, r->ck_id, strlen(r->ck_id), 0600);
 }
 
-static int discard_output(int stream, const void *data, size_t size, void *ud)
+/* The last bytes afterStart wrote to stderr, for the condition that reports its failure. */
+struct stderr_tail {
+        char buf[160];
+        size_t len;
+};
+
+static int keep_stderr_tail(int stream, const void *data, size_t size, void *ud)
 {
-        (void)stream;
-        (void)data;
-        (void)size;
-        (void)ud;
+        struct stderr_tail *t = ud;
+        size_t cap = sizeof(t->buf) - 1;
+
+        if (stream != 2 || size == 0)
+                return 0;
+        if (size >= cap) {
+                memcpy(t->buf, (const char *)data + size - cap, cap);
+                t->len = cap;
+        } else {
+                if (t->len + size > cap) {
+                        size_t drop = t->len + size - cap;
+
+                        memmove(t->buf, t->buf + drop, t->len - drop);
+                        t->len -= drop;
+                }
+                memcpy(t->buf + t->len, data, size);
+                t->len += size;
+        }
+        t->buf[t->len] = '\0';
         return 0;
 }
 
-static int run_after_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
-                           char *const *argv, char *const *env)
+/* 0, or -errno with err saying how afterStart failed (exit code or signal and its stderr tail,
+ * guest text escaped). Does not log. */
+static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char *const *argv,
+                           char *const *env, struct fk_error *err)
 {
         struct vmm_exec_request req = {
                 .argv = argv, .env = env, .timeout_ms = AFTER_START_TIMEOUT_MS};
         struct vmm_exec_result res = {0};
-        struct fk_error err = {0};
+        struct stderr_tail tail = {0};
+        char how[48], text[sizeof(tail.buf) * 4];
         int r;
 
-        r = d->ops.exec(d->ops.userdata, vm->vm, &req, discard_output, NULL, &res, &err);
+        r = d->ops.exec(d->ops.userdata, vm->vm, &req, keep_stderr_tail, &tail, &res, err);
         if (r < 0)
-                return log_error_errno(r, "session %s: afterStart: %s", s->key,
-                                       err.msg[0] ? err.msg : strerror(-r));
-        if (res.signaled || res.timed_out || res.exit_code != 0) {
-                log_error("session %s: afterStart failed (exit %d%s)", s->key, res.exit_code,
-                          res.timed_out ? ", timed out" : "");
-                return -EIO;
-        }
-        log_info("session %s: afterStart done", s->key);
-        return 0;
+                return err->msg[0] ? r : fk_error_set(err, r, "%s", strerror(-r));
+        if (!res.signaled && !res.timed_out && res.exit_code == 0)
+                return 0;
+        if (res.timed_out)
+                snprintf(how, sizeof(how), "timed out after %u s", AFTER_START_TIMEOUT_MS / 1000);
+        else if (res.signaled)
+                snprintf(how, sizeof(how), "killed by signal %d", res.signal);
+        else
+                snprintf(how, sizeof(how), "exited %d", res.exit_code);
+        fk_escape_text(tail.buf, text, sizeof(text));
+        return fk_error_set(err, -EIO, "afterStart %s%s%s", how, text[0] ? "; stderr: " : "", text);
 }
 
 /* Whether a checkpoint named name exists in state dir sd. */
@@ -232,10 +258,59 @@ static bool named_checkpoint_exists(const char *sd, const char *name)
         return found;
 }
 
+static uint64_t now_real(struct agent_daemon *d)
+{
+        return d->clock.now_real_ns(d->clock.userdata);
+}
+
+/* Under the lock: afterStart failed (err). The failure is a state: AfterStart False with the
+ * exit and the stderr tail, Ready False with that reason, declared checkpoints (and so declared
+ * forks) wait; with restartPolicy OnFailure the session fails and boots again after back-off. */
+static void after_start_failed(struct agent_daemon *d, struct agent_session *s,
+                               const struct fk_error *err)
+{
+        uint64_t now = now_real(d);
+
+        log_error("session %s: %s", s->key, err->msg);
+        agent_session_set_condition(s, AGENT_COND_AFTER_START, "False", "Failed", now, "%s",
+                                    err->msg);
+        if (s->spec && s->spec->n_checkpoints)
+                agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False", "AfterStartFailed",
+                                            now, "%s",
+                                            "spec.checkpoints wait for a successful afterStart");
+        if (s->spec && s->spec->restart_policy == RESTART_POLICY_ON_FAILURE)
+                agent_session_fail(d, s, "AfterStartFailed", err->msg);
+        else
+                agent_session_set_condition(s, AGENT_COND_READY, "False", "AfterStartFailed", now,
+                                            "%s", err->msg);
+}
+
+/* Takes the declared checkpoints not taken yet; returns how many failed (err: the last). */
+static unsigned take_declared(struct agent_daemon *d, struct agent_session *s,
+                              struct agent_vm_ref *vm, const char *sd, char **names,
+                              struct fk_error *err)
+{
+        unsigned failed = 0;
+
+        for (size_t i = 0; names && names[i]; i++) {
+                char id[48];
+
+                if (named_checkpoint_exists(sd, names[i]))
+                        continue;
+                if (agent_checkpoint_take_flight(d, s, vm, names[i], id, err) < 0) {
+                        log_error("session %s: checkpoint %s: %s", s->key, names[i], err->msg);
+                        failed++;
+                }
+        }
+        return failed;
+}
+
 void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm)
 {
         cleanup_free char *sd = NULL;
         char **after = NULL, **names = NULL, **env = NULL;
+        struct fk_error err = {0};
+        unsigned failed = 0;
         int r = 0;
 
         pthread_mutex_lock(&d->lock);
@@ -252,19 +327,28 @@ void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct ag
         }
         if (r >= 0)
                 r = agent_session_state_dir(d->cfg->state_dir, s->key, &sd);
+        if (r < 0)
+                fk_error_set(&err, r, "afterStart: %s", strerror(-r));
         pthread_mutex_unlock(&d->lock);
         if (r >= 0 && after)
-                r = run_after_start(d, s, vm, after, env);
-        for (size_t i = 0; r >= 0 && names && names[i]; i++) {
-                struct fk_error err = {0};
-                char id[48];
-
-                if (named_checkpoint_exists(sd, names[i]))
-                        continue;
-                r = agent_checkpoint_take_flight(d, s, vm, names[i], id, &err);
-                if (r < 0)
-                        log_error("session %s: checkpoint %s: %s", s->key, names[i], err.msg);
+                r = run_after_start(d, vm, after, env, &err);
+        if (r >= 0)
+                failed = take_declared(d, s, vm, sd, names, &err);
+        pthread_mutex_lock(&d->lock);
+        if (r < 0) {
+                after_start_failed(d, s, &err);
+        } else {
+                if (after)
+                        agent_session_set_condition(s, AGENT_COND_AFTER_START, "True", "Succeeded",
+                                                    now_real(d), "%s", "afterStart exited 0");
+                if (names && failed)
+                        agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False",
+                                                    "CheckpointFailed", now_real(d), "%s", err.msg);
+                else if (names)
+                        agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "True", "Taken",
+                                                    now_real(d), "%s", "");
         }
+        pthread_mutex_unlock(&d->lock);
         fk_strv_free(after);
         fk_strv_free(names);
         fk_strv_free(env);

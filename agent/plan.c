@@ -50,9 +50,18 @@ static bool may_restart(const struct agent_desired *d, const struct agent_observ
         return d->restart_on_failure && !o->has_vm && now >= o->retry_at_ns;
 }
 
+/* A failed session whose VM is still there (its afterStart failed, its guest hung) is stopped
+ * first when it is to restart; the stop keeps it Failed, so the back-off still applies. */
+static bool must_stop_failed(const struct agent_desired *d, const struct agent_observed *o)
+{
+        return d->restart_on_failure && o->has_vm && o->phase == SESSION_PHASE_FAILED;
+}
+
 /* The state machine for one present, idle session; returns the action or -1 for none. */
 static int plan_state(const struct agent_desired *d, const struct agent_observed *o, uint64_t now)
 {
+        if (d->state != SESSION_STATE_STOPPED && must_stop_failed(d, o))
+                return AGENT_ACTION_STOP;
         switch (d->state) {
         case SESSION_STATE_RUNNING:
                 if (o->phase == SESSION_PHASE_PENDING || o->phase == SESSION_PHASE_STOPPED)

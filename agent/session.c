@@ -17,6 +17,9 @@ static const char *const condition_names[_AGENT_COND_MAX] = {
         [AGENT_COND_READY] = "Ready",
         [AGENT_COND_MANIFEST_VALID] = "ManifestValid",
         [AGENT_COND_RESOURCES] = "ResourcesApplied",
+        [AGENT_COND_AFTER_START] = "AfterStart",
+        [AGENT_COND_CHECKPOINTS] = "CheckpointsTaken",
+        [AGENT_COND_FORKS] = "ForksReady",
 };
 
 struct agent_vm_ref *agent_vm_ref_new(void *vm, const struct agent_vm_ops *ops)

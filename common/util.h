@@ -54,3 +54,8 @@ int fk_read_all(int fd, void *buf, size_t size);
 int fk_random_bytes(void *buf, size_t size);
 /* Writes 2*size hex digits plus NUL into out. */
 void fk_hex(const void *data, size_t size, char *out);
+
+/* Copies untrusted text (a guest's, a peer's) into out (out_size >= 8, NUL-terminated) so it is
+ * safe to log or put in a message or reply: printable ASCII as is, every other byte and '\\' as
+ * \xNN, and "..." when it was cut. NULL in gives "". */
+void fk_escape_text(const char *in, char *out, size_t out_size);

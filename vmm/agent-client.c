@@ -50,27 +50,7 @@ static int unix_connect(const char *path)
 
 void agent_guest_text(const char *in, char *out, size_t out_size)
 {
-        static const char hex[] = "0123456789abcdef";
-        size_t o = 0;
-
-        for (; in && *in; in++) {
-                unsigned char c = (unsigned char)*in;
-
-                /* Room for this byte's escape, "..." and the NUL, or cut here. */
-                if (o + 8 > out_size) {
-                        memcpy(out + o, "...", 4);
-                        return;
-                }
-                if (c >= 0x20 && c < 0x7f && c != '\\') {
-                        out[o++] = (char)c;
-                        continue;
-                }
-                out[o++] = '\\';
-                out[o++] = 'x';
-                out[o++] = hex[c >> 4];
-                out[o++] = hex[c & 15];
-        }
-        out[o] = '\0';
+        fk_escape_text(in, out, out_size);
 }
 
 /* ---- connection state (reader thread) ------------------------------------------------------ */

@@ -142,6 +142,21 @@ static const struct plan_case cases[] = {
          {.phase = P(FAILED), .observed_generation = 1, .retry_at_ns = 99999},
          NONE,
          NONE},
+        {"failed with its VM up (afterStart failed), OnFailure: stopped first",
+         {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
+         {.phase = P(FAILED), .has_vm = true, .observed_generation = 1, .retry_at_ns = 99999},
+         AGENT_ACTION_STOP,
+         NONE},
+        {"failed with its VM up, paused wanted, OnFailure: stopped first",
+         {.present = true, .state = PAUSE, .generation = 1, .restart_on_failure = true},
+         {.phase = P(FAILED), .has_vm = true, .observed_generation = 1},
+         AGENT_ACTION_STOP,
+         NONE},
+        {"failed with its VM up, restart Never: kept for debugging",
+         WANT(RUN),
+         {.phase = P(FAILED), .has_vm = true, .observed_generation = 1},
+         NONE,
+         NONE},
 };
 
 static void test_table(void **state)

@@ -236,6 +236,27 @@ static void test_fork_ownership_cascade(void **state)
         assert_int_equal(count_checkpoints(e, SESSION "/checkpoints"), 0);
 }
 
+/* The per-session fork budget: the message says how many exist and how many more fit. */
+static void test_fork_budget(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = create(e, 201), *body = NULL;
+        json_t *j = NULL;
+        const char *msg;
+
+        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 2}", id) > 0);
+        assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
+        free(body);
+        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 31}", id) > 0);
+        assert_int_equal(req(e, "POST", SESSION "/forks", body, &j), 400);
+        msg = json_string_value(json_object_get(j, "message"));
+        assert_non_null(msg);
+        if (!strstr(msg, "has 2 of at most 32 forks") || !strstr(msg, "30 more allowed"))
+                fail_msg("message: %s", msg);
+        json_decref(j);
+        assert_int_equal(req(e, "GET", SESSION "-fork-2", NULL, NULL), 404);
+}
+
 static void test_rollback_copies_ram(void **state)
 {
         struct env *e = *state;
@@ -264,6 +285,7 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_failed_checkpoint_lists_nothing, fork_setup,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_fork_budget, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_ownership_cascade, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rollback_copies_ram, fork_setup, teardown),
         };

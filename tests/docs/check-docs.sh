@@ -79,6 +79,19 @@ for f in README.md docs/*.md; do
         done
 done
 
+# Tables: every row has as many cells as its header (a stray '|' in a code span breaks one).
+for f in README.md docs/*.md; do
+        out=$(awk -v F="$f" '/^[ \t]*```/ { fence = !fence; next }
+                fence { next }
+                /^\|/ { l = $0; gsub(/\\\|/, "", l); n = gsub(/\|/, "|", l)
+                        if (!t) { t = 1; want = n; start = FNR }
+                        else if (n != want) print F ":" FNR ": " n - 1 " cells, the header (line " start ") has " want - 1
+                        next }
+                { t = 0 }' "$f")
+        [ -z "$out" ] || bad "table rows that do not match their header:
+$out"
+done
+
 # The design lives in docs/design.md; nothing refers to the old copy beside the repository.
 old="shared/DESIGN"".md"
 hits=$(grep -rIl --exclude-dir='build*' --exclude-dir=.git -e "$old" \
@@ -87,4 +100,4 @@ hits=$(grep -rIl --exclude-dir='build*' --exclude-dir=.git -e "$old" \
 [ -z "$hits" ] || bad "files still refer to $old (use docs/design.md): $hits"
 
 [ $fails -eq 0 ] || { echo "$fails documentation problem(s)" >&2; exit 1; }
-echo "ok: README.md, docs/ (links and anchors), man page versions"
+echo "ok: README.md, docs/ (links, anchors, tables), man page versions"

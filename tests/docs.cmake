@@ -11,3 +11,7 @@ add_test(NAME docs-check
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/docs/check-docs.sh ${CMAKE_SOURCE_DIR}
                  ${PROJECT_VERSION})
 set_tests_properties(docs-check PROPERTIES LABELS unit)
+# cmake --install into a temporary prefix (removed after): binaries, unit, man pages, docs.
+add_test(NAME docs-install COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/docs/install-check.sh
+                                   ${CMAKE_BINARY_DIR})
+set_tests_properties(docs-install PROPERTIES LABELS unit SKIP_RETURN_CODE 77)

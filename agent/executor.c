@@ -134,7 +134,7 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                         s->spec->image, access(j->kernel, R_OK) < 0 ? j->kernel : j->initrd,
                         strcmp(s->spec->image, "minimal") == 0
                                 ? "cmake --build BUILD --target guest-image"
-                                : "see README, Images");
+                                : "see docs/images.md");
         return 0;
 }
 

@@ -19,7 +19,7 @@ struct kept_cap {
         const char *name;
 };
 
-/* Each with what needs it (README "What forkletd keeps" has the long form). */
+/* Each with what needs it (docs/security.md, "What forkletd keeps", has the long form). */
 static const struct kept_cap kept[] = {
         /* jail.c agent_jail_own_dir: the session run dir and its files to the jail uid */
         {CAP_CHOWN, "cap_chown"},

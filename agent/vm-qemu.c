@@ -145,7 +145,7 @@ static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, s
                 r = give_secrets(q, p, err);
         if (r < 0)
                 return r;
-        /* DESIGN names /run/forklet/identity; the agent writes fork-id: keep both. */
+        /* docs/design.md names /run/forklet/identity; the agent writes fork-id: keep both. */
         return vmm_agent_write_file(q->agent, "/run/forklet/identity", fork_id, strlen(fork_id),
                                     0644, VM_QMP_TIMEOUT_MS, err);
 }

@@ -295,7 +295,7 @@ static int run(unsigned boots, unsigned execs, unsigned pauses)
         row("exec round trip (true)", ex, execs, "API GET /healthz", hz, execs);
         row("pause (QMP stop + freeze)", pa, pauses, "API GET /healthz", hz2, pauses);
         row("resume (thaw + cont + clock)", re, pauses, "API GET /healthz", hz2, pauses);
-        printf("\nField anchors (DESIGN.md, hosted platform): pause 860 ms, resume 1160 ms; "
+        printf("\nField anchors (docs/design.md, hosted platform): pause 860 ms, resume 1160 ms; "
                "Firecracker cold boot 759 ms for 100 VMs.\n"
                "Pause/resume/boot are API calls with ?wait (they return once the phase is "
                "reached); exec runs `true` in the guest and streams its exit back.\n");

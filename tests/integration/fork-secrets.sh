@@ -99,7 +99,7 @@ describe_line "$f0" "Inherited secrets (copied): API_TOKEN$" >/dev/null || fail 
 
 # ---- no value anywhere forkletd writes ---------------------------------------------------
 # Except guest RAM images (checkpoints/*/ram, a VM's mem.ram): a checkpoint is a copy of the
-# guest's memory, so it holds what the guest holds (README: Secrets and copied identity).
+# guest's memory, so it holds what the guest holds (docs/security.md: Secrets and copied identity).
 ls "$T"/state/sessions/*/console.log >/dev/null 2>&1 || fail "no console logs to check"
 [ -s "$T/state/audit.log" ] || fail "no audit log to check"
 for v in "$FILE_VALUE" $all; do

@@ -154,7 +154,7 @@ static void fork_from(struct it_vm *b, const char *state, const char *ram_copy, 
         t->cont = it_ms_since(t0);
 }
 
-/* DESIGN.md: x-ignore-shared skips only share=on RAM, so a fork's (private) RAM goes into
+/* docs/design.md: x-ignore-shared skips only share=on RAM, so a fork's (private) RAM goes into
  * its migration stream: a fork's own checkpoint needs the full stream. */
 static void private_ram_is_migrated(struct it_vm *b, const char *state)
 {

@@ -64,6 +64,7 @@ struct agent_session_res {
         unsigned vcpus, memory_mib;
         char class_name[64]; /* size class last applied to the cgroup */
         char last_short[32]; /* the Insufficient* reason last logged, "" when admitted */
+        json_t *sample;      /* owned: the last cgroup figures with sampledAt, or NULL */
 };
 
 struct agent_session {
@@ -104,6 +105,7 @@ struct agent_session {
         struct agent_ck_flight *ck_flight; /* the checkpoint being taken (coalesces requests) */
         bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
         json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
+        json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -266,7 +268,7 @@ int agent_checkpoint_not_found(struct agent_daemon *d, const struct agent_sessio
 int agent_checkpoint_own_dir(struct agent_daemon *d, const struct agent_session *s, const char *id,
                              char **ret, struct fk_error *err);
 /* Under the lock: status.forks, status.checkpoints, status.forkOf, status.forkId into j. */
-int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *s, json_t *j);
+int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, json_t *j);
 
 /* Per-session directories (caller frees). */
 int agent_session_run_dir(const char *run_dir, const char *key, char **ret);
@@ -300,7 +302,18 @@ struct agent_daemon {
         pthread_cond_t fwd_done;             /* a relay thread finished */
         unsigned n_fwd_threads;              /* relay threads running */
         bool fwd_closing;                    /* the API is stopping: no new relays */
+        uint64_t last_sample_ns;             /* monotonic, the sampler's last pass; 0: due */
 };
+
+/* ---- status held in memory (status-cache.c) ------------------------------------------------ */
+
+/* Under the lock: s's checkpoints (borrowed; loaded from its state dir only when not held). */
+json_t *agent_ck_cache(struct agent_daemon *d, struct agent_session *s);
+/* Under the lock: loads s's checkpoint list again; the job that changed it calls this. */
+void agent_ck_cache_reload(struct agent_daemon *d, struct agent_session *s);
+/* Without the lock: samples the cgroup figures of every session with a cgroup when the interval
+ * passed (or force), reading the files unlocked and storing the result under the lock. */
+void agent_sampler_tick(struct agent_daemon *d, bool force);
 
 /* Under d->lock. */
 struct agent_session *agent_daemon_find(struct agent_daemon *d, const char *ns, const char *name);
@@ -351,6 +364,7 @@ int agent_resources_freeze(struct agent_daemon *d, const char *key, bool frozen,
                            struct fk_error *err);
 /* Adds status.cgroup and status.resources (live counters) to a Session's status object
  * (under d->lock). */
+/* Under the lock: status.cgroup and the last sampled status.resources (no file is read). */
 void agent_resources_status(struct agent_daemon *d, const struct agent_session *s, json_t *status);
 /* A changed size class on a running session (under d->lock): applies CPU, pids and io
  * live, sets the Resources condition (RestartRequired when vcpus or RAM differ). */

@@ -262,6 +262,8 @@ static int flight_run(struct agent_daemon *d, struct agent_session *s, struct ag
         f->r = r;
         f->done = true;
         s->ck_flight = NULL;
+        if (r >= 0)
+                agent_ck_cache_reload(d, s);
         pthread_cond_broadcast(&d->changed);
         if (r < 0 && err)
                 *err = f->err;
@@ -427,21 +429,20 @@ json_t *agent_checkpoint_read_meta(const char *dir)
 int agent_daemon_checkpoint_list(struct agent_daemon *d, const char *ns, const char *name,
                                  json_t **ret, struct fk_error *err)
 {
-        cleanup_free char *sd = NULL;
         struct agent_session *s;
+        json_t *items = NULL;
         int r = 0;
 
         pthread_mutex_lock(&d->lock);
         s = agent_daemon_find(d, ns, name);
         if (!s)
                 r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0)
+        else if (!(items = json_deep_copy(agent_ck_cache(d, s))))
                 r = -ENOMEM;
         pthread_mutex_unlock(&d->lock);
         if (r < 0)
                 return r;
-        *ret = json_pack("{s:s, s:o}", "kind", "CheckpointList", "items",
-                         agent_checkpoints_list(sd));
+        *ret = json_pack("{s:s, s:o}", "kind", "CheckpointList", "items", items);
         return *ret ? 0 : -ENOMEM;
 }
 
@@ -496,6 +497,7 @@ static int delete_locked(struct agent_daemon *d, struct agent_session *s, const 
                                     "use --cascade",
                                     id, deps);
         r = fk_rm_rf(dir);
+        agent_ck_cache_reload(d, s);
         if (r < 0)
                 return fk_error_set(err, r, "remove %s: %s", dir, strerror(-r));
         log_info("session %s: checkpoint %s deleted", s->key, id);

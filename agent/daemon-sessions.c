@@ -271,7 +271,7 @@ void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan)
 }
 
 /* The Session with live resource counters (under the lock). */
-static json_t *session_json(struct agent_daemon *d, const struct agent_session *s)
+static json_t *session_json(struct agent_daemon *d, struct agent_session *s)
 {
         json_t *j = agent_session_to_json(s, d->accel);
 

@@ -340,6 +340,7 @@ static void *daemon_thread(void *userdata)
                 uint64_t v;
 
                 (void)agent_daemon_reconcile(d);
+                agent_sampler_tick(d, false);
                 n = daemon_pollfds(d, &fds);
                 if (n > 0)
                         (void)poll(fds, n, RECONCILE_TICK_MS);

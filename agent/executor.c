@@ -295,6 +295,7 @@ static void job_boot(struct job *j)
                 j->s->net_ops = d->net_ops;
         }
         session_set_cgroup(d, j->s, r >= 0);
+        d->last_sample_ns = 0; /* its figures at the next pass, not a second later */
         if (r >= 0 && !(j->s->vm = agent_vm_ref_new(vm, &d->ops))) {
                 d->ops.free(d->ops.userdata, vm);
                 r = fk_error_set(&err, -ENOMEM, "out of memory");

@@ -301,17 +301,12 @@ static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, un
 }
 
 /* The id of p's checkpoint named name (spec.checkpoints), or NULL (caller frees). */
-static char *named_checkpoint_id(struct agent_daemon *d, const struct agent_session *p,
-                                 const char *name)
+static char *named_checkpoint_id(struct agent_daemon *d, struct agent_session *p, const char *name)
 {
-        cleanup_free char *sd = NULL;
-        json_t *a, *m;
+        json_t *a = agent_ck_cache(d, p), *m;
         char *id = NULL;
         size_t i;
 
-        if (agent_session_state_dir(d->cfg->state_dir, p->key, &sd) < 0)
-                return NULL;
-        a = agent_checkpoints_list(sd);
         json_array_foreach(a, i, m)
         {
                 const char *n = json_string_value(json_object_get(m, "name"));
@@ -319,7 +314,6 @@ static char *named_checkpoint_id(struct agent_daemon *d, const struct agent_sess
                 if (n && !strcmp(n, name) && !id)
                         id = strdup(json_string_value(json_object_get(m, "id")));
         }
-        json_decref(a);
         return id;
 }
 
@@ -384,14 +378,13 @@ void agent_forks_reconcile(struct agent_daemon *d)
         }
 }
 
-int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *s, json_t *j)
+int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, json_t *j)
 {
         json_t *st = json_object_get(j, "status"), *forks = json_array(), *cks = json_array();
-        cleanup_free char *sd = NULL;
         json_t *all, *m;
         size_t i;
 
-        if (!st || !forks || !cks || agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0) {
+        if (!st || !forks || !cks) {
                 json_decref(forks);
                 json_decref(cks);
                 return -ENOMEM;
@@ -403,7 +396,7 @@ int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *
                     !strcmp(f->namespace, s->namespace))
                         json_array_append_new(forks, json_string(f->name));
         }
-        all = agent_checkpoints_list(sd);
+        all = agent_ck_cache(d, s);
         json_array_foreach(all, i, m)
         {
                 char buf[64];
@@ -415,7 +408,6 @@ int agent_fork_status_patch(struct agent_daemon *d, const struct agent_session *
                                                                  json_object_get(m, "createdNs")),
                                                          buf, sizeof(buf))));
         }
-        json_decref(all);
         json_object_set_new(st, "forks", forks);
         json_object_set_new(st, "checkpoints", cks);
         if (s->fork_parent)

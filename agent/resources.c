@@ -146,24 +146,13 @@ int agent_resources_freeze(struct agent_daemon *d, const char *key, bool frozen,
         return frozen ? cg_freeze(d->cg, key, err) : cg_thaw(d->cg, key, err);
 }
 
-static json_t *stats_json(const struct cg_stats *st)
-{
-        return json_pack(
-                "{s:I, s:I, s:o, s:I, s:I}", "cpuUsageNs", (json_int_t)st->cpu_usage_ns,
-                "memoryCurrent", (json_int_t)st->memory_current, "memoryPeak",
-                st->has_memory_peak ? json_integer((json_int_t)st->memory_peak) : json_null(),
-                "oomKills", (json_int_t)st->oom_kills, "pids", (json_int_t)st->pids_current);
-}
-
 void agent_resources_status(struct agent_daemon *d, const struct agent_session *s, json_t *status)
 {
-        struct cg_stats st;
-
         if (!d->cg || !s->res.has_cgroup || !s->res.cgroup_path)
                 return;
         (void)json_object_set_new(status, "cgroup", json_string(s->res.cgroup_path));
-        if (cg_stats(d->cg, s->key, &st, NULL) >= 0)
-                (void)json_object_set_new(status, "resources", stats_json(&st));
+        if (s->res.sample)
+                (void)json_object_set(status, "resources", s->res.sample);
 }
 
 void agent_resources_resize(struct agent_daemon *d, struct agent_session *s)

@@ -81,6 +81,8 @@ struct agent_session *agent_session_free(struct agent_session *s)
         free(s->fork_checkpoint);
         free(s->fork_id);
         json_decref(s->identity);
+        json_decref(s->ck_cache);
+        json_decref(s->res.sample);
         free(s->rollback_to);
         free(s->from_snapshot);
         free(s->key);

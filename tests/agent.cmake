@@ -24,6 +24,7 @@ fk_forkletd_test(agent-hello TIMEOUT 600)
 fk_forkletd_test(agent-ops TIMEOUT 1200)
 fk_forkletd_test(agent-lifecycle TIMEOUT 900)
 fk_forkletd_test(agent-afterstart TIMEOUT 900)
+fk_forkletd_test(agent-reads TIMEOUT 900)
 # Skips (77) unless scripts/build-image-debian.sh built build/images/debian (never in CI).
 fk_forkletd_test(agent-debian TIMEOUT 600)
 fk_forkletd_test(agent-resources TIMEOUT 900)

@@ -77,7 +77,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                         return 0;
                 case 'D':
                         a->decommission = true;
-                        /* fall through */
+                        __attribute__((fallthrough));
                 case 'R':
                         a->remove_networks = true;
                         break;

@@ -72,7 +72,7 @@ static double call(const char *method, const char *path, const char *body)
 
 static int start_daemon(const char *forkletd)
 {
-        cleanup_free char *cfg = NULL, *path = NULL, *sock = NULL, *log = NULL;
+        cleanup_free char *cfg = NULL, *path = NULL, *log = NULL;
 
         if (fk_asprintf(&cfg,
                         "apiVersion: forklet.dev/v1alpha1\nkind: NodeConfig\nnodeName: bench\n"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The whole test suite, as CI runs it: dependencies, format check, -Werror build, guest image,
-# unit + integration tests (ctest), unit tests again under ASan+UBSan, and a short fuzz run.
+# clang-tidy, unit + integration tests (ctest), unit tests again under ASan+UBSan, and a short fuzz run.
 # Run as root on Debian 12: integration tests boot real microVMs and create netns/cgroups.
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,8 +13,11 @@ git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
 echo "== build (-Werror) and guest image"
 ./scripts/build.sh
 
-echo "== unit and integration tests"
+echo "== clang-tidy (a short list of checks, as errors)"
 status=0
+./scripts/tidy.sh build || status=1
+
+echo "== unit and integration tests"
 ctest --test-dir build --output-on-failure --timeout 900 || status=1
 
 echo "== unit tests under ASan+UBSan"

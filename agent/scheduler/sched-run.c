@@ -240,7 +240,7 @@ static void run_loop(struct run *r, const volatile bool *stop)
                 e = schedule_pass(r);
                 pthread_mutex_unlock(&r->lock);
                 last_err = e < 0 ? e : 0;
-        } while (!sleep_wake(r, stop, last_err < 0 ? 1000 : 1000));
+        } while (!sleep_wake(r, stop, 1000));
 }
 
 int sched_run(const struct sched_options *o, const volatile bool *stop, struct sched_stats *ret)

@@ -20,7 +20,7 @@
 
 static void test_charge(void **state)
 {
-        static const struct {
+        const struct {
                 struct agent_charge_input in;
                 uint64_t want_mib;
         } cases[] = {
@@ -91,7 +91,7 @@ static void test_charge(void **state)
 
 static void test_allocatable(void **state)
 {
-        static const struct {
+        const struct {
                 struct agent_node_resources node;
                 uint64_t want_mem;
                 unsigned want_vcpus, want_sessions;
@@ -123,7 +123,7 @@ static void test_admit(void **state)
 {
         /* 4 GiB host, 1 GiB reserve: 3 GiB allocatable, 2 CPUs at 200%: 4 vCPUs, 5 slots */
         static const struct agent_node_resources node = {4 * GIB, 2, 1 * GIB, 200, 5};
-        static const struct {
+        const struct {
                 struct agent_charge held[6];
                 size_t n;
                 struct agent_charge want;
@@ -172,7 +172,7 @@ static void test_admit(void **state)
 
 static void test_fits(void **state)
 {
-        static const struct {
+        const struct {
                 struct agent_node_resources node;
                 struct agent_charge held[2];
                 size_t n;

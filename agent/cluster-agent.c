@@ -3,7 +3,7 @@
  * key plus the P/nodes/NODE/status document) and the thread that keeps the lease alive,
  * re-registers after it expired and rewrites the node status (heartbeat). */
 #include "agent/cluster-internal.h"
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -3,7 +3,7 @@
  * placed on this node to the daemon (name clashes and invalid manifests become a Failed
  * status) and writes each session's status back when it changed, at most once per gap. */
 #include "agent/cluster-internal.h"
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

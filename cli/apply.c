@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet apply -f FILE...: parse locally (errors with file:line:col), send each Session as
  * JSON, print "session/NAME created|configured|unchanged". */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 

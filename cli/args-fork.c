@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Argument parsing (pure) of the fork-engine verbs: checkpoint, fork, rollback, snapshot,
  * restore. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Argument parsing for the CLI: global options and each verb's arguments. Pure (no I/O, no
  * globals) so unit tests drive them directly; errors name the argument. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 /* forklet audit verify [--file PATH] [-o json|yaml]: checks the audit log's SHA-256 chain,
  * locally when --file is given, else the daemon checks its own log. Names the first bad line. */
 #include "agent/agent.h"
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 

@@ -24,10 +24,10 @@ enum {
 struct cli {
         const char *socket;    /* --socket, $FORKLET_SOCKET, or CLI_DEFAULT_SOCKET */
         const char *namespace; /* -n/--namespace, default "default" */
-        /* cluster mode (agent/cli/cluster*.c): --etcd URL[,URL] or $FORKLET_ETCD; NULL: off */
+        /* cluster mode (cli/cluster*.c): --etcd URL[,URL] or $FORKLET_ETCD; NULL: off */
         const char *etcd;
         const char *etcd_prefix; /* --etcd-prefix, $FORKLET_ETCD_PREFIX, default /forklet */
-        /* forkletd's TCP listener instead of the socket (agent/cli/remote.c): --server URL or
+        /* forkletd's TCP listener instead of the socket (cli/remote.c): --server URL or
          * $FORKLET_SERVER (https://HOST:PORT); NULL: the unix socket. Cluster mode sets it to
          * the node's published api.url when the node's socket is not reachable here. */
         const char *server;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The CLI's HTTP client: libcurl over forkletd's unix socket or HTTPS (remote.c), whole
  * replies or a line-by-line stream (exec), and printing of the API's error replies. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

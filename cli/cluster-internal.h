@@ -2,7 +2,7 @@
 /* Inside the CLI's cluster mode only: the etcd connection and reading sessions and nodes. */
 #pragma once
 
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 struct etcd_client;
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet --etcd apply|get|delete|wait: sessions as the control plane holds them (spec,
  * placement, status written back by the nodes) and `get nodes` (Ready while the lease lives). */
-#include "agent/cli/cluster-internal.h"
+#include "cli/cluster-internal.h"
 #include "agent/cluster.h"
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

@@ -2,9 +2,9 @@
 /* forklet --etcd: the cluster-mode dispatcher. apply/get/delete/wait go to etcd; node-local
  * verbs (exec, logs, describe, checkpoint, fork, ...) are routed to the node running the named
  * session: its API socket when that node is this host, else its published https api.url. */
-#include "agent/cli/cluster-internal.h"
+#include "cli/cluster-internal.h"
 #include "agent/cluster.h"
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The command table: every verb, its handler and its usage line. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet cp NAME:/PATH LOCAL | LOCAL NAME:/PATH: copies one file between the host and a
  * Running session's guest (binary-safe, up to 64 MiB); LOCAL "-" is stdin/stdout. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet delete NAME | -f FILE...: deletes sessions; the daemon stops the VM and removes its
  * files in the background (forklet wait NAME --for=Deleted waits for that). */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 

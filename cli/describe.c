@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet describe NAME: the session's metadata, spec summary, status and conditions in a form
  * meant for people (get -o json is the one meant for programs). */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 #include <jansson.h>
 #include <stdio.h>

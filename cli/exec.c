@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet exec NAME [-i] [--detach] [--timeout=S] -- CMD...: guest stdout/stderr to ours, exit
  * status = the guest command's (128+N for a signal, 127 when it could not be started). */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/util.h"

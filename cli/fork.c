@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet checkpoint create|list|delete, fork, rollback, snapshot create, restore: one request
  * each to the session's fork-engine resources; prints ids and names on stdout. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

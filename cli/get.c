@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet get sessions | session NAME [-o json|yaml]: a NAME PHASE PID AGE table by default. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 

@@ -2,7 +2,7 @@
 /* forklet pause|resume|stop|start NAME [--no-wait] [--timeout=S]: sets the session's
  * spec.state (Paused, Running, Stopped, Running) through the API and, unless --no-wait, waits
  * until the phase is reached. Repeating a verb is a no-op that succeeds. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -2,7 +2,7 @@
 /* forklet logs [--previous] NAME: prints the session's serial console log (its last MiB) via
  * the API; --previous the one before (the previous boot's, or what rotation moved aside). The
  * guest wrote it: on a terminal, its control bytes are shown escaped. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet: parses the global options and runs the verb from the command table. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
                 return CLI_EXIT_USAGE;
         }
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        /* cluster mode (agent/cli/cluster.c) */
+        /* cluster mode (cli/cluster.c) */
         if (!c.etcd)
                 c.etcd = getenv("FORKLET_ETCD");
         if (!c.etcd_prefix)

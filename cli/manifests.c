@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by the verbs that take -f FILE: load every Session of a manifest file (printing the
  * validation messages) and run a verb's action on each. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "manifest/manifest.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet node [-o json|yaml]: the node's accelerator, cgroups, capacity (allocatable, used,
  * free) and how many more sessions of each size class fit. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 

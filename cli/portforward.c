@@ -3,7 +3,7 @@
  * connection opens its own API connection that forkletd upgrades into a relay to the guest port
  * (connected from inside the session netns). Ends when the session stops or is deleted. */
 #include "agent/agent.h"
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

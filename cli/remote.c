@@ -2,7 +2,7 @@
 /* The CLI's transports: forkletd's unix socket, or its TCP listener over HTTPS with a bearer
  * token (--server, --token-file, and the server verified by --ca, a public-key pin or the
  * system CA store; --cert/--key for mutual TLS). */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet validate -f FILE... [--config NODE.yaml]: offline manifest check; every error is
  * printed. Exit 0 valid, 1 invalid, 2 usage. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "manifest/manifest.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
 /* forklet wait NAME --for=PHASE --timeout=S: polls the session; 0 when the phase is reached,
  * 1 on timeout or when it went Failed for good (with the reason; restartPolicy OnFailure keeps
  * waiting). --for=Deleted waits for it to go. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "agent/agent.h"
 #include "common/util.h"
 

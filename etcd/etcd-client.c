@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The client and its HTTP transport: endpoint list with failover, per-request timeouts, jittered
  * backoff between rounds, a pool of libcurl handles so connections are reused across threads. */
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/log.h"

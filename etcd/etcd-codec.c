@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Pure helpers for the etcd JSON gateway: base64, prefix range ends, string int64s, gRPC error
  * mapping and jittered backoff. No I/O. */
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Inside agent/etcd only: the client struct, the pure codec (base64, JSON requests/replies,
+/* Inside etcd/ only: the client struct, the pure codec (base64, JSON requests/replies,
  * prefix ranges, backoff), the watch stream splitter and the HTTP transport. */
 #pragma once
 
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Pure JSON request builders and reply parsers for the etcd v3 gateway: keys and values travel
  * base64-encoded, int64 fields as decimal strings, default (zero) fields are omitted. */
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* KV and lease operations: build the request, call the gateway, parse the reply. */
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The watch stream: splits the gateway's chunked body into JSON objects whatever the chunking,
  * and parses one watch response into events. Pure; no I/O. */
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/error.h"
 
 #include <errno.h>

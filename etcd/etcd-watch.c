@@ -2,7 +2,7 @@
 /* A watch on its own thread: one streaming POST /v3/watch at a time over a curl multi handle (so
  * etcd_watch_free() can wake it), reconnecting with failover and jittered backoff, resuming at the
  * last delivered revision + 1 so no event is missed or delivered twice. */
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/log.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet-scheduler: parses arguments and runs the scheduler loop until SIGTERM/SIGINT. */
-#include "agent/scheduler/sched.h"
+#include "scheduler/sched.h"
 #include "common/log.h"
 #include "common/util.h"
 

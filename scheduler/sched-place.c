@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The placement decision: filter nodes (ready, size class, selector, capacity) and score them
  * by policy. Pure. */
-#include "agent/scheduler/sched.h"
+#include "scheduler/sched.h"
 #include "manifest/manifest.h"
 
 #define MIB ((uint64_t)1024 * 1024)

@@ -3,8 +3,8 @@
  * every change place unplaced sessions (create-only CAS on P/sessions/NS/NAME/node, so two
  * schedulers never place one session twice), report Unschedulable, and mark the sessions of
  * nodes whose lease expired Lost. */
-#include "agent/etcd/etcd.h"
-#include "agent/scheduler/sched.h"
+#include "etcd/etcd.h"
+#include "scheduler/sched.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "agent/cluster.h"
-#include "agent/scheduler/sched.h"
+#include "scheduler/sched.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

@@ -5,7 +5,7 @@
  * them across a restart, and the usage/status views the node publishes. */
 #include "agent-harness.h"
 #include "agent/cluster.h"
-#include "agent/scheduler/sched.h"
+#include "scheduler/sched.h"
 
 #define MIB (1024ull * 1024)
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "agent/cluster.h"
-#include "agent/scheduler/sched.h"
+#include "scheduler/sched.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/error.h"
 
 static void test_b64_vectors(void **state)

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet audit verify [--file PATH] [-o json|yaml]: checks the audit log's SHA-256 chain,
  * locally when --file is given, else the daemon checks its own log. Names the first bad line. */
-#include "agent/agent.h"
 #include "cli/cli.h"
 #include "common/cleanup.h"
+#include "core/core.h"
 #include "manifest/manifest.h"
 
 #include <errno.h>
@@ -45,6 +45,34 @@ int cli_parse_audit(int argc, char **argv, struct cli_audit_args *ret, struct fk
         return 0;
 }
 
+/* Checks the chain of the file at path line by line (the check forkletd makes of its own log).
+ * 0, -EBADMSG with *ret_bad_line, or another -errno; err says why. */
+static int verify_file(const char *path, size_t *ret_lines, size_t *ret_bad_line,
+                       struct fk_error *err)
+{
+        cleanup_fclose FILE *f = fopen(path, "re");
+        cleanup_free char *line = NULL;
+        struct core_audit_chain chain;
+        size_t cap = 0;
+        ssize_t len;
+        int r;
+
+        if (!f)
+                return fk_error_set(err, -errno, "open %s: %m", path);
+        core_audit_chain_init(&chain);
+        while ((len = getline(&line, &cap, f)) >= 0) {
+                r = core_audit_chain_next(&chain, line, (size_t)len, err);
+                if (r < 0) {
+                        *ret_bad_line = chain.lines + 1;
+                        return r;
+                }
+        }
+        if (ferror(f))
+                return fk_error_set(err, -EIO, "read %s: %m", path);
+        *ret_lines = chain.lines;
+        return 0;
+}
+
 /* The report as the daemon would send it, from a local check. */
 static json_t *verify_local(const char *path)
 {
@@ -52,7 +80,7 @@ static json_t *verify_local(const char *path)
         size_t lines = 0, bad = 0;
         int r;
 
-        r = agent_audit_verify(path, &lines, &bad, &err);
+        r = verify_file(path, &lines, &bad, &err);
         if (r < 0 && r != -EBADMSG) {
                 fprintf(stderr, "forklet audit verify: %s\n", err.msg);
                 return NULL;

@@ -2,7 +2,7 @@
 /* forklet --etcd apply|get|delete|wait: sessions as the control plane holds them (spec,
  * placement, status written back by the nodes) and `get nodes` (Ready while the lease lives). */
 #include "cli/cluster-internal.h"
-#include "agent/cluster.h"
+#include "core/core.h"
 #include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -27,7 +27,7 @@ static int apply_one(struct cli_cluster *k, const struct session_manifest *m)
 
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
-        if (!text || cluster_session_key(k->prefix, m->namespace, m->name, "spec", &key) < 0)
+        if (!text || core_cluster_session_key(k->prefix, m->namespace, m->name, "spec", &key) < 0)
                 return CLI_EXIT_FAILURE;
         r = etcd_range(k->etcd, key, NULL, 0, &kvs, NULL, &err);
         if (r >= 0 && kvs->n == 1)
@@ -104,7 +104,7 @@ static int get_sessions(struct cli_cluster *k, const struct cli_get_args *a)
 {
         struct fk_error err = {0};
         json_t *all = NULL, *s, *list;
-        char id[2 * CLUSTER_NAME_MAX + 2];
+        char id[2 * CORE_CLUSTER_NAME_MAX + 2];
         const char *key;
         int ret;
 
@@ -203,7 +203,7 @@ static int delete_one(struct cli_cluster *k, const char *ns, const char *name)
         struct fk_error err = {0};
         int64_t n = 0;
 
-        if (cluster_session_key(k->prefix, ns, name, "", &dir) < 0 ||
+        if (core_cluster_session_key(k->prefix, ns, name, "", &dir) < 0 ||
             etcd_delete(k->etcd, dir, ETCD_PREFIX, &n, &err) < 0) {
                 fprintf(stderr, "forklet delete: %s\n", err.msg[0] ? err.msg : "out of memory");
                 return CLI_EXIT_FAILURE;
@@ -265,7 +265,7 @@ int cli_cluster_wait(struct cli_cluster *k, int argc, char **argv)
 {
         struct cli_wait_args a = {0};
         struct fk_error err = {0};
-        char id[2 * CLUSTER_NAME_MAX + 2];
+        char id[2 * CORE_CLUSTER_NAME_MAX + 2];
         uint64_t deadline;
         int got = 0;
 

@@ -3,7 +3,7 @@
  * verbs (exec, logs, describe, checkpoint, fork, ...) are routed to the node running the named
  * session: its API socket when that node is this host, else its published https api.url. */
 #include "cli/cluster-internal.h"
-#include "agent/cluster.h"
+#include "core/core.h"
 #include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -45,9 +45,9 @@ void cli_cluster_close(struct cli_cluster *k)
         k->etcd = etcd_client_free(k->etcd);
 }
 
-static json_t *ensure_session(json_t *all, const struct cluster_key *k)
+static json_t *ensure_session(json_t *all, const struct core_cluster_key *k)
 {
-        char id[2 * CLUSTER_NAME_MAX + 2];
+        char id[2 * CORE_CLUSTER_NAME_MAX + 2];
         json_t *s;
 
         snprintf(id, sizeof(id), "%s/%s", k->ns, k->name);
@@ -72,18 +72,18 @@ int cli_cluster_sessions(struct cli_cluster *k, json_t **ret, struct fk_error *e
         else
                 r = etcd_range(k->etcd, dir, NULL, ETCD_PREFIX, &kvs, NULL, err);
         for (size_t i = 0; r >= 0 && i < kvs->n; i++) {
-                struct cluster_key ck;
+                struct core_cluster_key ck;
                 json_t *s;
 
-                cluster_key_parse(k->prefix, kvs->kvs[i].key, &ck);
-                if (ck.kind < CLUSTER_KEY_SESSION_SPEC || !(s = ensure_session(raw, &ck)))
+                core_cluster_key_parse(k->prefix, kvs->kvs[i].key, &ck);
+                if (ck.kind < CORE_CLUSTER_KEY_SESSION_SPEC || !(s = ensure_session(raw, &ck)))
                         continue;
-                if (ck.kind == CLUSTER_KEY_SESSION_NODE)
+                if (ck.kind == CORE_CLUSTER_KEY_SESSION_NODE)
                         json_object_set_new(s, "node", json_string(kvs->kvs[i].value));
                 else
-                        json_object_set_new(s,
-                                            ck.kind == CLUSTER_KEY_SESSION_SPEC ? "spec" : "status",
-                                            json_loads(kvs->kvs[i].value, 0, NULL));
+                        json_object_set_new(
+                                s, ck.kind == CORE_CLUSTER_KEY_SESSION_SPEC ? "spec" : "status",
+                                json_loads(kvs->kvs[i].value, 0, NULL));
         }
         etcd_kvs_free(kvs);
         json_object_foreach(raw, id, v)
@@ -121,16 +121,16 @@ int cli_cluster_nodes(struct cli_cluster *k, json_t **ret, struct fk_error *err)
                 r = etcd_range(k->etcd, dir, NULL, ETCD_PREFIX, &kvs, NULL, err);
         for (size_t pass = 0; r >= 0 && pass < 2; pass++)
                 for (size_t i = 0; i < kvs->n; i++) {
-                        struct cluster_key ck;
+                        struct core_cluster_key ck;
                         json_t *n;
 
-                        cluster_key_parse(k->prefix, kvs->kvs[i].key, &ck);
-                        if (pass == 0 && ck.kind == CLUSTER_KEY_NODE_STATUS) {
+                        core_cluster_key_parse(k->prefix, kvs->kvs[i].key, &ck);
+                        if (pass == 0 && ck.kind == CORE_CLUSTER_KEY_NODE_STATUS) {
                                 n = json_loads(kvs->kvs[i].value, 0, NULL);
                                 if (json_is_object(n))
                                         json_object_set_new(n, "ready", json_false());
                                 json_object_set_new(out, ck.name, n ? n : json_object());
-                        } else if (pass == 1 && ck.kind == CLUSTER_KEY_NODE_LEASE &&
+                        } else if (pass == 1 && ck.kind == CORE_CLUSTER_KEY_NODE_LEASE &&
                                    (n = json_object_get(out, ck.name)))
                                 json_object_set_new(n, "ready", json_true());
                 }
@@ -176,9 +176,9 @@ static int pick(const char *node, const json_t *api, struct route *ret, struct f
         const char *url = json_string_value(json_object_get(api, "url"));
         const char *pin = json_string_value(json_object_get(api, "pinnedPublicKey"));
         const char *host = json_string_value(json_object_get(api, "hostID"));
-        char me[CLUSTER_HOST_ID_SIZE] = "";
+        char me[FK_HOST_ID_SIZE] = "";
 
-        (void)cluster_host_id(me);
+        (void)fk_host_id(me);
         if (sock && (!host || strcmp(host, me) == 0) && socket_reachable(sock))
                 return (ret->socket = strdup(sock)) ? 0 : -ENOMEM;
         if (!url)
@@ -200,14 +200,14 @@ static int route(struct cli_cluster *k, const char *name, struct route *ret, str
         json_t *j = NULL;
         int r;
 
-        if (cluster_session_key(k->prefix, k->ns, name, "node", &key) < 0)
+        if (core_cluster_session_key(k->prefix, k->ns, name, "node", &key) < 0)
                 return -ENOMEM;
         r = etcd_range(k->etcd, key, NULL, 0, &kvs, NULL, err);
         if (r >= 0 && kvs->n == 0)
                 r = fk_error_set(err, -ENOENT, "session %s/%s is not placed on a node (yet)", k->ns,
                                  name);
         if (r >= 0 && (!(node = strdup(kvs->kvs[0].value)) ||
-                       cluster_node_key(k->prefix, node, "status", &nkey) < 0))
+                       core_cluster_node_key(k->prefix, node, "status", &nkey) < 0))
                 r = -ENOMEM;
         etcd_kvs_free(kvs);
         kvs = NULL;

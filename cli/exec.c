@@ -2,9 +2,9 @@
 /* forklet exec NAME [-i] [--detach] [--timeout=S] -- CMD...: guest stdout/stderr to ours, exit
  * status = the guest command's (128+N for a signal, 127 when it could not be started). */
 #include "cli/cli.h"
-#include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 /* base64 grows 4/3; stay under the server's body limit. */
-#define EXEC_MAX_STDIN (API_MAX_BODY / 4 * 3 - 65536)
+#define EXEC_MAX_STDIN (CORE_API_MAX_BODY / 4 * 3 - 65536)
 
 struct exec_state {
         int exit; /* -1 until the final line */
@@ -30,8 +30,8 @@ static int on_line(const char *line, void *userdata)
 
         if (!j)
                 return 0;
-        if ((v = json_object_get(j, "data")) &&
-            api_base64_decode(json_string_value(v) ?: "", &data, &size) >= 0) {
+        if ((v = json_object_get(j, "data")) && json_is_string(v) &&
+            fk_base64_decode(json_string_value(v), json_string_length(v), &data, &size) >= 0) {
                 const char *stream = json_string_value(json_object_get(j, "stream")) ?: "";
 
                 (void)fk_write_all(strcmp(stream, "stderr") == 0 ? STDERR_FILENO : STDOUT_FILENO,
@@ -72,7 +72,7 @@ static int build_body(const struct cli_exec_args *a, char **ret)
         for (char **p = a->argv; *p; p++)
                 json_array_append_new(json_object_get(j, "argv"), json_string(*p));
         if (a->stdin_ && (r = fk_read_fd(STDIN_FILENO, EXEC_MAX_STDIN, &in, &n)) >= 0 &&
-            (r = api_base64_encode(in, n, &b64)) >= 0)
+            (r = fk_base64_encode(in, n, &b64)) >= 0)
                 json_object_set_new(j, "stdin", json_string(b64));
         free(b64);
         *ret = r >= 0 ? json_dumps(j, JSON_COMPACT) : NULL;

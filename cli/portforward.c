@@ -2,7 +2,6 @@
 /* forklet port-forward NAME LOCAL:REMOTE: listens on 127.0.0.1 and ::1 only; every accepted
  * connection opens its own API connection that forkletd upgrades into a relay to the guest port
  * (connected from inside the session netns). Ends when the session stops or is deleted. */
-#include "agent/agent.h"
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -157,7 +156,7 @@ static void *conn_thread(void *userdata)
         else {
                 r = upgrade(k, api);
                 if (r == 101)
-                        (void)agent_relay(k->fd, api);
+                        (void)fk_relay(k->fd, api);
                 close(api);
         }
         close(k->fd);

@@ -3,7 +3,7 @@
  * 1 on timeout or when it went Failed for good (with the reason; restartPolicy OnFailure keeps
  * waiting). --for=Deleted waits for it to go. */
 #include "cli/cli.h"
-#include "agent/agent.h"
+#include "core/core.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A bidirectional byte relay between two stream sockets with half-close, used by port-forward
  * on both ends (forkletd: API connection <-> guest; the CLI: local client <-> API). */
-#include "agent/agent.h"
 #include "common/cleanup.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -40,7 +40,7 @@ static int pump(int from, int to, char *buf)
         return 1;
 }
 
-int agent_relay(int a, int b)
+int fk_relay(int a, int b)
 {
         cleanup_free char *buf = malloc(RELAY_BUF);
         bool a_open = true, b_open = true; /* reading side still open */

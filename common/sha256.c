@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* SHA-256 (FIPS 180-4) for the audit log's hash chain: a small streaming implementation so
- * forkletd needs no crypto library; checked against the FIPS 180-2 example vectors. */
-#include "agent/agent.h"
+/* SHA-256 (FIPS 180-4), a small streaming implementation so that neither forkletd nor the CLI
+ * needs a crypto library to hash (audit chain, host id, key pins, idempotency fingerprints);
+ * checked against the FIPS 180-2 example vectors. */
+#include "common/util.h"
 
 #include <string.h>
 
@@ -23,7 +24,7 @@ static uint32_t ror(uint32_t x, unsigned n)
         return (x >> n) | (x << (32 - n));
 }
 
-static void sha256_block(struct agent_sha256 *c, const uint8_t *p)
+static void sha256_block(struct fk_sha256 *c, const uint8_t *p)
 {
         uint32_t w[64], v[8], t1, t2;
 
@@ -50,7 +51,7 @@ static void sha256_block(struct agent_sha256 *c, const uint8_t *p)
                 c->h[i] += v[i];
 }
 
-void agent_sha256_init(struct agent_sha256 *c)
+void fk_sha256_init(struct fk_sha256 *c)
 {
         static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -60,7 +61,7 @@ void agent_sha256_init(struct agent_sha256 *c)
         c->fill = 0;
 }
 
-void agent_sha256_update(struct agent_sha256 *c, const void *data, size_t size)
+void fk_sha256_update(struct fk_sha256 *c, const void *data, size_t size)
 {
         const uint8_t *p = data;
 
@@ -79,17 +80,17 @@ void agent_sha256_update(struct agent_sha256 *c, const void *data, size_t size)
         }
 }
 
-void agent_sha256_final(struct agent_sha256 *c, uint8_t out[AGENT_SHA256_SIZE])
+void fk_sha256_final(struct fk_sha256 *c, uint8_t out[FK_SHA256_SIZE])
 {
         uint64_t bits = c->len * 8;
         uint8_t pad = 0x80, zero = 0, lenbuf[8];
 
-        agent_sha256_update(c, &pad, 1);
+        fk_sha256_update(c, &pad, 1);
         while (c->fill != 56)
-                agent_sha256_update(c, &zero, 1);
+                fk_sha256_update(c, &zero, 1);
         for (int i = 0; i < 8; i++)
                 lenbuf[i] = (uint8_t)(bits >> (56 - 8 * i));
-        agent_sha256_update(c, lenbuf, 8);
+        fk_sha256_update(c, lenbuf, 8);
         for (int i = 0; i < 8; i++) {
                 out[4 * i] = (uint8_t)(c->h[i] >> 24);
                 out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
@@ -98,18 +99,18 @@ void agent_sha256_final(struct agent_sha256 *c, uint8_t out[AGENT_SHA256_SIZE])
         }
 }
 
-void agent_sha256_hex(const void *data, size_t size, char out[2 * AGENT_SHA256_SIZE + 1])
+void fk_sha256_hex(const void *data, size_t size, char out[2 * FK_SHA256_SIZE + 1])
 {
         static const char digits[] = "0123456789abcdef";
-        uint8_t d[AGENT_SHA256_SIZE];
-        struct agent_sha256 c;
+        uint8_t d[FK_SHA256_SIZE];
+        struct fk_sha256 c;
 
-        agent_sha256_init(&c);
-        agent_sha256_update(&c, data, size);
-        agent_sha256_final(&c, d);
-        for (int i = 0; i < AGENT_SHA256_SIZE; i++) {
+        fk_sha256_init(&c);
+        fk_sha256_update(&c, data, size);
+        fk_sha256_final(&c, d);
+        for (int i = 0; i < FK_SHA256_SIZE; i++) {
                 out[2 * i] = digits[d[i] >> 4];
                 out[2 * i + 1] = digits[d[i] & 15];
         }
-        out[2 * AGENT_SHA256_SIZE] = '\0';
+        out[2 * FK_SHA256_SIZE] = '\0';
 }

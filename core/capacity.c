@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Node capacity and admission, pure: what a session is charged, what the node can allocate,
  * whether one more fits and how many of a size class still do. */
-#include "agent/agent.h"
+#include "core/core.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 
@@ -10,22 +10,22 @@
 
 #define MIB (1024ull * 1024)
 
-const char *agent_resource_reason(enum agent_resource r)
+const char *core_resource_reason(enum core_resource r)
 {
-        static const char *const t[_AGENT_RESOURCE_MAX] = {
-                [AGENT_RESOURCE_MEMORY] = "InsufficientMemory",
-                [AGENT_RESOURCE_CPU] = "InsufficientCPU",
-                [AGENT_RESOURCE_SESSIONS] = "InsufficientSessions",
+        static const char *const t[_CORE_RESOURCE_MAX] = {
+                [CORE_RESOURCE_MEMORY] = "InsufficientMemory",
+                [CORE_RESOURCE_CPU] = "InsufficientCPU",
+                [CORE_RESOURCE_SESSIONS] = "InsufficientSessions",
         };
 
-        return r >= 0 && r < _AGENT_RESOURCE_MAX ? t[r] : NULL;
+        return r >= 0 && r < _CORE_RESOURCE_MAX ? t[r] : NULL;
 }
 
-struct agent_charge agent_charge_for(const struct agent_charge_input *in)
+struct core_charge core_charge_for(const struct core_charge_input *in)
 {
         uint64_t ram = (uint64_t)in->memory_mib * MIB,
                  overhead = (uint64_t)in->qemu_overhead_mib * MIB;
-        struct agent_charge c = {.vcpus = in->vcpus, .memory_bytes = ram + overhead};
+        struct core_charge c = {.vcpus = in->vcpus, .memory_bytes = ram + overhead};
         uint64_t share;
 
         if (!in->fork)
@@ -37,10 +37,10 @@ struct agent_charge agent_charge_for(const struct agent_charge_input *in)
         return c;
 }
 
-struct agent_charge agent_class_charge(const struct node_config *cfg, const struct size_class *sc,
-                                       bool fork, uint64_t pss_bytes)
+struct core_charge core_class_charge(const struct node_config *cfg, const struct size_class *sc,
+                                     bool fork, uint64_t pss_bytes)
 {
-        struct agent_charge_input in = {
+        struct core_charge_input in = {
                 .vcpus = sc->vcpus,
                 .memory_mib = sc->memory_mib,
                 .qemu_overhead_mib = cfg->qemu_overhead_mib,
@@ -49,13 +49,13 @@ struct agent_charge agent_class_charge(const struct node_config *cfg, const stru
                 .pss_bytes = fork ? pss_bytes : 0,
         };
 
-        return agent_charge_for(&in);
+        return core_charge_for(&in);
 }
 
-void agent_capacity_compute(const struct agent_node_resources *node,
-                            const struct agent_charge *held, size_t n, struct agent_capacity *ret)
+void core_capacity_compute(const struct core_node_resources *node, const struct core_charge *held,
+                           size_t n, struct core_capacity *ret)
 {
-        struct agent_capacity c = {0};
+        struct core_capacity c = {0};
         uint64_t vcpus = (uint64_t)node->host_cpus * node->cpu_overcommit_percent / 100;
 
         c.allocatable.memory_bytes = node->host_memory_bytes > node->reserve_memory_bytes
@@ -76,17 +76,17 @@ static uint64_t room(uint64_t total, uint64_t used)
         return total > used ? total - used : 0;
 }
 
-int agent_capacity_admit(const struct agent_capacity *c, const struct agent_charge *want,
-                         enum agent_resource *ret_short)
+int core_capacity_admit(const struct core_capacity *c, const struct core_charge *want,
+                        enum core_resource *ret_short)
 {
-        enum agent_resource r;
+        enum core_resource r;
 
         if (c->allocatable_sessions && c->used_sessions >= c->allocatable_sessions)
-                r = AGENT_RESOURCE_SESSIONS;
+                r = CORE_RESOURCE_SESSIONS;
         else if (want->memory_bytes > room(c->allocatable.memory_bytes, c->used.memory_bytes))
-                r = AGENT_RESOURCE_MEMORY;
+                r = CORE_RESOURCE_MEMORY;
         else if (want->vcpus > room(c->allocatable.vcpus, c->used.vcpus))
-                r = AGENT_RESOURCE_CPU;
+                r = CORE_RESOURCE_CPU;
         else
                 return 0;
         if (ret_short)
@@ -94,7 +94,7 @@ int agent_capacity_admit(const struct agent_capacity *c, const struct agent_char
         return -ENOSPC;
 }
 
-unsigned agent_capacity_fits(const struct agent_capacity *c, const struct agent_charge *one)
+unsigned core_capacity_fits(const struct core_capacity *c, const struct core_charge *one)
 {
         uint64_t n = UINT_MAX;
 

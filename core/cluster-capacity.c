@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The node status document the agent publishes and the scheduler reads: admission's own
- * capacity (agent/capacity.c), per size class the charge admission makes and how many fit. */
-#include "agent/cluster.h"
+ * capacity (core/capacity.c), per size class the charge admission makes and how many fit. */
+#include "core/core.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
@@ -37,16 +37,16 @@ static json_t *labels_json(const struct node_config *cfg)
 }
 
 /* {"small": {"vcpus", "memoryMiB", "chargeMiB", "forkChargeMiB", "sessions": how many more fit
- * in c by agent_capacity_fits}}. */
-static json_t *classes_json(const struct node_config *cfg, const struct agent_capacity *c)
+ * in c by core_capacity_fits}}. */
+static json_t *classes_json(const struct node_config *cfg, const struct core_capacity *c)
 {
         json_t *o = json_object();
 
         for (size_t i = 0; o && i < cfg->n_size_classes; i++) {
                 const struct size_class *sc = &cfg->size_classes[i];
-                struct agent_charge one = agent_class_charge(cfg, sc, false, 0),
-                                    fork = agent_class_charge(cfg, sc, true, 0);
-                unsigned fit = agent_capacity_fits(c, &one);
+                struct core_charge one = core_class_charge(cfg, sc, false, 0),
+                                   fork = core_class_charge(cfg, sc, true, 0);
+                unsigned fit = core_capacity_fits(c, &one);
 
                 if (json_object_set_new(
                             o, sc->name,
@@ -67,11 +67,12 @@ static uint64_t room(uint64_t total, uint64_t used)
         return total > used ? total - used : 0;
 }
 
-static json_t *capacity_json(const struct node_config *cfg, const struct cluster_node_report *rep)
+static json_t *capacity_json(const struct node_config *cfg,
+                             const struct core_cluster_node_report *rep)
 {
-        const struct agent_capacity *a = &rep->all;
-        struct agent_capacity empty = {.allocatable = a->allocatable,
-                                       .allocatable_sessions = a->allocatable_sessions};
+        const struct core_capacity *a = &rep->all;
+        struct core_capacity empty = {.allocatable = a->allocatable,
+                                      .allocatable_sessions = a->allocatable_sessions};
 
         return json_pack(
                 "{s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:I, s:o}", "sessions",
@@ -84,7 +85,7 @@ static json_t *capacity_json(const struct node_config *cfg, const struct cluster
                 (json_int_t)cfg->fork_memory_percent, "sizeClasses", classes_json(cfg, &empty));
 }
 
-static json_t *allocatable_json(const struct node_config *cfg, const struct agent_capacity *a)
+static json_t *allocatable_json(const struct node_config *cfg, const struct core_capacity *a)
 {
         uint64_t mem = room(a->allocatable.memory_bytes, a->used.memory_bytes);
 
@@ -95,9 +96,9 @@ static json_t *allocatable_json(const struct node_config *cfg, const struct agen
                          classes_json(cfg, a));
 }
 
-static json_t *usage_json(const struct cluster_node_report *rep)
+static json_t *usage_json(const struct core_cluster_node_report *rep)
 {
-        const struct cluster_usage *u = &rep->use;
+        const struct core_cluster_usage *u = &rep->use;
 
         return json_pack("{s:i, s:I, s:i, s:I, s:i, s:I, s:I, s:i, s:i, s:I, s:I, s:i}", "sessions",
                          (int)u->sessions, "memoryMiB", (json_int_t)u->memory_mib, "localSessions",
@@ -111,15 +112,16 @@ static json_t *usage_json(const struct cluster_node_report *rep)
                          (int)rep->local.used.vcpus);
 }
 
-static json_t *api_json(const struct node_config *cfg, const struct cluster_node_report *rep)
+static json_t *api_json(const struct node_config *cfg, const struct core_cluster_node_report *rep)
 {
         return json_pack("{s:s, s:s?, s:s*, s:s*, s:s*}", "socket", cfg->api_socket, "listen",
                          cfg->api_listen, "url", cfg->api_url, "pinnedPublicKey",
                          cfg->api_url ? rep->api_pin : NULL, "hostID", rep->host_id);
 }
 
-json_t *cluster_node_status_json(const struct node_config *cfg,
-                                 const struct cluster_node_report *rep, uint64_t now_real_ns)
+json_t *core_cluster_node_status_json(const struct node_config *cfg,
+                                      const struct core_cluster_node_report *rep,
+                                      uint64_t now_real_ns)
 {
         char now[64];
 

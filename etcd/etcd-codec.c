@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Pure helpers for the etcd JSON gateway: base64, prefix range ends, string int64s, gRPC error
+/* Pure helpers for the etcd JSON gateway: prefix range ends, string int64s, gRPC error
  * mapping and jittered backoff. No I/O. */
 #include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
@@ -9,87 +9,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char b64_alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int etcd_b64_encode(const void *data, size_t len, char **ret)
-{
-        const unsigned char *p = data;
-        size_t out_len = (len + 2) / 3 * 4, o = 0;
-        char *out;
-
-        if (len > SIZE_MAX / 2)
-                return -ENOMEM;
-        out = malloc(out_len + 1);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < len; i += 3) {
-                uint32_t v = (uint32_t)p[i] << 16;
-                size_t left = len - i;
-
-                if (left > 1)
-                        v |= (uint32_t)p[i + 1] << 8;
-                if (left > 2)
-                        v |= p[i + 2];
-                out[o++] = b64_alphabet[(v >> 18) & 63];
-                out[o++] = b64_alphabet[(v >> 12) & 63];
-                out[o++] = left > 1 ? b64_alphabet[(v >> 6) & 63] : '=';
-                out[o++] = left > 2 ? b64_alphabet[v & 63] : '=';
-        }
-        out[o] = '\0';
-        *ret = out;
-        return 0;
-}
-
-static int b64_value(char ch)
-{
-        if (ch >= 'A' && ch <= 'Z')
-                return ch - 'A';
-        if (ch >= 'a' && ch <= 'z')
-                return ch - 'a' + 26;
-        if (ch >= '0' && ch <= '9')
-                return ch - '0' + 52;
-        if (ch == '+')
-                return 62;
-        if (ch == '/')
-                return 63;
-        return -1;
-}
-
-int etcd_b64_decode(const char *s, size_t slen, char **ret, size_t *ret_len)
-{
-        cleanup_free char *out = NULL;
-        uint32_t acc = 0;
-        size_t o = 0, bits = 0;
-
-        while (slen > 0 && s[slen - 1] == '=')
-                slen--;
-        if (slen % 4 == 1)
-                return -EINVAL;
-        out = malloc(slen / 4 * 3 + 3);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < slen; i++) {
-                int v = b64_value(s[i]);
-
-                if (v < 0)
-                        return -EINVAL;
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        out[o++] = (char)((acc >> bits) & 0xff);
-                }
-        }
-        /* Leftover bits of the last quantum must be zero in canonical base64. */
-        if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
-                return -EINVAL;
-        out[o] = '\0';
-        *ret = TAKE_PTR(out);
-        *ret_len = o;
-        return 0;
-}
 
 int etcd_prefix_range_end(const void *key, size_t len, char **ret, size_t *ret_len)
 {

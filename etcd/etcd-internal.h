@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Inside etcd/ only: the client struct, the pure codec (base64, JSON requests/replies,
+/* Inside etcd/ only: the client struct, the pure codec (JSON requests/replies,
  * prefix ranges, backoff), the watch stream splitter and the HTTP transport. */
 #pragma once
 
@@ -29,12 +29,6 @@ struct etcd_client {
 };
 
 /* ---- codec (etcd-codec.c), pure ---- */
-
-/* Standard base64 with padding. *ret is a NUL-terminated heap string (caller owns). */
-int etcd_b64_encode(const void *data, size_t len, char **ret);
-/* Decodes standard base64 (padding optional, no whitespace). *ret holds *ret_len bytes plus a
- * NUL (caller owns). -EINVAL on a bad character or length. */
-int etcd_b64_decode(const char *s, size_t slen, char **ret, size_t *ret_len);
 
 /* range_end for "every key starting with key": key with its last byte below 0xff incremented
  * and the rest cut; "\0" (len 1) when key is empty or all 0xff (meaning: to the end). */

@@ -3,6 +3,7 @@
  * base64-encoded, int64 fields as decimal strings, default (zero) fields are omitted. */
 #include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +15,7 @@ static int set_b64(json_t *o, const char *field, const void *data, size_t len)
 {
         cleanup_free char *s = NULL;
 
-        if (etcd_b64_encode(data, len, &s) < 0)
+        if (fk_base64_encode(data, len, &s) < 0)
                 return -ENOMEM;
         return json_object_set_new(o, field, json_string(s)) < 0 ? -ENOMEM : 0;
 }
@@ -145,14 +146,17 @@ void etcd_kv_done(struct etcd_kv *kv)
 static int parse_b64_field(const json_t *o, const char *field, char **ret, size_t *ret_len)
 {
         const json_t *v = json_object_get(o, field);
+        void *data = NULL;
+        int r;
 
-        if (!v)
-                return etcd_b64_decode("", 0, ret, ret_len);
-        if (!json_is_string(v))
+        if (v && !json_is_string(v))
                 return -EPROTO;
-        return etcd_b64_decode(json_string_value(v), json_string_length(v), ret, ret_len) == -EINVAL
-                       ? -EPROTO
-                       : 0;
+        r = fk_base64_decode(v ? json_string_value(v) : "", v ? json_string_length(v) : 0, &data,
+                             ret_len);
+        if (r < 0)
+                return r == -EINVAL ? -EPROTO : r;
+        *ret = data;
+        return 0;
 }
 
 int etcd_parse_kv(const json_t *o, struct etcd_kv *kv)

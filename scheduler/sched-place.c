@@ -51,11 +51,11 @@ static bool selector_matches(const struct sched_node *n, const struct sched_requ
 enum reject { REJ_NOT_READY, REJ_CLASS, REJ_SELECTOR, REJ_SESSIONS, REJ_MEMORY, REJ_CPU, _REJ_MAX };
 
 int64_t sched_node_fit(const struct sched_node *n, const struct sched_class *c,
-                       enum agent_resource *ret_short)
+                       enum core_resource *ret_short)
 {
         /* The node's capacity as its admission computes it, from what it published (exact
          * bytes) plus the class charges of what this scheduler placed there. */
-        struct agent_capacity cap = {
+        struct core_capacity cap = {
                 .allocatable = {.vcpus = n->vcpus ? n->vcpus : UINT_MAX,
                                 .memory_bytes = n->memory_bytes},
                 .used = {.vcpus = n->local_vcpus + n->used_vcpus,
@@ -63,15 +63,15 @@ int64_t sched_node_fit(const struct sched_node *n, const struct sched_class *c,
                 .allocatable_sessions = n->max_sessions,
                 .used_sessions = n->local_sessions + n->used_sessions,
         };
-        struct agent_charge want = {.vcpus = n->vcpus ? c->vcpus : 0,
-                                    .memory_bytes = c->charge_mib * MIB};
+        struct core_charge want = {.vcpus = n->vcpus ? c->vcpus : 0,
+                                   .memory_bytes = c->charge_mib * MIB};
 
         if (!n->max_sessions) { /* admission reads 0 as unlimited; a node never publishes 0 */
                 if (ret_short)
-                        *ret_short = AGENT_RESOURCE_SESSIONS;
+                        *ret_short = CORE_RESOURCE_SESSIONS;
                 return -ENOSPC;
         }
-        if (agent_capacity_admit(&cap, &want, ret_short) < 0)
+        if (core_capacity_admit(&cap, &want, ret_short) < 0)
                 return -ENOSPC;
         return (int64_t)((cap.allocatable.memory_bytes - cap.used.memory_bytes -
                           want.memory_bytes) /
@@ -81,12 +81,12 @@ int64_t sched_node_fit(const struct sched_node *n, const struct sched_class *c,
 /* Free memory after placing, or -1 with *why when the node does not fit. */
 static int64_t fit(const struct sched_node *n, const struct sched_request *r, enum reject *why)
 {
-        static const enum reject by_resource[_AGENT_RESOURCE_MAX] = {
-                [AGENT_RESOURCE_MEMORY] = REJ_MEMORY,
-                [AGENT_RESOURCE_CPU] = REJ_CPU,
-                [AGENT_RESOURCE_SESSIONS] = REJ_SESSIONS,
+        static const enum reject by_resource[_CORE_RESOURCE_MAX] = {
+                [CORE_RESOURCE_MEMORY] = REJ_MEMORY,
+                [CORE_RESOURCE_CPU] = REJ_CPU,
+                [CORE_RESOURCE_SESSIONS] = REJ_SESSIONS,
         };
-        enum agent_resource short_ = AGENT_RESOURCE_MEMORY;
+        enum core_resource short_ = CORE_RESOURCE_MEMORY;
         const struct sched_class *c;
         int64_t f;
 

@@ -82,7 +82,7 @@ static int put_status(struct run *r, struct sched_session *s, json_t *st)
         int e;
 
         json_decref(st);
-        if (!text || cluster_session_key(r->o->prefix, s->ns, s->name, "status", &key) < 0)
+        if (!text || core_cluster_session_key(r->o->prefix, s->ns, s->name, "status", &key) < 0)
                 return -ENOMEM;
         if (s->status && !strcmp(s->status, text))
                 return 0;
@@ -127,7 +127,7 @@ static int place_one(struct run *r, struct sched_session *s)
                                             "conditions", "type", "Scheduled", "status", "False",
                                             "reason", "Unschedulable", "message", why));
         n = &r->st.nodes[idx];
-        if (cluster_session_key(r->o->prefix, s->ns, s->name, "node", &key) < 0)
+        if (core_cluster_session_key(r->o->prefix, s->ns, s->name, "node", &key) < 0)
                 return -ENOMEM;
         e = etcd_txn_cas(r->etcd, key, 0, n->name, strlen(n->name), 0, &won, NULL, &err);
         if (e < 0)

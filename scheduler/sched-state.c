@@ -257,34 +257,34 @@ int sched_state_apply(struct sched_state *st, const char *key, const char *value
 {
         struct sched_session *s;
         struct sched_node *n;
-        struct cluster_key k;
+        struct core_cluster_key k;
         int r = 0;
 
-        cluster_key_parse(st->prefix, key, &k);
+        core_cluster_key_parse(st->prefix, key, &k);
         switch (k.kind) {
-        case CLUSTER_KEY_NODE_STATUS:
-        case CLUSTER_KEY_NODE_LEASE:
+        case CORE_CLUSTER_KEY_NODE_STATUS:
+        case CORE_CLUSTER_KEY_NODE_LEASE:
                 n = node_get(st, k.name);
                 if (!n)
                         return -ENOMEM;
-                if (k.kind == CLUSTER_KEY_NODE_LEASE)
+                if (k.kind == CORE_CLUSTER_KEY_NODE_LEASE)
                         n->ready = value != NULL;
                 else if (value)
                         r = node_set_status(n, value);
                 else
                         node_clear_status(n);
                 return r;
-        case CLUSTER_KEY_SESSION_SPEC:
-        case CLUSTER_KEY_SESSION_NODE:
-        case CLUSTER_KEY_SESSION_STATUS:
+        case CORE_CLUSTER_KEY_SESSION_SPEC:
+        case CORE_CLUSTER_KEY_SESSION_NODE:
+        case CORE_CLUSTER_KEY_SESSION_STATUS:
                 s = session_get(st, k.ns, k.name, value != NULL);
                 if (!s)
                         return value ? -ENOMEM : 0;
-                if (k.kind == CLUSTER_KEY_SESSION_SPEC && value)
+                if (k.kind == CORE_CLUSTER_KEY_SESSION_SPEC && value)
                         r = session_set_spec(s, value, create_rev);
-                else if (k.kind == CLUSTER_KEY_SESSION_SPEC)
+                else if (k.kind == CORE_CLUSTER_KEY_SESSION_SPEC)
                         session_clear_spec(s);
-                else if (k.kind == CLUSTER_KEY_SESSION_NODE)
+                else if (k.kind == CORE_CLUSTER_KEY_SESSION_NODE)
                         r = set_str(&s->node, value);
                 else
                         r = session_set_status(s, value);

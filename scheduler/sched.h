@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/cluster.h"
+#include "core/core.h"
 
 struct kv;
 struct etcd_client;
@@ -31,7 +31,7 @@ struct sched_class {
 
 /* A node as its status document and lease say; used_* are what the scheduler accounts. */
 struct sched_node {
-        char name[CLUSTER_NAME_MAX];
+        char name[CORE_CLUSTER_NAME_MAX];
         bool has_status;   /* P/nodes/NODE/status seen */
         bool ready;        /* P/nodes/NODE/lease exists */
         struct kv *labels; /* owned array */
@@ -59,10 +59,10 @@ struct sched_request {
 };
 
 /* Whether one more session of class c fits node n next to its local and accounted usage, by
- * the node's own admission check (agent_capacity_admit on the published numbers). Returns the
+ * the node's own admission check (core_capacity_admit on the published numbers). Returns the
  * free memory (MiB) left after it, or -ENOSPC with *ret_short (may be NULL). Pure. */
 int64_t sched_node_fit(const struct sched_node *n, const struct sched_class *c,
-                       enum agent_resource *ret_short);
+                       enum core_resource *ret_short);
 
 /* Picks a node for req among nodes[0..n): ready, has the size class, labels match every
  * selector entry, sessions, memory and vCPUs fit after local and accounted usage
@@ -74,8 +74,8 @@ int sched_place(const struct sched_node *nodes, size_t n, const struct sched_req
 
 /* A session under P/sessions/NS/NAME/. */
 struct sched_session {
-        char ns[CLUSTER_NAME_MAX];
-        char name[CLUSTER_NAME_MAX];
+        char ns[CORE_CLUSTER_NAME_MAX];
+        char name[CORE_CLUSTER_NAME_MAX];
         bool has_spec;
         int64_t spec_create_rev; /* placement order: oldest first */
         char *size_class;        /* owned; from spec.sizeClass (default small) */

@@ -36,7 +36,7 @@ int cluster_agent_start(struct agent_daemon *d, const struct node_config *cfg,
  * Ready and its VMs are adopted). Accepts NULL; returns NULL. */
 struct cluster_agent *cluster_agent_stop(struct cluster_agent *a);
 
-/* ---- what the daemon exposes to the sync (agent/daemon-cluster.c) --------------------------- */
+/* ---- what the daemon exposes to the sync (agent/daemon-cluster.c, in fk_agent) ------------- */
 
 /* Makes the daemon's cluster sessions exactly v[0..n) (manifests taken over, set to NULL in v
  * when consumed): new ones are created, changed ones updated, missing ones deleted. A name

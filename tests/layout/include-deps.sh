@@ -108,10 +108,10 @@ self_test() {
         trap - EXIT
 }
 
-[ $# -eq 1 ] && [ -d "$1" ] || {
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
         echo "usage: $0 SOURCE_DIR" >&2
         exit 2
-}
+fi
 check_table
 self_test
 if ! check_tree "$1"; then

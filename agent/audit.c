@@ -31,11 +31,10 @@ static int read_head(int fd, char out[HEX_SIZE])
         off_t start;
         cleanup_free char *buf = NULL;
         ssize_t n;
-        struct core_audit_chain empty;
         char *nl;
 
-        core_audit_chain_init(&empty);
-        memcpy(out, empty.prev, HEX_SIZE);
+        memset(out, '0', HEX_SIZE - 1); /* the first line's prev: 64 zeros */
+        out[HEX_SIZE - 1] = '\0';
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (st.st_size == 0)
@@ -150,25 +149,9 @@ int agent_audit_verify(const char *path, size_t *ret_lines, size_t *ret_bad_line
                        struct fk_error *err)
 {
         cleanup_fclose FILE *f = NULL;
-        cleanup_free char *line = NULL;
-        struct core_audit_chain chain;
-        size_t cap = 0;
-        ssize_t len;
-        int r;
 
         f = fopen(path, "re");
         if (!f)
                 return fk_error_set(err, -errno, "open %s: %m", path);
-        core_audit_chain_init(&chain);
-        while ((len = getline(&line, &cap, f)) >= 0) {
-                r = core_audit_chain_next(&chain, line, (size_t)len, err);
-                if (r < 0) {
-                        *ret_bad_line = chain.lines + 1;
-                        return r;
-                }
-        }
-        if (ferror(f))
-                return fk_error_set(err, -EIO, "read %s: %m", path);
-        *ret_lines = chain.lines;
-        return 0;
+        return core_audit_verify(f, ret_lines, ret_bad_line, err);
 }

@@ -51,26 +51,10 @@ static int verify_file(const char *path, size_t *ret_lines, size_t *ret_bad_line
                        struct fk_error *err)
 {
         cleanup_fclose FILE *f = fopen(path, "re");
-        cleanup_free char *line = NULL;
-        struct core_audit_chain chain;
-        size_t cap = 0;
-        ssize_t len;
-        int r;
 
         if (!f)
                 return fk_error_set(err, -errno, "open %s: %m", path);
-        core_audit_chain_init(&chain);
-        while ((len = getline(&line, &cap, f)) >= 0) {
-                r = core_audit_chain_next(&chain, line, (size_t)len, err);
-                if (r < 0) {
-                        *ret_bad_line = chain.lines + 1;
-                        return r;
-                }
-        }
-        if (ferror(f))
-                return fk_error_set(err, -EIO, "read %s: %m", path);
-        *ret_lines = chain.lines;
-        return 0;
+        return core_audit_verify(f, ret_lines, ret_bad_line, err);
 }
 
 /* The report as the daemon would send it, from a local check. */

@@ -1,22 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* The audit log's hash chain, pure: sealing a line and checking a log line by line. forkletd
- * appends and checks its own log with it (agent/audit.c), forklet checks a copy (--file). */
+/* The audit log's hash chain: sealing a line (pure) and checking a log read from a stream the
+ * caller opened. forkletd appends and checks its own log with it (agent/audit.c); forklet checks
+ * a copy (audit verify --file). */
 #include "core/core.h"
+#include "common/cleanup.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HASH_FIELD ",\"hash\":\""
-
-void core_audit_chain_init(struct core_audit_chain *c)
-{
-        memset(c->prev, '0', CORE_AUDIT_HEX_SIZE - 1);
-        c->prev[CORE_AUDIT_HEX_SIZE - 1] = '\0';
-        c->lines = 0;
-}
 
 int core_audit_seal(const char *body, char **ret, char ret_head[CORE_AUDIT_HEX_SIZE])
 {
@@ -75,22 +71,33 @@ static int check_line(const char *line, size_t n, const char *prev, struct fk_er
         return r;
 }
 
-int core_audit_chain_next(struct core_audit_chain *c, const char *line, size_t len,
-                          struct fk_error *err)
+int core_audit_verify(FILE *f, size_t *ret_lines, size_t *ret_bad_line, struct fk_error *err)
 {
-        size_t n = c->lines + 1;
+        cleanup_free char *line = NULL;
+        char prev[CORE_AUDIT_HEX_SIZE];
+        size_t cap = 0, n = 0;
+        ssize_t len;
         int r;
 
-        if (len == 0 || line[len - 1] != '\n')
-                return fk_error_set(err, -EBADMSG, "line %zu: torn (no newline)", n);
-        r = check_line(line, len - 1, c->prev, err);
-        if (r < 0) {
-                char why[FK_ERROR_MSG_MAX];
+        memset(prev, '0', CORE_AUDIT_HEX_SIZE - 1);
+        prev[CORE_AUDIT_HEX_SIZE - 1] = '\0';
+        while ((len = getline(&line, &cap, f)) >= 0) {
+                n++;
+                if (len == 0 || line[len - 1] != '\n')
+                        r = fk_error_set(err, -EBADMSG, "torn (no newline)");
+                else
+                        r = check_line(line, (size_t)len - 1, prev, err);
+                if (r < 0) {
+                        char why[FK_ERROR_MSG_MAX];
 
-                snprintf(why, sizeof(why), "%s", err->msg);
-                return fk_error_set(err, r, "line %zu: %s", n, why);
+                        snprintf(why, sizeof(why), "%s", err->msg);
+                        *ret_bad_line = n;
+                        return fk_error_set(err, r, "line %zu: %s", n, why);
+                }
+                fk_sha256_hex(line, (size_t)len - 1, prev);
         }
-        fk_sha256_hex(line, len - 1, c->prev);
-        c->lines = n;
+        if (ferror(f))
+                return fk_error_set(err, -EIO, "read error after line %zu", n);
+        *ret_lines = n;
         return 0;
 }

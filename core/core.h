@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The pure core that forkletd, forklet and forklet-scheduler share: session phases and the
  * action table, the reconcile planner, capacity and admission arithmetic, the cluster's etcd key
- * layout and node status document, and the audit log's hash chain. No I/O, no clock, no
- * logging: every function here is a function of its arguments. */
+ * layout and node status document, and the audit log's hash chain. No clock, no logging, no
+ * I/O but reading a stream the caller opened (core_audit_verify): every other function here is
+ * a function of its arguments. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/error.h"
 
@@ -220,17 +222,11 @@ json_t *core_cluster_node_status_json(const struct node_config *cfg,
 
 #define CORE_AUDIT_HEX_SIZE 65 /* SHA-256 in hex + NUL */
 
-struct core_audit_chain {
-        char prev[CORE_AUDIT_HEX_SIZE]; /* digest of the last line checked */
-        size_t lines;                   /* lines checked */
-};
-/* Starts a chain before the first line. */
-void core_audit_chain_init(struct core_audit_chain *c);
-/* Checks the next line (len bytes, including its trailing newline) and moves the chain past it.
- * 0 when intact; -EBADMSG with err "line N: why" (torn, not an audit record, prev or hash wrong);
- * -ENOMEM. Pure. */
-int core_audit_chain_next(struct core_audit_chain *c, const char *line, size_t len,
-                          struct fk_error *err);
+/* Checks the chain of the log read from f (opened by the caller; read to its end, not closed).
+ * 0 when intact, with *ret_lines; -EBADMSG with *ret_bad_line (1-based) and err "line N: why"
+ * (torn, not an audit record, prev or hash wrong); -EIO when f cannot be read; -ENOMEM. The one
+ * function here that reads (a stream it is handed); it opens nothing and does not log. */
+int core_audit_verify(FILE *f, size_t *ret_lines, size_t *ret_bad_line, struct fk_error *err);
 /* The line to append after prev for body (a JSON object text without its closing brace, its
  * last field "prev"): body + ,"hash":"<hex>"} + newline; *ret is a heap string and ret_head
  * (optional) gets the new chain head. 0 or -ENOMEM. Pure. */

@@ -30,10 +30,10 @@ static uint64_t process_pss(pid_t pid)
         return (uint64_t)kb * 1024;
 }
 
-static struct agent_charge class_charge(struct agent_daemon *d, const struct size_class *sc,
-                                        bool fork, pid_t pid)
+static struct core_charge class_charge(struct agent_daemon *d, const struct size_class *sc,
+                                       bool fork, pid_t pid)
 {
-        return agent_class_charge(d->cfg, sc, fork, fork ? process_pss(pid) : 0);
+        return core_class_charge(d->cfg, sc, fork, fork ? process_pss(pid) : 0);
 }
 
 static bool holds_capacity(const struct agent_session *s)
@@ -42,7 +42,7 @@ static bool holds_capacity(const struct agent_session *s)
                s->phase == SESSION_PHASE_PAUSED;
 }
 
-struct agent_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s)
+struct core_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s)
 {
         const struct size_class *sc;
 
@@ -54,15 +54,15 @@ struct agent_charge agent_session_charge(struct agent_daemon *d, const struct ag
                 return s->res.charge;
         /* adopted from a previous forkletd: charge the class it asks for */
         sc = s->spec ? node_config_find_size_class(d->cfg, s->spec->size_class) : NULL;
-        return sc ? class_charge(d, sc, s->res.fork, s->pid) : (struct agent_charge){0};
+        return sc ? class_charge(d, sc, s->res.fork, s->pid) : (struct core_charge){0};
 }
 
 /* exclude: a session not to count (the one being admitted); local_only: count only sessions
  * not from the control plane. */
 static void capacity_of(struct agent_daemon *d, const struct agent_session *exclude,
-                        bool local_only, struct agent_capacity *ret)
+                        bool local_only, struct core_capacity *ret)
 {
-        cleanup_free struct agent_charge *held = calloc(d->n_sessions + 1, sizeof(*held));
+        cleanup_free struct core_charge *held = calloc(d->n_sessions + 1, sizeof(*held));
         size_t n = 0;
 
         for (size_t i = 0; held && i < d->n_sessions; i++) {
@@ -72,37 +72,37 @@ static void capacity_of(struct agent_daemon *d, const struct agent_session *excl
                     (!local_only || s->source != AGENT_SOURCE_CLUSTER))
                         held[n++] = agent_session_charge(d, s);
         }
-        agent_capacity_compute(&d->node, held, n, ret);
+        core_capacity_compute(&d->node, held, n, ret);
 }
 
 static void capacity_without(struct agent_daemon *d, const struct agent_session *exclude,
-                             struct agent_capacity *ret)
+                             struct core_capacity *ret)
 {
         capacity_of(d, exclude, false, ret);
 }
 
-void agent_daemon_capacity(struct agent_daemon *d, struct agent_capacity *ret)
+void agent_daemon_capacity(struct agent_daemon *d, struct core_capacity *ret)
 {
         capacity_of(d, NULL, false, ret);
 }
 
-void agent_daemon_capacity_local(struct agent_daemon *d, struct agent_capacity *ret)
+void agent_daemon_capacity_local(struct agent_daemon *d, struct core_capacity *ret)
 {
         capacity_of(d, NULL, true, ret);
 }
 
-static void describe_short(char *buf, size_t size, enum agent_resource r,
-                           const struct agent_capacity *c, const struct agent_charge *want)
+static void describe_short(char *buf, size_t size, enum core_resource r,
+                           const struct core_capacity *c, const struct core_charge *want)
 {
         switch (r) {
-        case AGENT_RESOURCE_MEMORY:
+        case CORE_RESOURCE_MEMORY:
                 snprintf(buf, size,
                          "needs %" PRIu64 " MiB, %" PRIu64 " of %" PRIu64
                          " MiB allocatable are in use; waiting for room",
                          want->memory_bytes / MIB, c->used.memory_bytes / MIB,
                          c->allocatable.memory_bytes / MIB);
                 break;
-        case AGENT_RESOURCE_CPU:
+        case CORE_RESOURCE_CPU:
                 snprintf(buf, size,
                          "needs %u vCPU, %u of %u allocatable are in use; waiting for room",
                          want->vcpus, c->used.vcpus, c->allocatable.vcpus);
@@ -115,41 +115,41 @@ static void describe_short(char *buf, size_t size, enum agent_resource r,
 
 int agent_daemon_admit(struct agent_daemon *d, struct agent_session *s, const struct size_class *sc)
 {
-        struct agent_charge want = class_charge(d, sc, s->res.fork, 0);
-        enum agent_resource r = AGENT_RESOURCE_MEMORY;
-        struct agent_capacity c;
+        struct core_charge want = class_charge(d, sc, s->res.fork, 0);
+        enum core_resource r = CORE_RESOURCE_MEMORY;
+        struct core_capacity c;
         char msg[192];
 
         capacity_without(d, s, &c);
-        if (agent_capacity_admit(&c, &want, &r) == 0) {
+        if (core_capacity_admit(&c, &want, &r) == 0) {
                 s->res.charge = want;
                 s->res.last_short[0] = '\0';
                 return 0;
         }
         describe_short(msg, sizeof(msg), r, &c, &want);
         s->phase = SESSION_PHASE_PENDING;
-        agent_session_set_condition(s, AGENT_COND_READY, "False", agent_resource_reason(r),
+        agent_session_set_condition(s, AGENT_COND_READY, "False", core_resource_reason(r),
                                     d->clock.now_real_ns(d->clock.userdata), "%s", msg);
-        if (strcmp(s->res.last_short, agent_resource_reason(r)) != 0)
-                log_info("session %s: pending, %s: %s", s->key, agent_resource_reason(r), msg);
-        snprintf(s->res.last_short, sizeof(s->res.last_short), "%s", agent_resource_reason(r));
+        if (strcmp(s->res.last_short, core_resource_reason(r)) != 0)
+                log_info("session %s: pending, %s: %s", s->key, core_resource_reason(r), msg);
+        snprintf(s->res.last_short, sizeof(s->res.last_short), "%s", core_resource_reason(r));
         return -ENOSPC;
 }
 
-static json_t *amounts_json(const struct agent_charge *c, unsigned sessions)
+static json_t *amounts_json(const struct core_charge *c, unsigned sessions)
 {
         return json_pack("{s:I, s:I, s:I}", "vcpus", (json_int_t)c->vcpus, "memoryMiB",
                          (json_int_t)(c->memory_bytes / MIB), "sessions", (json_int_t)sessions);
 }
 
-static json_t *classes_json(struct agent_daemon *d, const struct agent_capacity *c)
+static json_t *classes_json(struct agent_daemon *d, const struct core_capacity *c)
 {
         json_t *a = json_array();
 
         for (size_t i = 0; a && i < d->cfg->n_size_classes; i++) {
                 const struct size_class *sc = &d->cfg->size_classes[i];
-                struct agent_charge one = class_charge(d, sc, false, 0);
-                unsigned fits = agent_capacity_fits(c, &one);
+                struct core_charge one = class_charge(d, sc, false, 0);
+                unsigned fits = core_capacity_fits(c, &one);
 
                 json_array_append_new(
                         a, json_pack("{s:s, s:I, s:I, s:I, s:I}", "name", sc->name, "vcpus",
@@ -162,8 +162,8 @@ static json_t *classes_json(struct agent_daemon *d, const struct agent_capacity 
 
 json_t *agent_capacity_json(struct agent_daemon *d)
 {
-        struct agent_capacity c;
-        struct agent_charge free_ = {0};
+        struct core_capacity c;
+        struct core_charge free_ = {0};
 
         agent_daemon_capacity(d, &c);
         free_.vcpus = c.allocatable.vcpus > c.used.vcpus ? c.allocatable.vcpus - c.used.vcpus : 0;

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "agent/agent.h"
+#include "common/util.h"
 #include "manifest/manifest.h"
 
 enum agent_source {
@@ -55,11 +56,11 @@ struct agent_vm_ref *agent_vm_ref_put(struct agent_vm_ref *r);
 
 /* What resource control knows about a session (resources.c). */
 struct agent_session_res {
-        bool fork;                  /* RAM copy-on-write on a checkpoint: charged by PSS */
-        bool has_cgroup;            /* its cgroup exists (created at boot, removed at teardown) */
-        bool frozen;                /* frozen by pause */
-        char *cgroup_path;          /* owned, as /proc/PID/cgroup shows it, NULL without */
-        struct agent_charge charge; /* held while admitted; set at boot */
+        bool fork;                 /* RAM copy-on-write on a checkpoint: charged by PSS */
+        bool has_cgroup;           /* its cgroup exists (created at boot, removed at teardown) */
+        bool frozen;               /* frozen by pause */
+        char *cgroup_path;         /* owned, as /proc/PID/cgroup shows it, NULL without */
+        struct core_charge charge; /* held while admitted; set at boot */
         /* The shape it booted with: vcpus and RAM change only with a restart. */
         unsigned vcpus, memory_mib;
         char class_name[64]; /* size class last applied to the cgroup */
@@ -291,11 +292,11 @@ struct agent_daemon {
         bool thread_started;
         atomic_bool quit;
         uint64_t last_scan_ns;
-        struct agent_audit *audit;        /* owned, NULL when the log cannot be opened */
-        pthread_cond_t watch_cond;        /* broadcast after each reconcile pass (API watchers) */
-        uint64_t revision;                /* counts reconcile passes, under lock */
-        struct cg_manager *cg;            /* borrowed, NULL: no resource control */
-        struct agent_node_resources node; /* host totals and the config's reserve */
+        struct agent_audit *audit;       /* owned, NULL when the log cannot be opened */
+        pthread_cond_t watch_cond;       /* broadcast after each reconcile pass (API watchers) */
+        uint64_t revision;               /* counts reconcile passes, under lock */
+        struct cg_manager *cg;           /* borrowed, NULL: no resource control */
+        struct core_node_resources node; /* host totals and the config's reserve */
         const struct agent_net_ops *net_ops; /* NULL: no session networking */
         pthread_mutex_t fwd_lock;            /* port-forward relays */
         struct agent_fwd *fwds;              /* list of live relays */
@@ -326,7 +327,7 @@ void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s);
 /* Merges a manifest-dir scan into the table (under the lock). */
 void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan);
 /* Starts the action for s (under the lock; long ones run in a worker thread). */
-int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k);
+int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k);
 /* Notices QEMU exits of idle sessions (under the lock). */
 void agent_executor_check_exits(struct agent_daemon *d);
 /* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
@@ -370,12 +371,12 @@ void agent_resources_status(struct agent_daemon *d, const struct agent_session *
  * live, sets the Resources condition (RestartRequired when vcpus or RAM differ). */
 void agent_resources_resize(struct agent_daemon *d, struct agent_session *s);
 /* The capacity charge of s while admitted (forks re-measured by PSS). Under d->lock. */
-struct agent_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s);
+struct core_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s);
 /* The node's capacity now (under d->lock). */
-void agent_daemon_capacity(struct agent_daemon *d, struct agent_capacity *ret);
+void agent_daemon_capacity(struct agent_daemon *d, struct core_capacity *ret);
 /* The same with only the sessions not from the control plane counted as used (under d->lock):
  * what the node publishes as its local usage. */
-void agent_daemon_capacity_local(struct agent_daemon *d, struct agent_capacity *ret);
+void agent_daemon_capacity_local(struct agent_daemon *d, struct core_capacity *ret);
 /* Whether s may boot now (under d->lock). -ENOSPC: it stays Pending with an Insufficient*
  * condition (set here); 0: admitted, s->res.charge set. */
 int agent_daemon_admit(struct agent_daemon *d, struct agent_session *s,
@@ -442,7 +443,7 @@ struct api_request {
 struct api_token {
         char value[1024];
         size_t size;
-        char id[2 * AGENT_SHA256_SIZE + 1]; /* first 12 hex digits of SHA-256(value) */
+        char id[2 * FK_SHA256_SIZE + 1]; /* first 12 hex digits of SHA-256(value) */
 };
 /* Loads a bearer token: a file of mode 0600 or stricter, >= API_TOKEN_MIN printable bytes
  * (a trailing newline is ignored). Errors in err. */

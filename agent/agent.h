@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* forkletd's core: the pure reconcile planner, the session table and its executor (VM
- * operations behind an ops struct, time behind a clock), the manifest-dir source and the API. */
+/* forkletd: the session table and its executor (VM operations behind an ops struct, time behind
+ * a clock), the manifest-dir source and the API. Phases, the planner and capacity arithmetic
+ * are the pure core (core/core.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -9,139 +10,13 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "core/core.h"
 
 typedef struct json_t json_t; /* jansson */
 struct node_config;
 struct session_manifest;
 struct vmm_exec_request;
 struct vmm_exec_result;
-
-/* ---- phases ------------------------------------------------------------------------------ */
-
-enum session_phase {
-        SESSION_PHASE_PENDING,
-        SESSION_PHASE_STARTING,
-        SESSION_PHASE_RUNNING,
-        SESSION_PHASE_PAUSED,
-        SESSION_PHASE_STOPPED,
-        SESSION_PHASE_FAILED,
-        _SESSION_PHASE_MAX,
-        _SESSION_PHASE_INVALID = -1,
-};
-const char *session_phase_to_string(enum session_phase p);
-/* Case-sensitive ("Running"); returns _SESSION_PHASE_INVALID for unknown text. */
-enum session_phase session_phase_from_string(const char *s);
-
-/* ---- planner (pure) ------------------------------------------------------------------------ */
-
-/* What the manifests ask for, one entry per session (index-aligned with agent_observed). */
-struct agent_desired {
-        bool present;        /* false: the manifest was deleted */
-        int state;           /* enum session_state */
-        uint64_t generation; /* metadata.generation */
-        bool restart_on_failure;
-};
-
-/* What is true on the node for the same session. */
-struct agent_observed {
-        enum session_phase phase;
-        bool busy;                    /* an action is in flight: plan nothing */
-        bool has_vm;                  /* a QEMU process is attached */
-        uint64_t observed_generation; /* generation last acted upon */
-        uint64_t retry_at_ns;         /* Failed + restart: earliest next boot (monotonic) */
-};
-
-enum agent_action_kind {
-        AGENT_ACTION_OBSERVE, /* record observedGeneration = generation */
-        AGENT_ACTION_BOOT,
-        AGENT_ACTION_STOP, /* graceful stop, keep state (spec.state: Stopped) */
-        AGENT_ACTION_PAUSE,
-        AGENT_ACTION_RESUME,
-        AGENT_ACTION_DESTROY, /* stop, remove run/state files, forget the session */
-        _AGENT_ACTION_MAX,
-};
-const char *agent_action_to_string(enum agent_action_kind k);
-
-struct agent_action {
-        size_t index; /* into the desired/observed arrays */
-        enum agent_action_kind kind;
-};
-
-struct agent_plan {
-        struct agent_action *actions; /* owned array of n */
-        size_t n;
-};
-
-/* Computes the actions that move observed towards desired for n sessions. Pure: no I/O, no
- * clock (now_mono_ns is passed in). Actions for one session come in execution order.
- * Returns 0 or -ENOMEM; *ret is written only on success (free with agent_plan_done). */
-int agent_plan(const struct agent_desired *desired, const struct agent_observed *observed, size_t n,
-               uint64_t now_mono_ns, struct agent_plan *ret);
-void agent_plan_done(struct agent_plan *p);
-
-/* ---- node capacity and admission (pure) ------------------------------------------------------ */
-
-enum agent_resource {
-        AGENT_RESOURCE_MEMORY,
-        AGENT_RESOURCE_CPU,
-        AGENT_RESOURCE_SESSIONS,
-        _AGENT_RESOURCE_MAX,
-};
-/* "InsufficientMemory", "InsufficientCPU", "InsufficientSessions" (static). */
-const char *agent_resource_reason(enum agent_resource r);
-
-/* What the node has and what the config holds back from sessions. */
-struct agent_node_resources {
-        uint64_t host_memory_bytes; /* MemTotal */
-        unsigned host_cpus;         /* CPUs forkletd may run on */
-        uint64_t reserve_memory_bytes;
-        unsigned cpu_overcommit_percent; /* 100: one vCPU per host CPU */
-        unsigned max_sessions;           /* session slots; 0: unlimited */
-};
-
-/* What one session holds while it is admitted (Starting, Running, Paused). */
-struct agent_charge {
-        unsigned vcpus;
-        uint64_t memory_bytes;
-};
-
-/* Per-session inputs of agent_charge_for. */
-struct agent_charge_input {
-        unsigned vcpus;
-        unsigned memory_mib;        /* guest RAM */
-        unsigned qemu_overhead_mib; /* measured QEMU overhead beyond guest RAM */
-        bool fork;                  /* RAM copy-on-write on a checkpoint */
-        unsigned fork_memory_percent;
-        uint64_t pss_bytes; /* fork: measured PSS of its QEMU, 0 when not known yet */
-};
-
-/* A session is charged what its cgroup may use: guest RAM + QEMU overhead (memory.max). A
- * fork shares its RAM with the checkpoint until it writes, so it is charged
- * overhead + fork_memory_percent of RAM, or its measured PSS when that is larger. */
-struct agent_charge agent_charge_for(const struct agent_charge_input *in);
-struct node_config;
-struct size_class;
-/* The charge of one session of class sc on a node configured by cfg (qemuOverheadMiB,
- * forkMemoryPercent): what admission charges and what the node publishes to the control plane
- * (pss_bytes as in agent_charge_input). Pure. */
-struct agent_charge agent_class_charge(const struct node_config *cfg, const struct size_class *sc,
-                                       bool fork, uint64_t pss_bytes);
-
-struct agent_capacity {
-        struct agent_charge allocatable, used;
-        unsigned allocatable_sessions, used_sessions; /* allocatable 0: unlimited */
-};
-
-/* Allocatable = host - reserve (memory; never below 0), host CPUs * overcommit (vCPUs),
- * max_sessions (slots); used = the sum of held[0..n). Pure. */
-void agent_capacity_compute(const struct agent_node_resources *node,
-                            const struct agent_charge *held, size_t n, struct agent_capacity *ret);
-/* 0 when want fits next to what is used; -ENOSPC and *ret_short (the first resource that is
- * short, in the order sessions, memory, CPU) otherwise. Pure. */
-int agent_capacity_admit(const struct agent_capacity *c, const struct agent_charge *want,
-                         enum agent_resource *ret_short);
-/* How many more sessions charged one each fit (UINT_MAX when nothing bounds it). Pure. */
-unsigned agent_capacity_fits(const struct agent_capacity *c, const struct agent_charge *one);
 
 /* ---- injected clock and VM operations -------------------------------------------------------- */
 
@@ -355,22 +230,7 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
                       int (*out_fn)(int stream, const void *data, size_t size, void *ud),
                       void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err);
 
-/* ---- operations: SHA-256, metrics, audit log, operation journal ---------------------------- */
-
-#define AGENT_SHA256_SIZE 32
-
-/* Streaming SHA-256 (FIPS 180-4); plain data, no allocation. */
-struct agent_sha256 {
-        uint32_t h[8];
-        uint64_t len;
-        uint8_t buf[64];
-        size_t fill;
-};
-void agent_sha256_init(struct agent_sha256 *c);
-void agent_sha256_update(struct agent_sha256 *c, const void *data, size_t size);
-void agent_sha256_final(struct agent_sha256 *c, uint8_t out[AGENT_SHA256_SIZE]);
-/* One-shot digest as 64 lowercase hex digits + NUL. */
-void agent_sha256_hex(const void *data, size_t size, char out[2 * AGENT_SHA256_SIZE + 1]);
+/* ---- operations: metrics, audit log, operation journal ---------------------------------- */
 
 /* Operations with a latency histogram (forklet_operation_duration_seconds{op}). */
 enum agent_op {
@@ -458,10 +318,6 @@ int agent_journal_register(const char *op, agent_journal_recover_fn fn);
 /* Sends state ("READY=1", "STOPPING=1", ...) to systemd's $NOTIFY_SOCKET. 1 sent, 0 not
  * under systemd, -errno on failure. Logs nothing. */
 int agent_sd_notify(const char *state);
-/* Copies bytes both ways between stream sockets a and b until both directions reached EOF
- * (an EOF on one side half-closes the other) or an error; the caller closes the fds. Blocks;
- * another thread may shutdown() either fd to end it. Returns 0 or -errno. Does not log. */
-int agent_relay(int a, int b);
 
 /* ---- fork engine (each call logs what it does; err says what failed) ------------------------ */
 
@@ -543,15 +399,6 @@ struct api_route {
 
 /* Maps a URL path (no query) to a route. Pure. Names must be DNS-1123 labels. */
 void api_route_parse(const char *path, struct api_route *ret);
-
-/* Standard base64 (with padding). encode: *ret is a NUL-terminated heap string; decode:
- * *ret is a heap buffer of *ret_size bytes, -EINVAL on a character outside the alphabet. */
-int api_base64_encode(const void *data, size_t size, char **ret);
-int api_base64_decode(const char *text, void **ret, size_t *ret_size);
-
-#define API_MAX_BODY (8u * 1024 * 1024)
-/* Largest guest file the files route moves either way. */
-#define API_MAX_FILE (64u * 1024 * 1024)
 
 /* The public-key pin of a PEM certificate: "sha256//" + base64(SHA-256(SubjectPublicKeyInfo
  * DER)), the form curl's CURLOPT_PINNEDPUBLICKEY takes (api-tls.c). out: >= 64 bytes. */

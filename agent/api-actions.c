@@ -97,7 +97,7 @@ static int files_get(struct MHD_Connection *c, struct api_request *req, const ch
         size_t size = 0;
         int r;
 
-        r = agent_daemon_read_file(req->d, req->route.ns, req->route.name, path, API_MAX_FILE,
+        r = agent_daemon_read_file(req->d, req->route.ns, req->route.name, path, CORE_API_MAX_FILE,
                                    &data, &size, &err);
         if (r < 0)
                 return reply_err(c, r == -EFBIG ? -EINVAL : r, &err);

@@ -53,7 +53,7 @@ int api_token_load(const char *path, struct api_token *ret, struct fk_error *err
                                             path);
         memcpy(ret->value, buf, n + 1);
         ret->size = n;
-        agent_sha256_hex(buf, n, ret->id);
+        fk_sha256_hex(buf, n, ret->id);
         ret->id[12] = '\0'; /* a short public fingerprint for the audit log */
         return 0;
 }

@@ -62,7 +62,7 @@ static int on_output(int stream, const void *data, size_t size, void *userdata)
         struct exec_job *j = userdata;
         char *b64 = NULL;
 
-        if (api_base64_encode(data, size, &b64) < 0)
+        if (fk_base64_encode(data, size, &b64) < 0)
                 return 0;
         emit(j, json_pack("{s:s, s:s}", "stream", stream == 2 ? "stderr" : "stdout", "data", b64));
         free(b64);
@@ -207,7 +207,8 @@ static int parse_body(const char *body, size_t size, struct exec_job *j, struct 
         }
         v = json_object_get(b, "stdin");
         if (r >= 0 && json_is_string(v) &&
-            api_base64_decode(json_string_value(v), &j->stdin_data, &j->stdin_size) < 0)
+            fk_base64_decode(json_string_value(v), json_string_length(v), &j->stdin_data,
+                             &j->stdin_size) < 0)
                 r = fk_error_set(err, -EINVAL, "stdin: not valid base64");
         v = json_object_get(b, "timeout_ms");
         if (json_is_integer(v) && json_integer_value(v) >= 0)

@@ -16,7 +16,7 @@
 
 struct idem_entry {
         char *key; /* owned "<caller> <Idempotency-Key>" */
-        char fingerprint[2 * AGENT_SHA256_SIZE + 1];
+        char fingerprint[2 * FK_SHA256_SIZE + 1];
         bool done;
         struct api_capture result; /* owned strings */
         uint64_t created_ns;

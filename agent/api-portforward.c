@@ -40,7 +40,7 @@ static void *relay_thread(void *userdata)
         if (r >= 0)
                 r = agent_fwd_register(j->d, j->key, j->api_fd, j->guest_fd, &f);
         if (r >= 0)
-                r = agent_relay(j->api_fd, j->guest_fd);
+                r = fk_relay(j->api_fd, j->guest_fd);
         if (f)
                 agent_fwd_unregister(j->d, f);
         if (r < 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Pure pieces of the API: URL path -> route, and base64 for exec payloads. */
+/* Pure pieces of the API: URL path -> route. */
 #include "agent/agent.h"
 #include "manifest/manifest.h"
 
@@ -105,69 +105,4 @@ void api_route_parse(const char *path, struct api_route *ret)
                         route_session(seg, n, &r);
         }
         *ret = r;
-}
-
-static const char b64_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int api_base64_encode(const void *data, size_t size, char **ret)
-{
-        const uint8_t *p = data;
-        char *out = malloc(((size + 2) / 3) * 4 + 1), *o = out;
-
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < size; i += 3) {
-                uint32_t v = (uint32_t)p[i] << 16;
-                size_t left = size - i;
-
-                if (left > 1)
-                        v |= (uint32_t)p[i + 1] << 8;
-                if (left > 2)
-                        v |= p[i + 2];
-                *o++ = b64_chars[(v >> 18) & 63];
-                *o++ = b64_chars[(v >> 12) & 63];
-                *o++ = left > 1 ? b64_chars[(v >> 6) & 63] : '=';
-                *o++ = left > 2 ? b64_chars[v & 63] : '=';
-        }
-        *o = '\0';
-        *ret = out;
-        return 0;
-}
-
-static int b64_value(char c)
-{
-        const char *p = c ? strchr(b64_chars, c) : NULL;
-
-        return p ? (int)(p - b64_chars) : -1;
-}
-
-int api_base64_decode(const char *text, void **ret, size_t *ret_size)
-{
-        size_t len = strlen(text), n = 0;
-        uint8_t *out;
-        uint32_t acc = 0;
-        int bits = 0;
-
-        while (len > 0 && text[len - 1] == '=')
-                len--;
-        out = malloc(len * 3 / 4 + 1);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < len; i++) {
-                int v = b64_value(text[i]);
-
-                if (v < 0) {
-                        free(out);
-                        return -EINVAL;
-                }
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        out[n++] = (uint8_t)(acc >> bits);
-                }
-        }
-        *ret = out;
-        *ret_size = n;
-        return 0;
 }

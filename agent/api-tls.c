@@ -55,8 +55,8 @@ static int read_pem(const char *field, const char *path, bool private, char **re
 int api_tls_public_key_pin(const char *cert_pem, char *out, size_t size, struct fk_error *err)
 {
         gnutls_datum_t in = {(unsigned char *)cert_pem, (unsigned)strlen(cert_pem)}, der = {0};
-        uint8_t digest[AGENT_SHA256_SIZE];
-        struct agent_sha256 h;
+        uint8_t digest[FK_SHA256_SIZE];
+        struct fk_sha256 h;
         gnutls_x509_crt_t crt = NULL;
         gnutls_pubkey_t pub = NULL;
         cleanup_free char *b64 = NULL;
@@ -75,11 +75,11 @@ int api_tls_public_key_pin(const char *cert_pem, char *out, size_t size, struct 
         gnutls_x509_crt_deinit(crt);
         if (g < 0)
                 return fk_error_set(err, -EINVAL, "certificate: %s", gnutls_strerror(g));
-        agent_sha256_init(&h);
-        agent_sha256_update(&h, der.data, der.size);
-        agent_sha256_final(&h, digest);
+        fk_sha256_init(&h);
+        fk_sha256_update(&h, der.data, der.size);
+        fk_sha256_final(&h, digest);
         gnutls_free(der.data);
-        if (api_base64_encode(digest, sizeof(digest), &b64) < 0)
+        if (fk_base64_encode(digest, sizeof(digest), &b64) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         if ((size_t)snprintf(out, size, "sha256//%s", b64) >= size)
                 return fk_error_set(err, -ENOBUFS, "pin buffer too small");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The REST server: libmicrohttpd on a unix socket we bind (mode 0600), a thread per
- * connection, request bodies collected up to API_MAX_BODY, dispatch by route, JSON replies. */
+ * connection, request bodies collected up to CORE_API_MAX_BODY, dispatch by route, JSON replies. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -205,10 +205,10 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
         }
 }
 
-/* File uploads carry raw bytes up to API_MAX_FILE; everything else is JSON. */
+/* File uploads carry raw bytes up to CORE_API_MAX_FILE; everything else is JSON. */
 static size_t body_limit(const struct api_request *req)
 {
-        return req->route.kind == API_ROUTE_SESSION_FILES ? API_MAX_FILE : API_MAX_BODY;
+        return req->route.kind == API_ROUTE_SESSION_FILES ? CORE_API_MAX_FILE : CORE_API_MAX_BODY;
 }
 
 static int collect_body(struct api_request *req, const char *data, size_t size)
@@ -282,7 +282,7 @@ static int idem_start(struct MHD_Connection *c, struct api_server *s, struct api
         const char *k = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
         struct api_capture replay = {0};
         cleanup_free char *key = NULL, *fp_in = NULL;
-        char fp[2 * AGENT_SHA256_SIZE + 1];
+        char fp[2 * FK_SHA256_SIZE + 1];
         int r;
 
         if (!k || strcmp(req->method, "POST") != 0)
@@ -297,13 +297,13 @@ static int idem_start(struct MHD_Connection *c, struct api_server *s, struct api
             fk_asprintf(&fp_in, "%s\n%s\n", req->method, req->url) < 0)
                 return -ENOMEM;
         {
-                struct agent_sha256 h;
-                uint8_t d[AGENT_SHA256_SIZE];
+                struct fk_sha256 h;
+                uint8_t d[FK_SHA256_SIZE];
 
-                agent_sha256_init(&h);
-                agent_sha256_update(&h, fp_in, strlen(fp_in));
-                agent_sha256_update(&h, req->body ? req->body : "", req->body_size);
-                agent_sha256_final(&h, d);
+                fk_sha256_init(&h);
+                fk_sha256_update(&h, fp_in, strlen(fp_in));
+                fk_sha256_update(&h, req->body ? req->body : "", req->body_size);
+                fk_sha256_final(&h, d);
                 fk_hex(d, sizeof(d), fp);
         }
         r = api_idem_begin(s->idem, key, fp, &replay);

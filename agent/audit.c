@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit log: append-only, fsynced JSON lines chained by SHA-256 ("prev" is the digest of
- * the whole previous line, "hash" the digest of the line up to its own hash field). */
+ * the whole previous line, "hash" the digest of the line up to its own hash field); the chain
+ * itself (sealing and checking a line) is core/audit-chain.c. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -14,8 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HEX_SIZE       (2 * AGENT_SHA256_SIZE + 1)
-#define HASH_FIELD     ",\"hash\":\""
+#define HEX_SIZE       CORE_AUDIT_HEX_SIZE
 #define AUDIT_LINE_MAX (64 * 1024)
 
 struct agent_audit {
@@ -23,9 +23,6 @@ struct agent_audit {
         int fd;
         char head[HEX_SIZE]; /* SHA-256 of the last line */
 };
-
-static const char zero_hash[HEX_SIZE] =
-        "0000000000000000000000000000000000000000000000000000000000000000";
 
 /* Digest of the file's last line (zeros for an empty file). */
 static int read_head(int fd, char out[HEX_SIZE])
@@ -36,7 +33,8 @@ static int read_head(int fd, char out[HEX_SIZE])
         ssize_t n;
         char *nl;
 
-        memcpy(out, zero_hash, HEX_SIZE);
+        memset(out, '0', HEX_SIZE - 1); /* the first line's prev: 64 zeros */
+        out[HEX_SIZE - 1] = '\0';
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (st.st_size == 0)
@@ -54,7 +52,7 @@ static int read_head(int fd, char out[HEX_SIZE])
         buf[n - 1] = '\0';
         nl = strrchr(buf, '\n');
         nl = nl ? nl + 1 : buf;
-        agent_sha256_hex(nl, strlen(nl), out);
+        fk_sha256_hex(nl, strlen(nl), out);
         return 0;
 }
 
@@ -131,87 +129,29 @@ static char *audit_body(const struct agent_audit_entry *e, const char *prev)
 int agent_audit_append(struct agent_audit *a, const struct agent_audit_entry *e)
 {
         cleanup_free char *body = NULL, *line = NULL;
-        char hash[HEX_SIZE];
+        char head[HEX_SIZE];
         int r;
 
         pthread_mutex_lock(&a->lock);
         body = audit_body(e, a->head);
-        if (!body) {
-                pthread_mutex_unlock(&a->lock);
-                return -ENOMEM;
-        }
-        agent_sha256_hex(body, strlen(body), hash);
-        r = fk_asprintf(&line, "%s" HASH_FIELD "%s\"}\n", body, hash);
+        r = body ? core_audit_seal(body, &line, head) : -ENOMEM;
         if (r >= 0)
                 r = fk_write_all(a->fd, line, strlen(line));
         if (r >= 0 && fdatasync(a->fd) < 0)
                 r = -errno;
         if (r >= 0)
-                agent_sha256_hex(line, strlen(line) - 1, a->head);
+                memcpy(a->head, head, HEX_SIZE);
         pthread_mutex_unlock(&a->lock);
         return r < 0 ? r : 0;
-}
-
-/* Checks one line (NUL-terminated, no newline) against the previous digest. */
-static int verify_line(const char *line, const char *prev, struct fk_error *err)
-{
-        const char *hf = NULL, *p;
-        char want[HEX_SIZE];
-        json_t *j;
-        int r = 0;
-
-        for (p = strstr(line, HASH_FIELD); p; p = strstr(p + 1, HASH_FIELD))
-                hf = p;
-        j = json_loads(line, 0, NULL);
-        if (!j || !hf)
-                r = fk_error_set(err, -EBADMSG, "not an audit record (invalid JSON or no hash)");
-        else if (!json_is_string(json_object_get(j, "prev")) ||
-                 strcmp(json_string_value(json_object_get(j, "prev")), prev) != 0)
-                r = fk_error_set(err, -EBADMSG,
-                                 "prev does not match the SHA-256 of the line before");
-        else {
-                agent_sha256_hex(line, (size_t)(hf - line), want);
-                if (!json_is_string(json_object_get(j, "hash")) ||
-                    strcmp(json_string_value(json_object_get(j, "hash")), want) != 0 ||
-                    strlen(hf) != strlen(HASH_FIELD) + HEX_SIZE - 1 + 2)
-                        r = fk_error_set(err, -EBADMSG,
-                                         "hash does not match the line's content (edited)");
-        }
-        json_decref(j);
-        return r;
 }
 
 int agent_audit_verify(const char *path, size_t *ret_lines, size_t *ret_bad_line,
                        struct fk_error *err)
 {
         cleanup_fclose FILE *f = NULL;
-        cleanup_free char *line = NULL;
-        char prev[HEX_SIZE];
-        size_t cap = 0, n = 0;
-        ssize_t len;
-        int r;
 
         f = fopen(path, "re");
         if (!f)
                 return fk_error_set(err, -errno, "open %s: %m", path);
-        memcpy(prev, zero_hash, HEX_SIZE);
-        while ((len = getline(&line, &cap, f)) >= 0) {
-                n++;
-                if (len == 0 || line[len - 1] != '\n') {
-                        *ret_bad_line = n;
-                        return fk_error_set(err, -EBADMSG, "line %zu: torn (no newline)", n);
-                }
-                line[len - 1] = '\0';
-                r = verify_line(line, prev, err);
-                if (r < 0) {
-                        char why[FK_ERROR_MSG_MAX];
-
-                        snprintf(why, sizeof(why), "%s", err->msg);
-                        *ret_bad_line = n;
-                        return fk_error_set(err, r, "line %zu: %s", n, why);
-                }
-                agent_sha256_hex(line, (size_t)len - 1, prev);
-        }
-        *ret_lines = n;
-        return 0;
+        return core_audit_verify(f, ret_lines, ret_bad_line, err);
 }

@@ -3,7 +3,7 @@
  * key plus the P/nodes/NODE/status document) and the thread that keeps the lease alive,
  * re-registers after it expired and rewrites the node status (heartbeat). */
 #include "agent/cluster-internal.h"
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -34,16 +34,16 @@ bool cluster_sleep(struct cluster_agent *a, unsigned ms, bool wake)
 static int publish_status(struct cluster_agent *a, struct fk_error *err)
 {
         cleanup_free char *key = NULL, *text = NULL;
-        struct cluster_node_report rep;
+        struct core_cluster_node_report rep;
         json_t *j;
 
         agent_daemon_node_report(a->d, &rep);
         rep.api_pin = a->api_pin[0] ? a->api_pin : NULL;
         rep.host_id = a->host_id[0] ? a->host_id : NULL;
-        j = cluster_node_status_json(a->cfg, &rep, fk_now_real_ns());
+        j = core_cluster_node_status_json(a->cfg, &rep, fk_now_real_ns());
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
-        if (!text || cluster_node_key(a->prefix, a->node, "status", &key) < 0)
+        if (!text || core_cluster_node_key(a->prefix, a->node, "status", &key) < 0)
                 return -ENOMEM;
         return etcd_put(a->etcd, key, text, strlen(text), 0, NULL, err);
 }
@@ -59,7 +59,7 @@ static int register_node(struct cluster_agent *a, int64_t *ret_lease, struct fk_
         r = etcd_lease_grant(a->etcd, a->o.lease_ttl_s, &lease, err);
         if (r < 0)
                 return r;
-        if (cluster_node_key(a->prefix, a->node, "lease", &key) < 0 ||
+        if (core_cluster_node_key(a->prefix, a->node, "lease", &key) < 0 ||
             fk_asprintf(&val, "{\"leaseID\":%" PRId64 ",\"since\":\"%s\"}", lease,
                         fk_format_rfc3339(fk_now_real_ns(), now, sizeof(now))) < 0)
                 return -ENOMEM;
@@ -156,7 +156,7 @@ int cluster_agent_start(struct agent_daemon *d, const struct node_config *cfg,
         a->node = cfg->node_name;
         a->need_list = true;
         defaults(&a->o, opts);
-        if (cluster_host_id(a->host_id) < 0)
+        if (fk_host_id(a->host_id) < 0)
                 a->host_id[0] = '\0';
         /* The pin of the certificate the TLS listener serves (read at start, as the API did). */
         if (cfg->api_url && cfg->api_tls_cert &&

@@ -7,14 +7,15 @@
 #include <stdatomic.h>
 
 #include "agent/cluster.h"
+#include "common/util.h"
 
 struct etcd_client;
 struct etcd_watch;
 
 /* One session under P/sessions/NS/NAME/ as last seen through the watch. */
 struct cluster_entry {
-        char ns[CLUSTER_NAME_MAX];
-        char name[CLUSTER_NAME_MAX];
+        char ns[CORE_CLUSTER_NAME_MAX];
+        char name[CORE_CLUSTER_NAME_MAX];
         char *spec;          /* owned JSON text or NULL */
         char *node;          /* owned node name or NULL (unplaced) */
         char *written;       /* owned: the status text we last wrote, NULL: write again */
@@ -30,12 +31,12 @@ struct cluster_agent {
         const struct node_config *cfg; /* borrowed */
         struct cluster_agent_options o;
         struct etcd_client *etcd;
-        const char *prefix;                 /* borrowed from cfg */
-        const char *node;                   /* borrowed from cfg */
-        char api_pin[64];                   /* api.tlsCert's public-key pin, "" without TLS */
-        char host_id[CLUSTER_HOST_ID_SIZE]; /* "" when unknown */
-        int quit_fd;                        /* eventfd, readable once stopping (never drained) */
-        int wake_fd;                        /* eventfd, wakes the sync thread */
+        const char *prefix;            /* borrowed from cfg */
+        const char *node;              /* borrowed from cfg */
+        char api_pin[64];              /* api.tlsCert's public-key pin, "" without TLS */
+        char host_id[FK_HOST_ID_SIZE]; /* "" when unknown */
+        int quit_fd;                   /* eventfd, readable once stopping (never drained) */
+        int wake_fd;                   /* eventfd, wakes the sync thread */
         pthread_t lease_thread, sync_thread;
         bool lease_started, sync_started;
         /* sync state, under lock */

@@ -3,7 +3,7 @@
  * placed on this node to the daemon (name clashes and invalid manifests become a Failed
  * status) and writes each session's status back when it changed, at most once per gap. */
 #include "agent/cluster-internal.h"
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -81,20 +81,20 @@ static bool set_text(char **field, const char *value)
 /* Applies one key (PUT value or DELETE: value NULL) to the cache; under lock. */
 static void apply_kv(struct cluster_agent *a, const char *key, const char *value, int64_t rev)
 {
-        struct cluster_key k;
+        struct core_cluster_key k;
         struct cluster_entry *e;
 
-        cluster_key_parse(a->prefix, key, &k);
-        if (k.kind != CLUSTER_KEY_SESSION_SPEC && k.kind != CLUSTER_KEY_SESSION_NODE &&
-            k.kind != CLUSTER_KEY_SESSION_STATUS)
+        core_cluster_key_parse(a->prefix, key, &k);
+        if (k.kind != CORE_CLUSTER_KEY_SESSION_SPEC && k.kind != CORE_CLUSTER_KEY_SESSION_NODE &&
+            k.kind != CORE_CLUSTER_KEY_SESSION_STATUS)
                 return;
         e = entry_get(a, k.ns, k.name, value != NULL);
         if (!e)
                 return;
-        if (k.kind == CLUSTER_KEY_SESSION_SPEC) {
+        if (k.kind == CORE_CLUSTER_KEY_SESSION_SPEC) {
                 if (set_text(&e->spec, value) && mine(a, e->node))
                         a->dirty = true;
-        } else if (k.kind == CLUSTER_KEY_SESSION_NODE) {
+        } else if (k.kind == CORE_CLUSTER_KEY_SESSION_NODE) {
                 bool was = mine(a, e->node);
 
                 e->node_rev = value ? rev : 0;
@@ -241,7 +241,7 @@ static int sync_desired(struct cluster_agent *a)
 /* The status text of entry e (NULL when there is nothing to write yet). */
 static char *status_text(struct cluster_agent *a, const struct cluster_entry *e, json_t *all)
 {
-        char key[2 * CLUSTER_NAME_MAX + 2];
+        char key[2 * CORE_CLUSTER_NAME_MAX + 2];
         const char *colon;
         json_t *st;
         char *text;
@@ -287,7 +287,7 @@ static void write_statuses(struct cluster_agent *a)
                         continue;
                 text = status_text(a, e, all);
                 if (!text || (e->written && !strcmp(text, e->written)) ||
-                    cluster_session_key(a->prefix, e->ns, e->name, "status", &key) < 0)
+                    core_cluster_session_key(a->prefix, e->ns, e->name, "status", &key) < 0)
                         continue;
                 /* The lock keeps e valid; a put is one short request. */
                 r = etcd_put(a->etcd, key, text, strlen(text), 0, &rev, &err);
@@ -305,7 +305,7 @@ static void write_statuses(struct cluster_agent *a)
 }
 
 struct waiting {
-        char ns[CLUSTER_NAME_MAX], name[CLUSTER_NAME_MAX];
+        char ns[CORE_CLUSTER_NAME_MAX], name[CORE_CLUSTER_NAME_MAX];
 };
 
 /* Whether e waited for room longer than the grace (updates its clock); under lock. */
@@ -330,7 +330,7 @@ static void release_one(struct cluster_agent *a, const struct waiting *w, int64_
         bool done = false;
         int r;
 
-        if (cluster_session_key(a->prefix, w->ns, w->name, "node", &key) < 0)
+        if (core_cluster_session_key(a->prefix, w->ns, w->name, "node", &key) < 0)
                 return;
         r = etcd_txn_delete(a->etcd, key, rev, &done, &err);
         if (r < 0)

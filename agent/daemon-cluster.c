@@ -110,7 +110,7 @@ int agent_daemon_cluster_status(struct agent_daemon *d, json_t **ret)
         pthread_mutex_lock(&d->lock);
         for (size_t i = 0; i < d->n_sessions && r >= 0; i++) {
                 struct agent_session *s = d->sessions[i];
-                char key[2 * CLUSTER_NAME_MAX + 2];
+                char key[2 * CORE_CLUSTER_NAME_MAX + 2];
 
                 if (s->source != AGENT_SOURCE_CLUSTER || !s->spec)
                         continue;
@@ -127,9 +127,9 @@ int agent_daemon_cluster_status(struct agent_daemon *d, json_t **ret)
         return 0;
 }
 
-static void usage_of(struct agent_daemon *d, struct cluster_usage *ret)
+static void usage_of(struct agent_daemon *d, struct core_cluster_usage *ret)
 {
-        struct cluster_usage u = {0};
+        struct core_cluster_usage u = {0};
 
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];
@@ -148,9 +148,9 @@ static void usage_of(struct agent_daemon *d, struct cluster_usage *ret)
         *ret = u;
 }
 
-void agent_daemon_node_report(struct agent_daemon *d, struct cluster_node_report *ret)
+void agent_daemon_node_report(struct agent_daemon *d, struct core_cluster_node_report *ret)
 {
-        *ret = (struct cluster_node_report){0}; /* api_pin, host_id: the cluster agent's */
+        *ret = (struct core_cluster_node_report){0}; /* api_pin, host_id: the cluster agent's */
         pthread_mutex_lock(&d->lock);
         ret->node = d->node;
         agent_daemon_capacity(d, &ret->all);

@@ -163,7 +163,7 @@ static void daemon_node_resources(struct agent_daemon *d)
 
         if (cg_node_capacity(NULL, &cap, &err) < 0)
                 log_warning("node capacity: %s; admitting by maxSessions only", err.msg);
-        d->node = (struct agent_node_resources){
+        d->node = (struct core_node_resources){
                 .host_memory_bytes = cap.memory_bytes ? cap.memory_bytes : UINT64_MAX,
                 .host_cpus = cap.cpus ? cap.cpus : UINT_MAX / 10000,
                 .reserve_memory_bytes = (uint64_t)d->cfg->reserve_memory_mib * 1024 * 1024,
@@ -228,10 +228,10 @@ void agent_daemon_wake(struct agent_daemon *d)
 
 static int daemon_plan_and_run(struct agent_daemon *d)
 {
-        cleanup_free struct agent_desired *want = calloc(d->n_sessions + 1, sizeof(*want));
-        cleanup_free struct agent_observed *have = calloc(d->n_sessions + 1, sizeof(*have));
+        cleanup_free struct core_desired *want = calloc(d->n_sessions + 1, sizeof(*want));
+        cleanup_free struct core_observed *have = calloc(d->n_sessions + 1, sizeof(*have));
         cleanup_free struct agent_session **snap = calloc(d->n_sessions + 1, sizeof(*snap));
-        struct agent_plan plan = {0};
+        struct core_plan plan = {0};
         size_t n = d->n_sessions;
         int r;
 
@@ -241,14 +241,14 @@ static int daemon_plan_and_run(struct agent_daemon *d)
                 struct agent_session *s = d->sessions[i];
 
                 snap[i] = s;
-                want[i] = (struct agent_desired){
+                want[i] = (struct core_desired){
                         .present = s->spec != NULL,
                         .state = s->spec ? (int)s->spec->state : 0,
                         .generation = s->generation,
                         .restart_on_failure =
                                 s->spec && s->spec->restart_policy == RESTART_POLICY_ON_FAILURE,
                 };
-                have[i] = (struct agent_observed){
+                have[i] = (struct core_observed){
                         .phase = s->phase,
                         .busy = s->busy,
                         .has_vm = s->vm != NULL,
@@ -256,7 +256,7 @@ static int daemon_plan_and_run(struct agent_daemon *d)
                         .retry_at_ns = s->retry_at_ns,
                 };
         }
-        r = agent_plan(want, have, n, d->clock.now_mono_ns(d->clock.userdata), &plan);
+        r = core_plan(want, have, n, d->clock.now_mono_ns(d->clock.userdata), &plan);
         if (r < 0)
                 return r;
         /* Actions may remove sessions (DESTROY without a VM); snap keeps indexes stable and
@@ -267,10 +267,10 @@ static int daemon_plan_and_run(struct agent_daemon *d)
                         agent_metrics_reconcile_error();
                 if (r < 0)
                         log_warning_errno(r, "%s %s: %m",
-                                          agent_action_to_string(plan.actions[i].kind),
+                                          core_action_to_string(plan.actions[i].kind),
                                           snap[plan.actions[i].index]->key);
         }
-        agent_plan_done(&plan);
+        core_plan_done(&plan);
         return 0;
 }
 

@@ -23,7 +23,7 @@
 struct job {
         struct agent_daemon *d;
         struct agent_session *s; /* busy while the job runs, so never freed under it */
-        enum agent_action_kind kind;
+        enum core_action_kind kind;
         struct agent_vm_ref *vm;       /* owned reference (stop, pause, resume, destroy) */
         struct agent_vm_ref *detached; /* the session's reference after a stop, owned */
         char *run_dir, *state_dir, *kernel, *initrd; /* owned */
@@ -380,7 +380,7 @@ static void job_stop(struct job *j, bool destroy)
 static void job_pause_resume(struct job *j)
 {
         struct agent_daemon *d = j->d;
-        bool pause = j->kind == AGENT_ACTION_PAUSE;
+        bool pause = j->kind == CORE_ACTION_PAUSE;
         struct fk_error err = {0};
         int r;
 
@@ -401,7 +401,7 @@ static void job_pause_resume(struct job *j)
         pthread_mutex_lock(&d->lock);
         j->s->res.frozen = pause && r >= 0;
         if (r < 0) {
-                log_error("session %s: %s: %s", j->s->key, agent_action_to_string(j->kind),
+                log_error("session %s: %s: %s", j->s->key, core_action_to_string(j->kind),
                           err.msg[0] ? err.msg : strerror(-r));
                 return;
         }
@@ -416,10 +416,10 @@ static void *job_thread(void *userdata)
         struct job *j = userdata;
         struct agent_daemon *d = j->d;
 
-        if (j->kind == AGENT_ACTION_BOOT)
+        if (j->kind == CORE_ACTION_BOOT)
                 job_boot(j);
-        else if (j->kind == AGENT_ACTION_STOP || j->kind == AGENT_ACTION_DESTROY)
-                job_stop(j, j->kind == AGENT_ACTION_DESTROY);
+        else if (j->kind == CORE_ACTION_STOP || j->kind == CORE_ACTION_DESTROY)
+                job_stop(j, j->kind == CORE_ACTION_DESTROY);
         else
                 job_pause_resume(j);
         if (j->s)
@@ -435,7 +435,7 @@ static void *job_thread(void *userdata)
         return NULL;
 }
 
-static int job_new(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k,
+static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k,
                    struct job **ret)
 {
         struct job *j = calloc(1, sizeof(*j));
@@ -483,7 +483,7 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         struct job *j;
         int r;
 
-        r = job_new(d, s, AGENT_ACTION_BOOT, &j);
+        r = job_new(d, s, CORE_ACTION_BOOT, &j);
         if (r < 0)
                 return r;
         r = job_boot_params(d, s, j, &err);
@@ -532,13 +532,13 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         return job_start(d, j);
 }
 
-int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k)
+int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k)
 {
         struct job *j;
         int r;
 
         switch (k) {
-        case AGENT_ACTION_OBSERVE:
+        case CORE_ACTION_OBSERVE:
                 s->observed_generation = s->generation;
                 if (s->vm && s->spec && strcmp(s->spec->size_class, s->res.class_name) != 0) {
                         agent_resources_resize(d, s);
@@ -547,9 +547,9 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum age
                 }
                 agent_daemon_net_observe(d, s);
                 return 0;
-        case AGENT_ACTION_BOOT:
+        case CORE_ACTION_BOOT:
                 return executor_boot(d, s);
-        case AGENT_ACTION_STOP:
+        case CORE_ACTION_STOP:
                 if (!s->vm) {
                         s->phase = SESSION_PHASE_STOPPED;
                         agent_session_set_condition(s, AGENT_COND_READY, "False", "Stopped",
@@ -557,12 +557,12 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum age
                         return 0;
                 }
                 break;
-        case AGENT_ACTION_PAUSE:
-        case AGENT_ACTION_RESUME:
+        case CORE_ACTION_PAUSE:
+        case CORE_ACTION_RESUME:
                 if (!s->vm)
                         return -ESRCH;
                 break;
-        case AGENT_ACTION_DESTROY:
+        case CORE_ACTION_DESTROY:
                 break;
         default:
                 return -EINVAL;

@@ -256,7 +256,7 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
         d->workers--;
         s->busy = false;
         log_info("session %s: rolling back to %s", s->key, id);
-        r = agent_executor_run(d, s, AGENT_ACTION_BOOT);
+        r = agent_executor_run(d, s, CORE_ACTION_BOOT);
         if (r >= 0)
                 r = wait_not_busy(d, ns, name, err);
         else

@@ -7,7 +7,7 @@
  * Usage: bench-api-reads [REQUESTS]   (default 300) */
 #include "../tests/unit/agent-fake.h"
 #include "agent/agent-internal.h"
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

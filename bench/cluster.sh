@@ -10,7 +10,7 @@ B=${1:?build dir}
 N=${2:-20}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 IMG=${FORKLET_IMAGE_DIR:?set FORKLET_IMAGE_DIR}
-FORKLETD=$B/agent/forkletd FORKLET=$B/agent/cli/forklet SCHED=$B/agent/scheduler/forklet-scheduler
+FORKLETD=$B/agent/forkletd FORKLET=$B/cli/forklet SCHED=$B/scheduler/forklet-scheduler
 T=$(mktemp -d /tmp/fk-bench-cluster-$$.XXXX)
 P=/fk-bench-$$
 PIDS=()

@@ -2,7 +2,7 @@
 /* Benchmark: watch-event latency (put issued -> watch callback) against a plain range round trip
  * and a put round trip measured in the same run, p50/p99 with ratios to the range baseline.
  * Usage: bench-etcd [iterations] [endpoint]; without an endpoint it starts a private etcd. */
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/error.h"
 #include "common/util.h"
 #include "tests/integration/etcd-server.h"

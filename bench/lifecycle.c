@@ -4,7 +4,7 @@
  * measured in the same run (QEMU spawn to QMP ready; API GET /healthz), with the accelerator.
  * Root, QEMU and the minimal image needed.
  * Usage: bench-lifecycle FORKLETD IMAGE_DIR [BOOTS [EXECS [PAUSES]]]   (default 5 200 20) */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"

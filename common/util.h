@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Small shared helpers: files, directories, time, string vectors. */
+/* Small shared helpers: files, directories, time, string vectors, base64, SHA-256, the host id
+ * and a socket relay. */
 #pragma once
 
 #include <stdbool.h>
@@ -59,3 +60,35 @@ void fk_hex(const void *data, size_t size, char *out);
  * safe to log or put in a message or reply: printable ASCII as is, every other byte and '\\' as
  * \xNN, and "..." when it was cut. NULL in gives "". */
 void fk_escape_text(const char *in, char *out, size_t out_size);
+
+/* Standard base64 (RFC 4648, with padding). encode: *ret is a NUL-terminated heap string.
+ * decode: len bytes of s (padding optional, no whitespace, canonical trailing bits) into a heap
+ * buffer of *ret_size bytes plus a NUL; -EINVAL on a character outside the alphabet or a bad
+ * length. Both -ENOMEM; write *ret only on success. */
+int fk_base64_encode(const void *data, size_t size, char **ret);
+int fk_base64_decode(const char *s, size_t len, void **ret, size_t *ret_size);
+
+/* Streaming SHA-256 (FIPS 180-4); plain data, no allocation (common/sha256.c). */
+#define FK_SHA256_SIZE 32
+struct fk_sha256 {
+        uint32_t h[8];
+        uint64_t len;
+        uint8_t buf[64];
+        size_t fill;
+};
+void fk_sha256_init(struct fk_sha256 *c);
+void fk_sha256_update(struct fk_sha256 *c, const void *data, size_t size);
+void fk_sha256_final(struct fk_sha256 *c, uint8_t out[FK_SHA256_SIZE]);
+/* One-shot digest as 64 lowercase hex digits + NUL. */
+void fk_sha256_hex(const void *data, size_t size, char out[2 * FK_SHA256_SIZE + 1]);
+
+/* This host's id as nodes publish it (api.hostID) and the CLI compares it: the first 32 hex
+ * digits of a SHA-256 over /etc/machine-id (else the hostname), so the id itself stays
+ * private. 0 or -errno; does not log. */
+#define FK_HOST_ID_SIZE 33 /* 32 hex digits + NUL */
+int fk_host_id(char out[FK_HOST_ID_SIZE]);
+
+/* Copies bytes both ways between stream sockets a and b until both directions reached EOF
+ * (an EOF on one side half-closes the other) or an error; the caller closes the fds. Blocks;
+ * another thread may shutdown() either fd to end it. Returns 0 or -errno. Does not log. */
+int fk_relay(int a, int b);

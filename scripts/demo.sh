@@ -17,7 +17,7 @@ cp -r build/images/minimal /var/lib/forklet/images/minimal.new
 rm -rf /var/lib/forklet/images/minimal
 mv /var/lib/forklet/images/minimal.new /var/lib/forklet/images/minimal
 
-FORKLET=build/agent/cli/forklet
+FORKLET=build/cli/forklet
 export FORKLET_SOCKET=/run/forklet/api.sock
 if [ -f /run/forklet/forkletd.pid ] && kill -0 "$(cat /run/forklet/forkletd.pid)" 2>/dev/null; then
         echo "forkletd already running (pid $(cat /run/forklet/forkletd.pid))"

@@ -2,7 +2,7 @@
 # agent (forkletd + forklet): unit tests without root (planner table, CLI arguments, the REST
 # API over a real unix socket with a fake VM backend); integration tests with real QEMU.
 if(CMOCKA_FOUND)
-  fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_agent)
+  fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_core)
   fk_unit_test(agent-events-test SOURCES unit/agent-events-test.c LIBS fk_agent)
   fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
   fk_unit_test(agent-cli-output-test SOURCES unit/agent-cli-output-test.c LIBS fk_cli)
@@ -11,7 +11,7 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-ops-test SOURCES unit/agent-ops-test.c LIBS fk_agent)
   fk_unit_test(agent-ops-api-test SOURCES unit/agent-ops-api-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-admission-test SOURCES unit/agent-admission-test.c LIBS fk_cli fk_agent)
-  fk_unit_test(agent-capacity-test SOURCES unit/agent-capacity-test.c LIBS fk_agent)
+  fk_unit_test(agent-capacity-test SOURCES unit/agent-capacity-test.c LIBS fk_core)
   fk_unit_test(agent-lifecycle-test SOURCES unit/agent-lifecycle-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-net-test SOURCES unit/agent-net-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-secrets-test SOURCES unit/agent-secrets-test.c LIBS fk_agent)

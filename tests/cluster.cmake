@@ -4,8 +4,8 @@
 # node's admission refuses handed back to the scheduler (no VMs), and three forkletd
 # with real QEMU sessions placed by forklet-scheduler.
 if(CMOCKA_FOUND)
-  fk_unit_test(cluster-unit SOURCES unit/cluster-unit.c LIBS fk_sched fk_cluster)
-  fk_unit_test(cluster-capacity-test SOURCES unit/cluster-capacity-test.c LIBS fk_sched fk_cluster)
+  fk_unit_test(cluster-unit SOURCES unit/cluster-unit.c LIBS fk_sched)
+  fk_unit_test(cluster-capacity-test SOURCES unit/cluster-capacity-test.c LIBS fk_sched)
   fk_unit_test(cluster-daemon-test SOURCES unit/cluster-daemon-test.c LIBS fk_cli fk_sched fk_cluster)
 endif()
 

@@ -41,7 +41,7 @@ static int call_error(struct fk_error *err, int r, const char *what)
 static int protocol_violation(struct vmm_agent *a, struct agent_pending *p, struct fk_error *err,
                               const char *what)
 {
-        agent_fail_connection(a, p->generation);
+        vmm_agent_fail_connection(a, p->generation);
         return call_error(err, -EPROTO, what);
 }
 
@@ -55,7 +55,7 @@ static int guest_error(struct vmm_agent *a, struct agent_pending *p, const struc
 
         if (guest_proto_get_error(f->data, f->size, &e) < 0)
                 return protocol_violation(a, p, err, what);
-        agent_guest_text(e.message, msg, sizeof(msg));
+        vmm_agent_guest_text(e.message, msg, sizeof(msg));
         r = fk_error_set(err, -e.error, "%s: guest: %s", what, msg);
         guest_msg_error_done(&e);
         return r;
@@ -68,12 +68,12 @@ static int request(struct vmm_agent *a, struct agent_pending *p, struct guest_bu
                    const char *what)
 {
         struct agent_frame *f;
-        int r = agent_send(a, p, b);
+        int r = vmm_agent_send(a, p, b);
 
         guest_buf_free(b);
         if (r < 0)
                 return call_error(err, r, what);
-        f = agent_pending_next(a, p, after_ms(timeout_ms), &r);
+        f = vmm_agent_pending_next(a, p, after_ms(timeout_ms), &r);
         if (!f)
                 return call_error(err, r, what);
         if (f->type == GUEST_MSG_ERROR) {
@@ -113,22 +113,22 @@ int vmm_agent_wait_ready(struct vmm_agent *a, unsigned timeout_ms, struct fk_err
                         return fk_error_set(err, -ETIMEDOUT, "guest agent not ready after %u ms",
                                             timeout_ms);
                 until = FK_MIN(deadline, now + (uint64_t)PING_INTERVAL_MS * 1000000);
-                p = agent_pending_begin(a, (unsigned)((until - now) / 1000000), &r);
+                p = vmm_agent_pending_begin(a, (unsigned)((until - now) / 1000000), &r);
                 if (!p)
                         continue;
                 if (guest_proto_put_raw(&b, GUEST_MSG_PING, p->id, "ready?", 6) == 0 &&
-                    agent_send(a, p, &b) == 0) {
-                        f = agent_pending_next(a, p, until, &r);
+                    vmm_agent_send(a, p, &b) == 0) {
+                        f = vmm_agent_pending_next(a, p, until, &r);
                         if (f && f->type == GUEST_MSG_PONG) {
                                 free(f);
                                 guest_buf_free(&b);
-                                agent_pending_end(a, p);
+                                vmm_agent_pending_end(a, p);
                                 return 0;
                         }
                         free(f);
                 }
                 guest_buf_free(&b);
-                agent_pending_end(a, p);
+                vmm_agent_pending_end(a, p);
                 /* A failed send or a drop returns at once: do not spin. */
                 if (fk_now_mono_ns() < until)
                         usleep(50 * 1000);
@@ -158,7 +158,7 @@ int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error
         struct agent_pending *p;
         int r;
 
-        p = agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
         if (!p)
                 return call_error(err, r, "poweroff");
         r = guest_proto_put_raw(&b, GUEST_MSG_POWEROFF, p->id, NULL, 0);
@@ -169,7 +169,7 @@ int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error
         if (r == 0 && f->type != GUEST_MSG_OK)
                 r = protocol_violation(a, p, err, "poweroff");
         free(f);
-        agent_pending_end(a, p);
+        vmm_agent_pending_end(a, p);
         return r;
 }
 
@@ -200,13 +200,13 @@ int vmm_agent_set_identity(struct vmm_agent *a, const char *fork_id, const char 
         struct agent_pending *p;
         int r;
 
-        p = agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
         if (!p)
                 return call_error(err, r, "set identity");
         r = guest_proto_put_identity(&b, p->id, &m);
         r = r < 0 ? call_error(err, r, "set identity")
                   : ok_call(a, p, &b, timeout_ms, err, "set identity");
-        agent_pending_end(a, p);
+        vmm_agent_pending_end(a, p);
         return r;
 }
 
@@ -217,12 +217,12 @@ int vmm_agent_set_time(struct vmm_agent *a, uint64_t realtime_ns, unsigned timeo
         struct agent_pending *p;
         int r;
 
-        p = agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
         if (!p)
                 return call_error(err, r, "set time");
         r = guest_proto_put_u64(&b, GUEST_MSG_SET_TIME, p->id, realtime_ns);
         r = r < 0 ? call_error(err, r, "set time") : ok_call(a, p, &b, timeout_ms, err, "set time");
-        agent_pending_end(a, p);
+        vmm_agent_pending_end(a, p);
         return r;
 }
 
@@ -234,12 +234,12 @@ int vmm_agent_fsfreeze(struct vmm_agent *a, const char *path, bool freeze, unsig
         struct agent_pending *p;
         int r;
 
-        p = agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
         if (!p)
                 return call_error(err, r, what);
         r = guest_proto_put_path(&b, freeze ? GUEST_MSG_FSFREEZE : GUEST_MSG_FSTHAW, p->id, path);
         r = r < 0 ? call_error(err, r, what) : ok_call(a, p, &b, timeout_ms, err, what);
-        agent_pending_end(a, p);
+        vmm_agent_pending_end(a, p);
         return r;
 }
 
@@ -262,14 +262,14 @@ int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data
                                                  .size = n};
                 struct guest_buf b = {0};
                 struct agent_pending *p =
-                        agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+                        vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
 
                 if (!p)
                         return call_error(err, r, "write file");
                 r = guest_proto_put_file_write(&b, p->id, &m);
                 r = r < 0 ? call_error(err, r, "write file")
                           : ok_call(a, p, &b, timeout_ms, err, "write file");
-                agent_pending_end(a, p);
+                vmm_agent_pending_end(a, p);
                 off += n;
         } while (r == 0 && off < size);
         return r;
@@ -287,7 +287,7 @@ static int read_chunk(struct vmm_agent *a, const char *path, uint64_t off, struc
         struct agent_pending *p;
         int r;
 
-        p = agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
         if (!p)
                 return call_error(err, r, "read file");
         r = guest_proto_put_file_read(&b, p->id, &m);
@@ -304,7 +304,7 @@ static int read_chunk(struct vmm_agent *a, const char *path, uint64_t off, struc
                         r = (d.flags & GUEST_FILE_EOF) || d.size == 0 ? 1 : 0;
         }
         free(f);
-        agent_pending_end(a, p);
+        vmm_agent_pending_end(a, p);
         return r;
 }
 

@@ -48,7 +48,7 @@ static int unix_connect(const char *path)
         return fd;
 }
 
-void agent_guest_text(const char *in, char *out, size_t out_size)
+void vmm_agent_guest_text(const char *in, char *out, size_t out_size)
 {
         fk_escape_text(in, out, out_size);
 }
@@ -88,7 +88,7 @@ static void drop(struct vmm_agent *a, int error)
         pthread_mutex_unlock(&a->write_lock);
 }
 
-void agent_fail_connection(struct vmm_agent *a, unsigned generation)
+void vmm_agent_fail_connection(struct vmm_agent *a, unsigned generation)
 {
         pthread_mutex_lock(&a->write_lock);
         pthread_mutex_lock(&a->lock);
@@ -118,7 +118,7 @@ static void on_hello(struct vmm_agent *a, const uint8_t *payload, uint32_t size)
         if (guest_proto_get_hello(payload, size, &h) < 0)
                 return;
         /* Kept only in its escaped form: whoever reads it later logs or shows it. */
-        agent_guest_text(h.agent_version, version, sizeof(version));
+        vmm_agent_guest_text(h.agent_version, version, sizeof(version));
         free(h.agent_version);
         h.agent_version = strdup(version);
         if (!h.agent_version)
@@ -282,7 +282,7 @@ static int wait_until(struct vmm_agent *a, uint64_t deadline_ns)
         return pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 }
 
-struct agent_pending *agent_pending_begin(struct vmm_agent *a, unsigned wait_ms, int *ret_error)
+struct agent_pending *vmm_agent_pending_begin(struct vmm_agent *a, unsigned wait_ms, int *ret_error)
 {
         uint64_t deadline = deadline_after(wait_ms);
         struct agent_pending *p = calloc(1, sizeof(*p));
@@ -310,7 +310,7 @@ struct agent_pending *agent_pending_begin(struct vmm_agent *a, unsigned wait_ms,
         return p;
 }
 
-void agent_pending_end(struct vmm_agent *a, struct agent_pending *p)
+void vmm_agent_pending_end(struct vmm_agent *a, struct agent_pending *p)
 {
         pthread_mutex_lock(&a->lock);
         for (struct agent_pending **pp = &a->pending; *pp; pp = &(*pp)->next)
@@ -328,8 +328,8 @@ void agent_pending_end(struct vmm_agent *a, struct agent_pending *p)
         free(p);
 }
 
-struct agent_frame *agent_pending_next(struct vmm_agent *a, struct agent_pending *p,
-                                       uint64_t deadline_ns, int *ret_error)
+struct agent_frame *vmm_agent_pending_next(struct vmm_agent *a, struct agent_pending *p,
+                                           uint64_t deadline_ns, int *ret_error)
 {
         struct agent_frame *f = NULL;
 
@@ -374,7 +374,7 @@ static int write_timeout(int fd, const uint8_t *data, size_t size)
         return 0;
 }
 
-int agent_send(struct vmm_agent *a, const struct agent_pending *p, const struct guest_buf *b)
+int vmm_agent_send(struct vmm_agent *a, const struct agent_pending *p, const struct guest_buf *b)
 {
         int r = -ECONNRESET;
 
@@ -388,7 +388,7 @@ int agent_send(struct vmm_agent *a, const struct agent_pending *p, const struct 
                 r = write_timeout(fd, b->data, b->size);
         pthread_mutex_unlock(&a->write_lock);
         if (r == -ETIMEDOUT) /* the guest stopped reading: the channel is wedged */
-                agent_fail_connection(a, p->generation);
+                vmm_agent_fail_connection(a, p->generation);
         return r;
 }
 
@@ -470,7 +470,7 @@ struct vmm_agent *vmm_agent_free(struct vmm_agent *a)
 
                 a->pending = p->next;
                 p->next = NULL;
-                agent_pending_end(a, p);
+                vmm_agent_pending_end(a, p);
         }
         close(a->wake[0]);
         close(a->wake[1]);

@@ -62,7 +62,7 @@ static int send_request(struct vmm_agent *a, struct agent_pending *p,
         int r = guest_proto_put_exec(&b, p->id, &m);
 
         if (r == 0)
-                r = agent_send(a, p, &b);
+                r = vmm_agent_send(a, p, &b);
         for (size_t off = 0; r == 0 && (m.flags & GUEST_EXEC_HAS_STDIN);) {
                 size_t n = FK_MIN(req->stdin_size - off, (size_t)GUEST_PROTO_CHUNK);
 
@@ -73,7 +73,7 @@ static int send_request(struct vmm_agent *a, struct agent_pending *p,
                         r = guest_proto_put_raw(&b, GUEST_MSG_STDIN, p->id,
                                                 (const uint8_t *)req->stdin_data + off, n);
                 if (r == 0)
-                        r = agent_send(a, p, &b);
+                        r = vmm_agent_send(a, p, &b);
                 if (n == 0)
                         break;
                 off += n;
@@ -102,7 +102,7 @@ static void on_output(struct vmm_agent *a, struct agent_pending *p, struct exec_
 
                         s->cb_error = r;
                         if (guest_proto_put_u32(&b, GUEST_MSG_SIGNAL, p->id, SIGKILL) == 0)
-                                (void)agent_send(a, p, &b);
+                                (void)vmm_agent_send(a, p, &b);
                         guest_buf_free(&b);
                 }
         }
@@ -149,14 +149,14 @@ static int on_frame(struct vmm_agent *a, struct agent_pending *p, struct exec_st
         case GUEST_MSG_ERROR:
                 if (guest_proto_get_error(f->data, f->size, &e) < 0)
                         break;
-                agent_guest_text(e.message, msg, sizeof(msg));
+                vmm_agent_guest_text(e.message, msg, sizeof(msg));
                 r = fk_error_set(err, -e.error, "exec %s: %s", s->req->argv[0], msg);
                 guest_msg_error_done(&e);
                 return r;
         default:
                 return 0; /* a type this host does not know: ignore (newer guest) */
         }
-        agent_fail_connection(a, p->generation);
+        vmm_agent_fail_connection(a, p->generation);
         return fail(err, -EPROTO);
 }
 
@@ -188,17 +188,17 @@ int vmm_agent_exec(struct vmm_agent *a, const struct vmm_exec_request *req,
                         return fk_error_set(err, -EINVAL, "exec: env entry \"%s\" is not K=V",
                                             req->env[i]);
         s.cap = req->output_cap ? req->output_cap : HOST_DEFAULT_OUTPUT_CAP;
-        p = agent_pending_begin(a, AGENT_CONNECT_WAIT_MS, &r);
+        p = vmm_agent_pending_begin(a, AGENT_CONNECT_WAIT_MS, &r);
         if (!p)
                 return fail(err, r);
         r = send_request(a, p, req);
         if (r < 0) {
-                agent_pending_end(a, p);
+                vmm_agent_pending_end(a, p);
                 return fail(err, r);
         }
         while (!s.done && !s.cb_error) {
                 uint64_t deadline = next_deadline(&s);
-                struct agent_frame *f = agent_pending_next(a, p, deadline, &r);
+                struct agent_frame *f = vmm_agent_pending_next(a, p, deadline, &r);
 
                 if (!f) {
                         r = fail(err, r);
@@ -209,7 +209,7 @@ int vmm_agent_exec(struct vmm_agent *a, const struct vmm_exec_request *req,
                 if (r < 0)
                         break;
         }
-        agent_pending_end(a, p);
+        vmm_agent_pending_end(a, p);
         if (s.cb_error)
                 return fk_error_set(err, s.cb_error, "exec: output callback failed: %s",
                                     strerror(-s.cb_error));

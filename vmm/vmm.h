@@ -183,7 +183,7 @@ struct vmm_console *vmm_console_free(struct vmm_console *c);
 /* Guest agent calls beyond exec: files, identity after a fork, filesystem freeze, clock. Same
  * rules as above: thread-safe, -errno returns, err filled on failure, no logging. */
 /* Copies the agent version the guest announced on this connection (escaped, see
- * agent_guest_text) into buf (NUL-terminated, cut to size). -ENOTCONN before its HELLO. A copy:
+ * vmm_agent_guest_text) into buf (NUL-terminated, cut to size). -ENOTCONN before its HELLO. A copy:
  * the guest may send another HELLO at any time. */
 int vmm_agent_guest_version(struct vmm_agent *a, char *buf, size_t size);
 

@@ -16,7 +16,7 @@ static void check_text(const char *s)
 {
         char out[AGENT_GUEST_TEXT_MAX];
 
-        agent_guest_text(s, out, sizeof(out));
+        vmm_agent_guest_text(s, out, sizeof(out));
         for (const char *c = out; *c; c++)
                 if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
                         abort();

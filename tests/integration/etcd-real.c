@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "agent/etcd/etcd.h"
+#include "etcd/etcd.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/util.h"

@@ -213,9 +213,9 @@ static void test_apply_errors(void **state)
                 400);
         assert_non_null(strstr(json_string_value(json_object_get(j, "message")), "name"));
         json_decref(j);
-        big = malloc(API_MAX_BODY + 2);
-        memset(big, ' ', API_MAX_BODY + 1);
-        big[API_MAX_BODY + 1] = '\0';
+        big = malloc(CORE_API_MAX_BODY + 2);
+        memset(big, ' ', CORE_API_MAX_BODY + 1);
+        big[CORE_API_MAX_BODY + 1] = '\0';
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", big, NULL), 413);
         assert_int_equal(req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/nope", NULL, &j),
                          404);
@@ -240,7 +240,9 @@ static int on_line(const char *line, void *ud)
         assert_non_null(j);
         d = json_object_get(j, "data");
         if (d) {
-                assert_int_equal(api_base64_decode(json_string_value(d), &data, &n), 0);
+                assert_int_equal(
+                        fk_base64_decode(json_string_value(d), json_string_length(d), &data, &n),
+                        0);
                 strncat(strcmp(json_string_value(json_object_get(j, "stream")), "stderr") ? l->out
                                                                                           : l->err,
                         data, n);

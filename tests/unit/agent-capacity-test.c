@@ -11,8 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 
-#include "agent/agent.h"
-#include "cgroups/cgroups.h"
+#include "core/core.h"
 #include "manifest/manifest.h"
 
 #define MIB (1024ull * 1024)
@@ -21,7 +20,7 @@
 static void test_charge(void **state)
 {
         const struct {
-                struct agent_charge_input in;
+                struct core_charge_input in;
                 uint64_t want_mib;
         } cases[] = {
                 /* a session: guest RAM + QEMU overhead, what its memory.max allows */
@@ -82,7 +81,7 @@ static void test_charge(void **state)
 
         (void)state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                struct agent_charge c = agent_charge_for(&cases[i].in);
+                struct core_charge c = core_charge_for(&cases[i].in);
 
                 assert_int_equal(c.memory_bytes, cases[i].want_mib * MIB);
                 assert_int_equal(c.vcpus, cases[i].in.vcpus);
@@ -92,7 +91,7 @@ static void test_charge(void **state)
 static void test_allocatable(void **state)
 {
         const struct {
-                struct agent_node_resources node;
+                struct core_node_resources node;
                 uint64_t want_mem;
                 unsigned want_vcpus, want_sessions;
         } cases[] = {
@@ -106,9 +105,9 @@ static void test_allocatable(void **state)
 
         (void)state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                struct agent_capacity c;
+                struct core_capacity c;
 
-                agent_capacity_compute(&cases[i].node, NULL, 0, &c);
+                core_capacity_compute(&cases[i].node, NULL, 0, &c);
                 assert_int_equal(c.allocatable.memory_bytes, cases[i].want_mem);
                 assert_int_equal(c.allocatable.vcpus, cases[i].want_vcpus);
                 assert_int_equal(c.allocatable_sessions, cases[i].want_sessions);
@@ -117,66 +116,66 @@ static void test_allocatable(void **state)
         }
 }
 
-static const struct agent_charge small = {1, 384 * MIB}, big = {2, 4224 * MIB};
+static const struct core_charge small = {1, 384 * MIB}, big = {2, 4224 * MIB};
 
 static void test_admit(void **state)
 {
         /* 4 GiB host, 1 GiB reserve: 3 GiB allocatable, 2 CPUs at 200%: 4 vCPUs, 5 slots */
-        static const struct agent_node_resources node = {4 * GIB, 2, 1 * GIB, 200, 5};
+        static const struct core_node_resources node = {4 * GIB, 2, 1 * GIB, 200, 5};
         const struct {
-                struct agent_charge held[6];
+                struct core_charge held[6];
                 size_t n;
-                struct agent_charge want;
+                struct core_charge want;
                 int want_r;
-                enum agent_resource want_short;
+                enum core_resource want_short;
         } cases[] = {
                 {{{0}}, 0, small, 0, 0},
-                {{{0}}, 0, big, -ENOSPC, AGENT_RESOURCE_MEMORY}, /* 4224 MiB > 3072 */
+                {{{0}}, 0, big, -ENOSPC, CORE_RESOURCE_MEMORY}, /* 4224 MiB > 3072 */
                 {{small, small, small}, 3, small, 0, 0},
-                {{small, small, small, small}, 4, small, -ENOSPC, AGENT_RESOURCE_CPU},
+                {{small, small, small, small}, 4, small, -ENOSPC, CORE_RESOURCE_CPU},
                 /* exactly full memory still fits: 8 x 384 = 3072 */
                 {{{0, 384 * MIB}, {0, 384 * MIB}, {0, 384 * MIB}, {0, 384 * MIB}, {0, 384 * MIB}},
                  5,
                  {0, 384 * MIB},
                  -ENOSPC,
-                 AGENT_RESOURCE_SESSIONS},
+                 CORE_RESOURCE_SESSIONS},
                 {{{0, 2688 * MIB}}, 1, {0, 384 * MIB}, 0, 0},
-                {{{0, 2689 * MIB}}, 1, {0, 384 * MIB}, -ENOSPC, AGENT_RESOURCE_MEMORY},
+                {{{0, 2689 * MIB}}, 1, {0, 384 * MIB}, -ENOSPC, CORE_RESOURCE_MEMORY},
                 /* sessions are checked first, then memory, then CPU */
                 {{{4, 3 * GIB}, small, small, small, small},
                  5,
                  small,
                  -ENOSPC,
-                 AGENT_RESOURCE_SESSIONS},
-                {{{4, 3 * GIB}}, 1, small, -ENOSPC, AGENT_RESOURCE_MEMORY},
-                {{{4, 1 * GIB}}, 1, small, -ENOSPC, AGENT_RESOURCE_CPU},
+                 CORE_RESOURCE_SESSIONS},
+                {{{4, 3 * GIB}}, 1, small, -ENOSPC, CORE_RESOURCE_MEMORY},
+                {{{4, 1 * GIB}}, 1, small, -ENOSPC, CORE_RESOURCE_CPU},
                 /* a zero request always fits while a slot is free */
                 {{{4, 3 * GIB}}, 1, {0, 0}, 0, 0},
         };
 
         (void)state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                enum agent_resource sh = _AGENT_RESOURCE_MAX;
-                struct agent_capacity c;
+                enum core_resource sh = _CORE_RESOURCE_MAX;
+                struct core_capacity c;
                 int r;
 
-                agent_capacity_compute(&node, cases[i].held, cases[i].n, &c);
-                r = agent_capacity_admit(&c, &cases[i].want, &sh);
+                core_capacity_compute(&node, cases[i].held, cases[i].n, &c);
+                r = core_capacity_admit(&c, &cases[i].want, &sh);
                 if (r != cases[i].want_r)
                         fail_msg("case %zu: admit returned %d, want %d", i, r, cases[i].want_r);
                 if (r < 0 && sh != cases[i].want_short)
-                        fail_msg("case %zu: short of %s, want %s", i, agent_resource_reason(sh),
-                                 agent_resource_reason(cases[i].want_short));
+                        fail_msg("case %zu: short of %s, want %s", i, core_resource_reason(sh),
+                                 core_resource_reason(cases[i].want_short));
         }
 }
 
 static void test_fits(void **state)
 {
         const struct {
-                struct agent_node_resources node;
-                struct agent_charge held[2];
+                struct core_node_resources node;
+                struct core_charge held[2];
                 size_t n;
-                struct agent_charge one;
+                struct core_charge one;
                 unsigned want;
         } cases[] = {
                 {{4 * GIB, 2, 1 * GIB, 400, 64}, {{0}}, 0, small, 8}, /* memory: 3072 / 384 */
@@ -193,11 +192,11 @@ static void test_fits(void **state)
 
         (void)state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                struct agent_capacity c;
+                struct core_capacity c;
                 unsigned got;
 
-                agent_capacity_compute(&cases[i].node, cases[i].held, cases[i].n, &c);
-                got = agent_capacity_fits(&c, &cases[i].one);
+                core_capacity_compute(&cases[i].node, cases[i].held, cases[i].n, &c);
+                got = core_capacity_fits(&c, &cases[i].one);
                 if (got != cases[i].want)
                         fail_msg("case %zu: %u fit, want %u", i, got, cases[i].want);
         }
@@ -206,10 +205,10 @@ static void test_fits(void **state)
 static void test_reasons(void **state)
 {
         (void)state;
-        assert_string_equal(agent_resource_reason(AGENT_RESOURCE_MEMORY), "InsufficientMemory");
-        assert_string_equal(agent_resource_reason(AGENT_RESOURCE_CPU), "InsufficientCPU");
-        assert_string_equal(agent_resource_reason(AGENT_RESOURCE_SESSIONS), "InsufficientSessions");
-        assert_null(agent_resource_reason(_AGENT_RESOURCE_MAX));
+        assert_string_equal(core_resource_reason(CORE_RESOURCE_MEMORY), "InsufficientMemory");
+        assert_string_equal(core_resource_reason(CORE_RESOURCE_CPU), "InsufficientCPU");
+        assert_string_equal(core_resource_reason(CORE_RESOURCE_SESSIONS), "InsufficientSessions");
+        assert_null(core_resource_reason(_CORE_RESOURCE_MAX));
 }
 
 int main(void)

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 /* argv vectors from literals; the parsers never write through argv. */
 static char **argv_of(const char *first, ...)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* cli_write_for_terminal: what a guest's console bytes become on the user's terminal. */
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

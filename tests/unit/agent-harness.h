@@ -17,7 +17,7 @@
 
 #include "agent-fake.h"
 #include "agent/agent-internal.h"
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
 

@@ -186,14 +186,15 @@ static void test_hostile(void **state)
 {
         struct env *e = *state;
         const char *url = "http://x/api/v1alpha1/sessions";
-        cleanup_free char *big = malloc(API_MAX_BODY + 2), *sdir = NULL;
+        cleanup_free char *big = malloc(CORE_API_MAX_BODY + 2), *sdir = NULL;
         json_t *j = NULL;
         struct raw r;
 
         assert_non_null(big);
-        memset(big, '{', API_MAX_BODY + 1);
-        big[API_MAX_BODY + 1] = '\0';
-        assert_int_equal(raw_req(e->sock, url, "POST", NULL, big, API_MAX_BODY + 1, 0, &r), 413);
+        memset(big, '{', CORE_API_MAX_BODY + 1);
+        big[CORE_API_MAX_BODY + 1] = '\0';
+        assert_int_equal(raw_req(e->sock, url, "POST", NULL, big, CORE_API_MAX_BODY + 1, 0, &r),
+                         413);
         raw_done(&r);
         assert_int_equal(raw_req(e->sock, url, "POST", NULL, "{\"a\":", 5, 0, &r), 400);
         raw_done(&r);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* forkletd's operational pieces without a daemon: SHA-256 (FIPS 180-2 vectors), the audit
+/* forkletd's operational pieces without a daemon: the audit
  * hash chain (append, verify, an edited/removed/torn line is named), the operation journal,
  * bearer tokens, api.listen and the Idempotency-Key table. */
 #include <setjmp.h>
@@ -19,38 +19,6 @@
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
-
-static void test_sha256(void **state)
-{
-        static const char *const abc2 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-        char hex[65], block[1000];
-        struct agent_sha256 c;
-        uint8_t d[32];
-
-        (void)state;
-        agent_sha256_hex("abc", 3, hex);
-        assert_string_equal(hex,
-                            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        agent_sha256_hex(abc2, strlen(abc2), hex);
-        assert_string_equal(hex,
-                            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-        agent_sha256_hex("", 0, hex);
-        assert_string_equal(hex,
-                            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        /* One million 'a', fed in uneven pieces to cross block boundaries. */
-        memset(block, 'a', sizeof(block));
-        agent_sha256_init(&c);
-        for (size_t done = 0, step = 1; done < 1000000; step = step % 997 + 1) {
-                size_t n = FK_MIN(step, 1000000 - done);
-
-                agent_sha256_update(&c, block, n);
-                done += n;
-        }
-        agent_sha256_final(&c, d);
-        fk_hex(d, sizeof(d), hex);
-        assert_string_equal(hex,
-                            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-}
 
 struct tmp {
         char dir[64];
@@ -274,7 +242,6 @@ static void test_idem(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_sha256),
                 cmocka_unit_test_setup_teardown(test_audit_chain, tmp_setup, tmp_teardown),
                 cmocka_unit_test_setup_teardown(test_audit_edit_rehashed, tmp_setup, tmp_teardown),
                 cmocka_unit_test_setup_teardown(test_audit_torn, tmp_setup, tmp_teardown),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* agent_plan(): a table of (desired, observed) -> expected actions, plus multi-session order,
+/* core_plan(): a table of (desired, observed) -> expected actions, plus multi-session order,
  * restart back-off and the phase/action string tables. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,15 +10,15 @@
 
 #include <cmocka.h>
 
-#include "agent/agent.h"
+#include "core/core.h"
 #include "manifest/manifest.h"
 
 #define NONE (-1)
 
 struct plan_case {
         const char *what;
-        struct agent_desired d;
-        struct agent_observed o;
+        struct core_desired d;
+        struct core_observed o;
         int first, second; /* expected action kinds, NONE when absent */
 };
 
@@ -39,12 +39,12 @@ static const struct plan_case cases[] = {
         {"new session boots",
          WANT(RUN),
          {.phase = P(PENDING)},
-         AGENT_ACTION_OBSERVE,
-         AGENT_ACTION_BOOT},
+         CORE_ACTION_OBSERVE,
+         CORE_ACTION_BOOT},
         {"pending, observed gen current",
          WANT(RUN),
          {.phase = P(PENDING), .observed_generation = 1},
-         AGENT_ACTION_BOOT,
+         CORE_ACTION_BOOT,
          NONE},
         {"running stays (re-apply unchanged)",
          WANT(RUN),
@@ -65,37 +65,33 @@ static const struct plan_case cases[] = {
         {"deleted running session destroyed",
          GONE,
          {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_DESTROY,
+         CORE_ACTION_DESTROY,
          NONE},
         {"deleted pending session destroyed",
          GONE,
          {.phase = P(PENDING)},
-         AGENT_ACTION_DESTROY,
+         CORE_ACTION_DESTROY,
          NONE},
-        {"deleted failed session destroyed",
-         GONE,
-         {.phase = P(FAILED)},
-         AGENT_ACTION_DESTROY,
-         NONE},
+        {"deleted failed session destroyed", GONE, {.phase = P(FAILED)}, CORE_ACTION_DESTROY, NONE},
         {"spec change observed, VM kept",
          {.present = true, .state = RUN, .generation = 2},
          {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_OBSERVE,
+         CORE_ACTION_OBSERVE,
          NONE},
         {"stop a running VM",
          WANT(STOP),
          {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_STOP,
+         CORE_ACTION_STOP,
          NONE},
         {"stop a paused VM",
          WANT(STOP),
          {.phase = P(PAUSED), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_STOP,
+         CORE_ACTION_STOP,
          NONE},
         {"pending and Stopped: mark stopped",
          WANT(STOP),
          {.phase = P(PENDING), .observed_generation = 1},
-         AGENT_ACTION_STOP,
+         CORE_ACTION_STOP,
          NONE},
         {"stopped stays stopped",
          WANT(STOP),
@@ -110,22 +106,22 @@ static const struct plan_case cases[] = {
         {"stopped -> Running boots",
          WANT(RUN),
          {.phase = P(STOPPED), .observed_generation = 1},
-         AGENT_ACTION_BOOT,
+         CORE_ACTION_BOOT,
          NONE},
         {"pause a running VM",
          WANT(PAUSE),
          {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_PAUSE,
+         CORE_ACTION_PAUSE,
          NONE},
         {"paused -> Running resumes",
          WANT(RUN),
          {.phase = P(PAUSED), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_RESUME,
+         CORE_ACTION_RESUME,
          NONE},
         {"Paused from pending boots first",
          WANT(PAUSE),
          {.phase = P(PENDING), .observed_generation = 1},
-         AGENT_ACTION_BOOT,
+         CORE_ACTION_BOOT,
          NONE},
         {"failed, restart Never: stays failed",
          WANT(RUN),
@@ -135,7 +131,7 @@ static const struct plan_case cases[] = {
         {"failed, OnFailure, back-off over: boots",
          {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
          {.phase = P(FAILED), .observed_generation = 1, .retry_at_ns = 1000},
-         AGENT_ACTION_BOOT,
+         CORE_ACTION_BOOT,
          NONE},
         {"failed, OnFailure, back-off pending: waits",
          {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
@@ -145,12 +141,12 @@ static const struct plan_case cases[] = {
         {"failed with its VM up (afterStart failed), OnFailure: stopped first",
          {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
          {.phase = P(FAILED), .has_vm = true, .observed_generation = 1, .retry_at_ns = 99999},
-         AGENT_ACTION_STOP,
+         CORE_ACTION_STOP,
          NONE},
         {"failed with its VM up, paused wanted, OnFailure: stopped first",
          {.present = true, .state = PAUSE, .generation = 1, .restart_on_failure = true},
          {.phase = P(FAILED), .has_vm = true, .observed_generation = 1},
-         AGENT_ACTION_STOP,
+         CORE_ACTION_STOP,
          NONE},
         {"failed with its VM up, restart Never: kept for debugging",
          WANT(RUN),
@@ -164,45 +160,45 @@ static void test_table(void **state)
         (void)state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 const struct plan_case *c = &cases[i];
-                struct agent_plan p = {0};
+                struct core_plan p = {0};
                 size_t want = (c->first != NONE) + (c->second != NONE);
 
-                assert_int_equal(agent_plan(&c->d, &c->o, 1, 5000, &p), 0);
+                assert_int_equal(core_plan(&c->d, &c->o, 1, 5000, &p), 0);
                 if (p.n != want)
                         fail_msg("case \"%s\": %zu actions, expected %zu", c->what, p.n, want);
                 if (want > 0 && (int)p.actions[0].kind != c->first)
                         fail_msg("case \"%s\": first action %s", c->what,
-                                 agent_action_to_string(p.actions[0].kind));
+                                 core_action_to_string(p.actions[0].kind));
                 if (want > 1 && (int)p.actions[1].kind != c->second)
                         fail_msg("case \"%s\": second action %s", c->what,
-                                 agent_action_to_string(p.actions[1].kind));
+                                 core_action_to_string(p.actions[1].kind));
                 for (size_t k = 0; k < p.n; k++)
                         assert_int_equal(p.actions[k].index, 0);
-                agent_plan_done(&p);
+                core_plan_done(&p);
         }
 }
 
 static void test_many_sessions(void **state)
 {
-        struct agent_desired d[3] = {WANT(RUN), GONE, WANT(RUN)};
-        struct agent_observed o[3] = {
+        struct core_desired d[3] = {WANT(RUN), GONE, WANT(RUN)};
+        struct core_observed o[3] = {
                 {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
                 {.phase = P(RUNNING), .has_vm = true, .observed_generation = 1},
                 {.phase = P(PENDING), .observed_generation = 1},
         };
-        struct agent_plan p = {0};
+        struct core_plan p = {0};
 
         (void)state;
-        assert_int_equal(agent_plan(d, o, 3, 0, &p), 0);
+        assert_int_equal(core_plan(d, o, 3, 0, &p), 0);
         assert_int_equal(p.n, 2);
         assert_int_equal(p.actions[0].index, 1);
-        assert_int_equal(p.actions[0].kind, AGENT_ACTION_DESTROY);
+        assert_int_equal(p.actions[0].kind, CORE_ACTION_DESTROY);
         assert_int_equal(p.actions[1].index, 2);
-        assert_int_equal(p.actions[1].kind, AGENT_ACTION_BOOT);
-        agent_plan_done(&p);
-        assert_int_equal(agent_plan(d, o, 0, 0, &p), 0);
+        assert_int_equal(p.actions[1].kind, CORE_ACTION_BOOT);
+        core_plan_done(&p);
+        assert_int_equal(core_plan(d, o, 0, 0, &p), 0);
         assert_int_equal(p.n, 0);
-        agent_plan_done(&p);
+        core_plan_done(&p);
 }
 
 static void test_strings(void **state)
@@ -213,7 +209,7 @@ static void test_strings(void **state)
         assert_string_equal(session_phase_to_string(SESSION_PHASE_RUNNING), "Running");
         assert_int_equal(session_phase_from_string("running"), _SESSION_PHASE_INVALID);
         assert_null(session_phase_to_string(_SESSION_PHASE_MAX));
-        assert_string_equal(agent_action_to_string(AGENT_ACTION_DESTROY), "destroy");
+        assert_string_equal(core_action_to_string(CORE_ACTION_DESTROY), "destroy");
 }
 
 int main(void)

@@ -163,13 +163,13 @@ static void test_listen_tls(void **state)
 static void test_status_api(void **state)
 {
         struct node_config *cfg = NULL;
-        struct cluster_node_report rep = {.api_pin = cert_pin, .host_id = "0123456789abcdef"};
-        char id[CLUSTER_HOST_ID_SIZE], id2[CLUSTER_HOST_ID_SIZE];
+        struct core_cluster_node_report rep = {.api_pin = cert_pin, .host_id = "0123456789abcdef"};
+        char id[FK_HOST_ID_SIZE], id2[FK_HOST_ID_SIZE];
         json_t *j, *api;
 
         (void)state;
         assert_int_equal(node_config_default(&cfg), 0);
-        j = cluster_node_status_json(cfg, &rep, 0);
+        j = core_cluster_node_status_json(cfg, &rep, 0);
         api = json_object_get(j, "api");
         /* no TLS listener: no url, so no pin either (nothing to pin) */
         assert_null(json_object_get(api, "url"));
@@ -178,15 +178,15 @@ static void test_status_api(void **state)
         assert_non_null(json_string_value(json_object_get(api, "socket")));
         json_decref(j);
         cfg->api_url = strdup("https://192.0.2.10:7443");
-        j = cluster_node_status_json(cfg, &rep, 0);
+        j = core_cluster_node_status_json(cfg, &rep, 0);
         api = json_object_get(j, "api");
         assert_string_equal(json_string_value(json_object_get(api, "url")),
                             "https://192.0.2.10:7443");
         assert_string_equal(json_string_value(json_object_get(api, "pinnedPublicKey")), cert_pin);
         json_decref(j);
         node_config_free(cfg);
-        assert_int_equal(cluster_host_id(id), 0);
-        assert_int_equal(cluster_host_id(id2), 0);
+        assert_int_equal(fk_host_id(id), 0);
+        assert_int_equal(fk_host_id(id2), 0);
         assert_int_equal(strlen(id), 32);
         assert_string_equal(id, id2);
 }

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cluster.h"
-#include "agent/scheduler/sched.h"
+#include "core/core.h"
+#include "scheduler/sched.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
@@ -24,8 +24,8 @@
 
 struct node_case {
         struct node_config *cfg;
-        struct agent_node_resources node;
-        struct agent_charge local[8]; /* admitted sessions not from the cluster */
+        struct core_node_resources node;
+        struct core_charge local[8]; /* admitted sessions not from the cluster */
         size_t n_local;
         unsigned n_cluster; /* cluster sessions of class small placed (and admitted) there */
 };
@@ -44,7 +44,7 @@ static void case_init(struct node_case *c, const char *capacity, unsigned cpus)
         *c = (struct node_case){0};
         if (node_config_parse(y, strlen(y), "n.yaml", &c->cfg, &d) < 0)
                 fail_msg("node config: %s", d.n ? d.messages[0] : "?");
-        c->node = (struct agent_node_resources){
+        c->node = (struct core_node_resources){
                 .host_cpus = cpus,
                 .reserve_memory_bytes = (uint64_t)c->cfg->reserve_memory_mib * MIB,
                 .cpu_overcommit_percent = c->cfg->cpu_overcommit_percent,
@@ -52,13 +52,13 @@ static void case_init(struct node_case *c, const char *capacity, unsigned cpus)
         };
 }
 
-static struct agent_charge small(const struct node_case *c, bool fork, uint64_t pss)
+static struct core_charge small(const struct node_case *c, bool fork, uint64_t pss)
 {
-        return agent_class_charge(c->cfg, &c->cfg->size_classes[0], fork, pss);
+        return core_class_charge(c->cfg, &c->cfg->size_classes[0], fork, pss);
 }
 
 /* What every admitted session holds: the locals, then the cluster sessions. */
-static size_t held(const struct node_case *c, struct agent_charge *v)
+static size_t held(const struct node_case *c, struct core_charge *v)
 {
         size_t n = 0;
 
@@ -70,29 +70,29 @@ static size_t held(const struct node_case *c, struct agent_charge *v)
 }
 
 /* The node: would its admission take one more small session? */
-static bool node_admits(const struct node_case *c, enum agent_resource *why)
+static bool node_admits(const struct node_case *c, enum core_resource *why)
 {
-        struct agent_charge v[32], want = small(c, false, 0);
-        struct agent_capacity cap;
+        struct core_charge v[32], want = small(c, false, 0);
+        struct core_capacity cap;
 
-        agent_capacity_compute(&c->node, v, held(c, v), &cap);
-        return agent_capacity_admit(&cap, &want, why) == 0;
+        core_capacity_compute(&c->node, v, held(c, v), &cap);
+        return core_capacity_admit(&cap, &want, why) == 0;
 }
 
 /* The scheduler: its fit check on the node's published status plus its placements. */
-static bool sched_admits(const struct node_case *c, enum agent_resource *why)
+static bool sched_admits(const struct node_case *c, enum core_resource *why)
 {
-        struct cluster_node_report rep = {.node = c->node};
-        struct agent_charge v[32];
+        struct core_cluster_node_report rep = {.node = c->node};
+        struct core_charge v[32];
         struct sched_state st;
         struct sched_node *n;
         char *text, key[96];
         json_t *j;
         int64_t f;
 
-        agent_capacity_compute(&c->node, v, held(c, v), &rep.all);
-        agent_capacity_compute(&c->node, c->local, c->n_local, &rep.local);
-        j = cluster_node_status_json(c->cfg, &rep, 0);
+        core_capacity_compute(&c->node, v, held(c, v), &rep.all);
+        core_capacity_compute(&c->node, c->local, c->n_local, &rep.local);
+        j = core_cluster_node_status_json(c->cfg, &rep, 0);
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         assert_non_null(text);
@@ -118,7 +118,7 @@ static bool sched_admits(const struct node_case *c, enum agent_resource *why)
 /* Both sides give the same answer and, when they refuse, the same reason. */
 static bool agree(const struct node_case *c)
 {
-        enum agent_resource wn = _AGENT_RESOURCE_MAX, ws = _AGENT_RESOURCE_MAX;
+        enum core_resource wn = _CORE_RESOURCE_MAX, ws = _CORE_RESOURCE_MAX;
         bool node = node_admits(c, &wn), sched = sched_admits(c, &ws);
 
         if (node != sched)
@@ -134,7 +134,7 @@ static bool agree(const struct node_case *c)
 static void test_overhead(void **state)
 {
         struct node_case c;
-        enum agent_resource why = _AGENT_RESOURCE_MAX;
+        enum core_resource why = _CORE_RESOURCE_MAX;
 
         (void)state;
         case_init(&c, "{reserveMemoryMiB: 1024, maxSessions: 10, qemuOverheadMiB: 128}", 8);
@@ -145,7 +145,7 @@ static void test_overhead(void **state)
         c.node.host_memory_bytes -= MIB; /* one MiB short */
         assert_false(agree(&c));
         assert_false(node_admits(&c, &why));
-        assert_int_equal(why, AGENT_RESOURCE_MEMORY);
+        assert_int_equal(why, CORE_RESOURCE_MEMORY);
         /* RAM alone (what the scheduler counted before) would have placed it: 4 x 256 fit. */
         assert_true(4 * 256 * MIB <= c.node.host_memory_bytes - 1024 * MIB);
         node_config_free(c.cfg);
@@ -185,10 +185,10 @@ static void test_fork_shares(void **state)
 /* On the node of cfg_text (host_cpus CPUs, plenty of RAM) with one local session, a cluster
  * session placed next to one other fits; next to two, both sides refuse it, the node for
  * reason why_expected. */
-static void check_limit(const char *cfg_text, unsigned host_cpus, enum agent_resource why_expected)
+static void check_limit(const char *cfg_text, unsigned host_cpus, enum core_resource why_expected)
 {
         struct node_case c;
-        enum agent_resource why = _AGENT_RESOURCE_MAX;
+        enum core_resource why = _CORE_RESOURCE_MAX;
 
         case_init(&c, cfg_text, host_cpus);
         c.node.host_memory_bytes = 100000 * MIB;
@@ -207,14 +207,14 @@ static void test_vcpus(void **state)
 {
         (void)state;
         check_limit("{reserveMemoryMiB: 0, maxSessions: 10, cpuOvercommitPercent: 100}", 3,
-                    AGENT_RESOURCE_CPU);
+                    CORE_RESOURCE_CPU);
 }
 
 /* Slots: maxSessions counts local and cluster sessions alike. */
 static void test_slots(void **state)
 {
         (void)state;
-        check_limit("{reserveMemoryMiB: 0, maxSessions: 3}", 8, AGENT_RESOURCE_SESSIONS);
+        check_limit("{reserveMemoryMiB: 0, maxSessions: 3}", 8, CORE_RESOURCE_SESSIONS);
 }
 
 /* Every host size in a range, whole MiB and with fractions, with forks charged by a PSS that

@@ -5,7 +5,7 @@
  * them across a restart, and the usage/status views the node publishes. */
 #include "agent-harness.h"
 #include "agent/cluster.h"
-#include "agent/scheduler/sched.h"
+#include "scheduler/sched.h"
 
 #define MIB (1024ull * 1024)
 
@@ -43,7 +43,7 @@ static const char *status_phase(struct env *e, const char *id)
 /* What the node publishes after test_sync's first step: one local and one cluster session. */
 static void expect_report(struct env *e)
 {
-        struct cluster_node_report rep;
+        struct core_cluster_node_report rep;
 
         agent_daemon_node_report(e->d, &rep);
         assert_int_equal(rep.use.sessions, 2);
@@ -130,15 +130,15 @@ static void test_sync(void **state)
  * with the cluster sessions in placed[] on it? */
 static bool scheduler_fits(struct env *e, const char *const *placed, size_t n)
 {
-        struct cluster_node_report rep;
-        enum agent_resource why;
+        struct core_cluster_node_report rep;
+        enum core_resource why;
         struct sched_state st;
         char *text, key[96];
         json_t *j;
         int64_t f;
 
         agent_daemon_node_report(e->d, &rep);
-        j = cluster_node_status_json(e->cfg, &rep, 0);
+        j = core_cluster_node_status_json(e->cfg, &rep, 0);
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         assert_non_null(text);

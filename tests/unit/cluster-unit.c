@@ -14,47 +14,47 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/cluster.h"
-#include "agent/scheduler/sched.h"
+#include "core/core.h"
+#include "scheduler/sched.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
 static void test_keys(void **state)
 {
-        struct cluster_key k;
+        struct core_cluster_key k;
         char *s = NULL;
 
         (void)state;
-        cluster_key_parse("/fk", "/fk/nodes/n-1/status", &k);
-        assert_int_equal(k.kind, CLUSTER_KEY_NODE_STATUS);
+        core_cluster_key_parse("/fk", "/fk/nodes/n-1/status", &k);
+        assert_int_equal(k.kind, CORE_CLUSTER_KEY_NODE_STATUS);
         assert_string_equal(k.name, "n-1");
-        cluster_key_parse("/fk", "/fk/nodes/n-1/lease", &k);
-        assert_int_equal(k.kind, CLUSTER_KEY_NODE_LEASE);
-        cluster_key_parse("/fk", "/fk/sessions/default/web/spec", &k);
-        assert_int_equal(k.kind, CLUSTER_KEY_SESSION_SPEC);
+        core_cluster_key_parse("/fk", "/fk/nodes/n-1/lease", &k);
+        assert_int_equal(k.kind, CORE_CLUSTER_KEY_NODE_LEASE);
+        core_cluster_key_parse("/fk", "/fk/sessions/default/web/spec", &k);
+        assert_int_equal(k.kind, CORE_CLUSTER_KEY_SESSION_SPEC);
         assert_string_equal(k.ns, "default");
         assert_string_equal(k.name, "web");
-        cluster_key_parse("/fk", "/fk/sessions/default/web/node", &k);
-        assert_int_equal(k.kind, CLUSTER_KEY_SESSION_NODE);
-        cluster_key_parse("/fk", "/fk/sessions/default/web/status", &k);
-        assert_int_equal(k.kind, CLUSTER_KEY_SESSION_STATUS);
+        core_cluster_key_parse("/fk", "/fk/sessions/default/web/node", &k);
+        assert_int_equal(k.kind, CORE_CLUSTER_KEY_SESSION_NODE);
+        core_cluster_key_parse("/fk", "/fk/sessions/default/web/status", &k);
+        assert_int_equal(k.kind, CORE_CLUSTER_KEY_SESSION_STATUS);
         /* Not ours: other prefix, a prefix that only starts the same, extra depth, bad leaf. */
         const char *const other[] = {"/fkx/nodes/a/status",      "/f/nodes/a/status",
                                      "/fk/nodes/a/status/x",     "/fk/sessions/a/b/c/spec",
                                      "/fk/sessions/a/b/owner",   "/fk/nodes//status",
                                      "/fk/sessions/default/web", "/fk"};
         for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++) {
-                cluster_key_parse("/fk", other[i], &k);
-                assert_int_equal(k.kind, CLUSTER_KEY_OTHER);
+                core_cluster_key_parse("/fk", other[i], &k);
+                assert_int_equal(k.kind, CORE_CLUSTER_KEY_OTHER);
                 assert_string_equal(k.name, "");
         }
-        assert_true(cluster_session_key("/fk", "ns", "a", "node", &s) >= 0);
+        assert_true(core_cluster_session_key("/fk", "ns", "a", "node", &s) >= 0);
         assert_string_equal(s, "/fk/sessions/ns/a/node");
         free(s);
-        assert_true(cluster_session_key("/fk", "ns", "a", "", &s) >= 0);
+        assert_true(core_cluster_session_key("/fk", "ns", "a", "", &s) >= 0);
         assert_string_equal(s, "/fk/sessions/ns/a/");
         free(s);
-        assert_true(cluster_node_key("/fk", "n", "lease", &s) >= 0);
+        assert_true(core_cluster_node_key("/fk", "n", "lease", &s) >= 0);
         assert_string_equal(s, "/fk/nodes/n/lease");
         free(s);
 }
@@ -100,7 +100,7 @@ static void test_node_status(void **state)
                            "pids: 64}\ncapacity: {reserveMemoryMiB: 1024, maxSessions: 10}\n";
         struct node_config *cfg = NULL;
         struct manifest_diag d = {0};
-        struct cluster_node_report rep = {
+        struct core_cluster_node_report rep = {
                 .node = {.host_memory_bytes = 9216ull << 20, /* 9216 MiB */
                          .host_cpus = 4,
                          .reserve_memory_bytes = 1024ull << 20,
@@ -111,17 +111,17 @@ static void test_node_status(void **state)
                         .local_sessions = 1,
                         .local_memory_mib = 256},
         };
-        struct agent_charge held[2];
+        struct core_charge held[2];
         json_t *j;
 
         (void)state;
         assert_int_equal(node_config_parse(text, strlen(text), "n.yaml", &cfg, &d), 0);
         /* one cluster small (384 MiB charged) and one local big (4224) admitted */
-        held[0] = agent_class_charge(cfg, &cfg->size_classes[1], false, 0);
-        held[1] = agent_class_charge(cfg, &cfg->size_classes[0], false, 0);
-        agent_capacity_compute(&rep.node, held, 2, &rep.all);
-        agent_capacity_compute(&rep.node, held, 1, &rep.local);
-        j = cluster_node_status_json(cfg, &rep, 0);
+        held[0] = core_class_charge(cfg, &cfg->size_classes[1], false, 0);
+        held[1] = core_class_charge(cfg, &cfg->size_classes[0], false, 0);
+        core_capacity_compute(&rep.node, held, 2, &rep.all);
+        core_capacity_compute(&rep.node, held, 1, &rep.local);
+        j = core_cluster_node_status_json(cfg, &rep, 0);
         assert_non_null(j);
         assert_string_equal(json_string_value(json_object_get(j, "nodeName")), "n1");
         assert_string_equal(

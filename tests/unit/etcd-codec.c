@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* etcd codec unit tests: base64 (RFC 4648 vectors, binary, bad input), prefix range ends, string
+/* etcd codec unit tests: prefix range ends, string
  * int64s, gRPC error mapping, gateway error objects and jittered backoff bounds. No etcd. */
 #include <errno.h>
 #include <setjmp.h>
@@ -11,71 +11,8 @@
 
 #include <cmocka.h>
 
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 #include "common/error.h"
-
-static void test_b64_vectors(void **state)
-{
-        static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-        static const char *const enc[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
-                                          "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
-
-        (void)state;
-        for (size_t i = 0; i < 7; i++) {
-                char *s = NULL, *d = NULL;
-                size_t n = 99;
-
-                assert_int_equal(etcd_b64_encode(plain[i], strlen(plain[i]), &s), 0);
-                assert_string_equal(s, enc[i]);
-                assert_int_equal(etcd_b64_decode(enc[i], strlen(enc[i]), &d, &n), 0);
-                assert_int_equal(n, strlen(plain[i]));
-                assert_memory_equal(d, plain[i], n);
-                assert_int_equal(d[n], '\0');
-                free(s);
-                free(d);
-        }
-}
-
-static void test_b64_binary_roundtrip(void **state)
-{
-        unsigned char data[256];
-
-        (void)state;
-        for (size_t i = 0; i < sizeof(data); i++)
-                data[i] = (unsigned char)(255 - i);
-        for (size_t len = 0; len <= sizeof(data); len += 37) {
-                char *s = NULL, *d = NULL;
-                size_t n;
-
-                assert_int_equal(etcd_b64_encode(data, len, &s), 0);
-                assert_int_equal(strlen(s), (len + 2) / 3 * 4);
-                assert_int_equal(etcd_b64_decode(s, strlen(s), &d, &n), 0);
-                assert_int_equal(n, len);
-                if (len)
-                        assert_memory_equal(d, data, len);
-                free(s);
-                free(d);
-        }
-}
-
-static void test_b64_bad(void **state)
-{
-        char *d = NULL;
-        size_t n;
-
-        (void)state;
-        assert_int_equal(etcd_b64_decode("Zm9v!", 5, &d, &n), -EINVAL);
-        assert_int_equal(etcd_b64_decode("Z", 1, &d, &n), -EINVAL);
-        assert_int_equal(etcd_b64_decode("Zm=v", 4, &d, &n), -EINVAL);
-        /* Non-zero leftover bits: not canonical. */
-        assert_int_equal(etcd_b64_decode("Zh==", 4, &d, &n), -EINVAL);
-        assert_null(d);
-        /* Unpadded is accepted. */
-        assert_int_equal(etcd_b64_decode("Zm8", 3, &d, &n), 0);
-        assert_int_equal(n, 2);
-        assert_memory_equal(d, "fo", 2);
-        free(d);
-}
 
 static void check_prefix(const char *key, size_t len, const char *want, size_t want_len)
 {
@@ -182,9 +119,9 @@ static void test_backoff(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_b64_vectors), cmocka_unit_test(test_b64_binary_roundtrip),
-                cmocka_unit_test(test_b64_bad),     cmocka_unit_test(test_prefix_range_end),
-                cmocka_unit_test(test_json_int64),  cmocka_unit_test(test_reply_error),
+                cmocka_unit_test(test_prefix_range_end),
+                cmocka_unit_test(test_json_int64),
+                cmocka_unit_test(test_reply_error),
                 cmocka_unit_test(test_backoff),
         };
 

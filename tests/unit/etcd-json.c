@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 
 /* Compares a built request with the expected JSON text (key order independent). */
 static void assert_json(json_t *got, const char *want_text)

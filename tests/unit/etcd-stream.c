@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "agent/etcd/etcd-internal.h"
+#include "etcd/etcd-internal.h"
 
 #define CREATED                                                                                    \
         "{\"result\":{\"header\":{\"cluster_id\":\"15118495548433857066\",\"member_id\":"          \

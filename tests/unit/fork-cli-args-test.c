@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "agent/cli/cli.h"
+#include "cli/cli.h"
 
 /* The parser never writes through argv; literals are const under -Wwrite-strings. */
 static int parse(struct cli_fork_args *a, struct fk_error *e, const char *first, ...)

@@ -330,7 +330,7 @@ static void test_orphaned_exec(void **state)
         pthread_mutex_lock(&e->a->lock);
         unsigned gen = e->a->generation;
         pthread_mutex_unlock(&e->a->lock);
-        agent_fail_connection(e->a, gen);
+        vmm_agent_fail_connection(e->a, gen);
         pthread_join(t, NULL);
         assert_int_equal(w.r, -ECONNRESET);
         vmm_agent_free(e->a);

@@ -108,13 +108,13 @@ static void test_guest_text(void **state)
         char out[16], big[AGENT_GUEST_TEXT_MAX];
 
         (void)state;
-        agent_guest_text("ok 1.0", out, sizeof(out));
+        vmm_agent_guest_text("ok 1.0", out, sizeof(out));
         assert_string_equal(out, "ok 1.0");
-        agent_guest_text("a\nb\x1b\\\xff", out, sizeof(out));
+        vmm_agent_guest_text("a\nb\x1b\\\xff", out, sizeof(out));
         assert_string_equal(out, "a\\x0ab\\x1b...");
-        agent_guest_text(NULL, out, sizeof(out));
+        vmm_agent_guest_text(NULL, out, sizeof(out));
         assert_string_equal(out, "");
-        agent_guest_text("%s%n%s%n%s%n%s%n%s%n", big, sizeof(big));
+        vmm_agent_guest_text("%s%n%s%n%s%n%s%n%s%n", big, sizeof(big));
         assert_string_equal(big, "%s%n%s%n%s%n%s%n%s%n"); /* data, never a format */
 }
 

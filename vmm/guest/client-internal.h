@@ -47,7 +47,7 @@ struct vmm_agent {
         int fd;
         unsigned generation; /* bumped on every connect */
         bool hello;          /* HELLO seen on this connection */
-        bool failing;        /* agent_fail_connection: no new requests until reconnected */
+        bool failing;        /* vmm_agent_fail_connection: no new requests until reconnected */
         struct guest_msg_hello info;
         struct agent_pending *pending;
         uint32_t next_id;
@@ -63,18 +63,19 @@ struct vmm_agent {
 /* Copies guest-chosen text into out (out_size >= 8, NUL-terminated) so it is safe to log, put in
  * an error message, a status or an API reply: printable ASCII as is, every other byte (control
  * characters, newlines, escapes, invalid UTF-8) as \xNN, and "..." when it was cut. */
-void agent_guest_text(const char *in, char *out, size_t out_size);
+void vmm_agent_guest_text(const char *in, char *out, size_t out_size);
 
 /* Registers a request on the current connection, waiting up to wait_ms for one. Returns the
- * pending (owned by a's table until agent_pending_end) or NULL with *ret_error set. */
-struct agent_pending *agent_pending_begin(struct vmm_agent *a, unsigned wait_ms, int *ret_error);
+ * pending (owned by a's table until vmm_agent_pending_end) or NULL with *ret_error set. */
+struct agent_pending *vmm_agent_pending_begin(struct vmm_agent *a, unsigned wait_ms,
+                                              int *ret_error);
 /* Unregisters and frees p. */
-void agent_pending_end(struct vmm_agent *a, struct agent_pending *p);
+void vmm_agent_pending_end(struct vmm_agent *a, struct agent_pending *p);
 /* Waits until p has a frame, an error, or deadline_ns (0: none) passes. Returns the frame
  * (caller frees) or NULL with *ret_error = p->error or -ETIMEDOUT. */
-struct agent_frame *agent_pending_next(struct vmm_agent *a, struct agent_pending *p,
-                                       uint64_t deadline_ns, int *ret_error);
+struct agent_frame *vmm_agent_pending_next(struct vmm_agent *a, struct agent_pending *p,
+                                           uint64_t deadline_ns, int *ret_error);
 /* Writes frames (b->data, b->size) on p's connection; -ECONNRESET if it has gone. */
-int agent_send(struct vmm_agent *a, const struct agent_pending *p, const struct guest_buf *b);
+int vmm_agent_send(struct vmm_agent *a, const struct agent_pending *p, const struct guest_buf *b);
 /* The peer broke the protocol in a payload: close the connection (the reader reconnects). */
-void agent_fail_connection(struct vmm_agent *a, unsigned generation);
+void vmm_agent_fail_connection(struct vmm_agent *a, unsigned generation);

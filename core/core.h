@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/* The pure core that forkletd, forklet and forklet-scheduler share: session phases and the
+ * action table, the reconcile planner, capacity and admission arithmetic, the cluster's etcd key
+ * layout and node status document, and the audit log's hash chain. No clock, no logging, no
+ * I/O but reading a stream the caller opened (core_audit_verify): every other function here is
+ * a function of its arguments. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+typedef struct json_t json_t; /* jansson */
+struct node_config;
+struct size_class;
+
+/* ---- phases and actions (core/plan.c)
+ * ------------------------------------------------------------------------------ */
+
+enum session_phase {
+        SESSION_PHASE_PENDING,
+        SESSION_PHASE_STARTING,
+        SESSION_PHASE_RUNNING,
+        SESSION_PHASE_PAUSED,
+        SESSION_PHASE_STOPPED,
+        SESSION_PHASE_FAILED,
+        _SESSION_PHASE_MAX,
+        _SESSION_PHASE_INVALID = -1,
+};
+const char *session_phase_to_string(enum session_phase p);
+/* Case-sensitive ("Running"); returns _SESSION_PHASE_INVALID for unknown text. */
+enum session_phase session_phase_from_string(const char *s);
+
+/* ---- API limits both ends hold to ---------------------------------------------------------- */
+
+/* Largest request body forkletd's API reads. */
+#define CORE_API_MAX_BODY (8u * 1024 * 1024)
+/* Largest guest file the files route moves either way. */
+#define CORE_API_MAX_FILE (64u * 1024 * 1024)
+
+/* ---- planner (core/plan.c)
+ * ------------------------------------------------------------------------ */
+
+/* What the manifests ask for, one entry per session (index-aligned with core_observed). */
+struct core_desired {
+        bool present;        /* false: the manifest was deleted */
+        int state;           /* enum session_state */
+        uint64_t generation; /* metadata.generation */
+        bool restart_on_failure;
+};
+
+/* What is true on the node for the same session. */
+struct core_observed {
+        enum session_phase phase;
+        bool busy;                    /* an action is in flight: plan nothing */
+        bool has_vm;                  /* a QEMU process is attached */
+        uint64_t observed_generation; /* generation last acted upon */
+        uint64_t retry_at_ns;         /* Failed + restart: earliest next boot (monotonic) */
+};
+
+enum core_action_kind {
+        CORE_ACTION_OBSERVE, /* record observedGeneration = generation */
+        CORE_ACTION_BOOT,
+        CORE_ACTION_STOP, /* graceful stop, keep state (spec.state: Stopped) */
+        CORE_ACTION_PAUSE,
+        CORE_ACTION_RESUME,
+        CORE_ACTION_DESTROY, /* stop, remove run/state files, forget the session */
+        _CORE_ACTION_MAX,
+};
+const char *core_action_to_string(enum core_action_kind k);
+
+struct core_action {
+        size_t index; /* into the desired/observed arrays */
+        enum core_action_kind kind;
+};
+
+struct core_plan {
+        struct core_action *actions; /* owned array of n */
+        size_t n;
+};
+
+/* Computes the actions that move observed towards desired for n sessions. Pure: no I/O, no
+ * clock (now_mono_ns is passed in). Actions for one session come in execution order.
+ * Returns 0 or -ENOMEM; *ret is written only on success (free with core_plan_done). */
+int core_plan(const struct core_desired *desired, const struct core_observed *observed, size_t n,
+              uint64_t now_mono_ns, struct core_plan *ret);
+void core_plan_done(struct core_plan *p);
+
+/* ---- node capacity and admission (core/capacity.c)
+ * ------------------------------------------------------ */
+
+enum core_resource {
+        CORE_RESOURCE_MEMORY,
+        CORE_RESOURCE_CPU,
+        CORE_RESOURCE_SESSIONS,
+        _CORE_RESOURCE_MAX,
+};
+/* "InsufficientMemory", "InsufficientCPU", "InsufficientSessions" (static). */
+const char *core_resource_reason(enum core_resource r);
+
+/* What the node has and what the config holds back from sessions. */
+struct core_node_resources {
+        uint64_t host_memory_bytes; /* MemTotal */
+        unsigned host_cpus;         /* CPUs forkletd may run on */
+        uint64_t reserve_memory_bytes;
+        unsigned cpu_overcommit_percent; /* 100: one vCPU per host CPU */
+        unsigned max_sessions;           /* session slots; 0: unlimited */
+};
+
+/* What one session holds while it is admitted (Starting, Running, Paused). */
+struct core_charge {
+        unsigned vcpus;
+        uint64_t memory_bytes;
+};
+
+/* Per-session inputs of core_charge_for. */
+struct core_charge_input {
+        unsigned vcpus;
+        unsigned memory_mib;        /* guest RAM */
+        unsigned qemu_overhead_mib; /* measured QEMU overhead beyond guest RAM */
+        bool fork;                  /* RAM copy-on-write on a checkpoint */
+        unsigned fork_memory_percent;
+        uint64_t pss_bytes; /* fork: measured PSS of its QEMU, 0 when not known yet */
+};
+
+/* A session is charged what its cgroup may use: guest RAM + QEMU overhead (memory.max). A
+ * fork shares its RAM with the checkpoint until it writes, so it is charged
+ * overhead + fork_memory_percent of RAM, or its measured PSS when that is larger. */
+struct core_charge core_charge_for(const struct core_charge_input *in);
+/* The charge of one session of class sc on a node configured by cfg (qemuOverheadMiB,
+ * forkMemoryPercent): what admission charges and what the node publishes to the control plane
+ * (pss_bytes as in core_charge_input). Pure. */
+struct core_charge core_class_charge(const struct node_config *cfg, const struct size_class *sc,
+                                     bool fork, uint64_t pss_bytes);
+
+struct core_capacity {
+        struct core_charge allocatable, used;
+        unsigned allocatable_sessions, used_sessions; /* allocatable 0: unlimited */
+};
+
+/* Allocatable = host - reserve (memory; never below 0), host CPUs * overcommit (vCPUs),
+ * max_sessions (slots); used = the sum of held[0..n). Pure. */
+void core_capacity_compute(const struct core_node_resources *node, const struct core_charge *held,
+                           size_t n, struct core_capacity *ret);
+/* 0 when want fits next to what is used; -ENOSPC and *ret_short (the first resource that is
+ * short, in the order sessions, memory, CPU) otherwise. Pure. */
+int core_capacity_admit(const struct core_capacity *c, const struct core_charge *want,
+                        enum core_resource *ret_short);
+/* How many more sessions charged one each fit (UINT_MAX when nothing bounds it). Pure. */
+unsigned core_capacity_fits(const struct core_capacity *c, const struct core_charge *one);
+
+/* ---- cluster: etcd key layout -------------------------------------------------------------------
+ * Under the prefix P (controlPlane.prefix, default /forklet):
+ *   P/nodes/NODE/status             node status JSON (labels, api, capacity, ...), no lease
+ *   P/nodes/NODE/lease              exists while the node's lease lives (Ready)
+ *   P/sessions/NS/NAME/spec         the Session manifest JSON (forklet --etcd apply)
+ *   P/sessions/NS/NAME/node         the node it is placed on (scheduler, create-only CAS)
+ *   P/sessions/NS/NAME/status       status JSON (the node; the scheduler for Pending/Lost)
+ */
+enum core_cluster_key_kind {
+        CORE_CLUSTER_KEY_OTHER,
+        CORE_CLUSTER_KEY_NODE_STATUS,
+        CORE_CLUSTER_KEY_NODE_LEASE,
+        CORE_CLUSTER_KEY_SESSION_SPEC,
+        CORE_CLUSTER_KEY_SESSION_NODE,
+        CORE_CLUSTER_KEY_SESSION_STATUS,
+};
+
+#define CORE_CLUSTER_NAME_MAX 64
+
+struct core_cluster_key {
+        enum core_cluster_key_kind kind;
+        char ns[CORE_CLUSTER_NAME_MAX];   /* sessions only */
+        char name[CORE_CLUSTER_NAME_MAX]; /* node or session name */
+};
+
+/* Classifies key (which must start with prefix, no trailing '/'); anything else is OTHER. */
+void core_cluster_key_parse(const char *prefix, const char *key, struct core_cluster_key *ret);
+/* P/sessions/NS/NAME/<leaf> (leaf "" gives the directory with a trailing '/'); caller frees. */
+int core_cluster_session_key(const char *prefix, const char *ns, const char *name, const char *leaf,
+                             char **ret);
+/* P/nodes/NODE/<leaf>; caller frees. */
+int core_cluster_node_key(const char *prefix, const char *node, const char *leaf, char **ret);
+
+/* ---- cluster: the node status document ----------------------------------------------------- */
+
+struct core_cluster_usage {
+        unsigned sessions;       /* every session on the node with a manifest or a VM */
+        uint64_t memory_mib;     /* sum of their size classes' RAM */
+        unsigned local_sessions; /* of which not from the cluster (manifest dir, API) */
+        uint64_t local_memory_mib;
+};
+
+/* What the node reports: its admission's own numbers (core/capacity.c, agent/admission.c),
+ * so the scheduler places by the same arithmetic the node admits by. */
+struct core_cluster_node_report {
+        struct core_node_resources node; /* host, reserve, overcommit, maxSessions */
+        struct core_capacity all;        /* allocatable; used by every admitted session */
+        struct core_capacity local;      /* used by admitted sessions not from the cluster */
+        struct core_cluster_usage use;
+        /* published under api (each NULL: left out); borrowed */
+        const char *api_pin; /* "sha256//..." of api.tlsCert's public key */
+        const char *host_id; /* fk_host_id() (common/util.h) */
+};
+
+/* The node status document (new reference, NULL on ENOMEM): nodeName, labels, api, capacity
+ * (allocatable totals and admission's parameters; per size class its charge and how many fit
+ * an empty node), allocatable (what admission still takes; per size class how many fit now),
+ * usage (sessions and RAM by source; admitted sessions and their charges), heartbeatTime.
+ * Per-class charges come from core_class_charge(cfg, ...). Pure. */
+json_t *core_cluster_node_status_json(const struct node_config *cfg,
+                                      const struct core_cluster_node_report *rep,
+                                      uint64_t now_real_ns);
+
+/* ---- the audit log's hash chain (core/audit-chain.c) ------------------------------------------
+ * Each line of the audit log is a JSON object whose "prev" is the SHA-256 (hex) of the whole
+ * previous line (64 zeros for the first) and whose last field "hash" is the SHA-256 of the line
+ * up to that field: {"time":..., "prev":"<hex>","hash":"<hex>"}. */
+
+#define CORE_AUDIT_HEX_SIZE 65 /* SHA-256 in hex + NUL */
+
+/* Checks the chain of the log read from f (opened by the caller; read to its end, not closed).
+ * 0 when intact, with *ret_lines; -EBADMSG with *ret_bad_line (1-based) and err "line N: why"
+ * (torn, not an audit record, prev or hash wrong); -EIO when f cannot be read; -ENOMEM. The one
+ * function here that reads (a stream it is handed); it opens nothing and does not log. */
+int core_audit_verify(FILE *f, size_t *ret_lines, size_t *ret_bad_line, struct fk_error *err);
+/* The line to append after prev for body (a JSON object text without its closing brace, its
+ * last field "prev"): body + ,"hash":"<hex>"} + newline; *ret is a heap string and ret_head
+ * (optional) gets the new chain head. 0 or -ENOMEM. Pure. */
+int core_audit_seal(const char *body, char **ret, char ret_head[CORE_AUDIT_HEX_SIZE]);

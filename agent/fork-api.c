@@ -81,18 +81,11 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
                        const char *id, bool by_spec, struct fk_error *err)
 {
         struct agent_session *f = agent_session_new(p->namespace, name);
+        cleanup_free char *sd = NULL;
         int r;
 
-        if (f && (r = fork_link_origin(d, p, f->key, id, err)) < 0) {
-                cleanup_free char *sd = NULL;
-
-                if (agent_session_state_dir(d->cfg->state_dir, f->key, &sd) >= 0)
-                        (void)fk_rm_rf(sd);
-                agent_session_free(f);
-                return r;
-        }
-
-        if (!f || !(f->spec = fork_spec(p->spec, name)) || !(f->fork_parent = strdup(p->name)) ||
+        if (!f || agent_session_state_dir(d->cfg->state_dir, f->key, &sd) < 0 ||
+            !(f->spec = fork_spec(p->spec, name)) || !(f->fork_parent = strdup(p->name)) ||
             !(f->fork_checkpoint = strdup(id))) {
                 agent_session_free(f);
                 return fk_error_set(err, -ENOMEM, "out of memory");
@@ -101,14 +94,18 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
         f->fork_by_spec = by_spec;
         f->generation = 1;
         f->created_ns = d->clock.now_real_ns(d->clock.userdata);
-        r = agent_daemon_insert(d, f);
+        /* stored before it is in the table: a fork that would not survive a restart is none */
+        r = fork_link_origin(d, p, f->key, id, err);
+        if (r >= 0)
+                r = agent_store_save(d->cfg->state_dir, f, err);
+        if (r >= 0 && (r = agent_daemon_insert(d, f)) < 0)
+                fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
         if (r < 0) {
+                (void)fk_rm_rf(sd);
                 agent_session_free(f);
-                return fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
+                return agent_space_explain(r, d->cfg->state_dir, "stateDir", AGENT_SPACE_SLACK,
+                                           "fork", err);
         }
-        r = agent_store_save(d->cfg->state_dir, f);
-        if (r < 0)
-                log_warning_errno(r, "session %s: store: %m", f->key);
         log_info("session %s: fork of %s from %s", f->key, p->key, id);
         return 0;
 }
@@ -147,6 +144,10 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                                  max ? max - count_forks(d, p) : 1000);
         else
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
+        /* each fork: links (no data), its session.json and, at its start, a new overlay */
+        if (r >= 0)
+                r = agent_space_check(d->cfg->state_dir, "stateDir", count * AGENT_SPACE_SLACK,
+                                      "fork", err);
         while (r >= 0 && made < count && idx < 100000) {
                 char fname[128];
 
@@ -200,6 +201,21 @@ static int wait_not_busy(struct agent_daemon *d, const char *ns, const char *nam
         return 0;
 }
 
+/* The RAM copy goes to runDir, a new overlay to stateDir. */
+static int rollback_space(struct agent_daemon *d, const char *ck_dir, struct fk_error *err)
+{
+        cleanup_free char *ram = NULL;
+        int r;
+
+        if (fk_asprintf(&ram, "%s/ram", ck_dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = agent_space_check(d->cfg->run_dir, "runDir", agent_space_allocated(ram), "rollback",
+                              err);
+        return r < 0 ? r
+                     : agent_space_check(d->cfg->state_dir, "stateDir", AGENT_SPACE_SLACK,
+                                         "rollback", err);
+}
+
 int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *name, const char *id,
                           struct fk_error *err)
 {
@@ -218,6 +234,8 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
                                  session_phase_to_string(s->phase));
         else
                 r = agent_checkpoint_own_dir(d, s, id, &dir, err);
+        if (r >= 0)
+                r = rollback_space(d, dir, err); /* before the VM stops */
         if (r >= 0 && !(s->rollback_to = strdup(id)))
                 r = -ENOMEM;
         if (r < 0) {

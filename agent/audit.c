@@ -131,6 +131,7 @@ static char *audit_body(const struct agent_audit_entry *e, const char *prev)
 int agent_audit_append(struct agent_audit *a, const struct agent_audit_entry *e)
 {
         cleanup_free char *body = NULL, *line = NULL;
+        struct stat st = {.st_size = -1};
         char hash[HEX_SIZE];
         int r;
 
@@ -142,10 +143,15 @@ int agent_audit_append(struct agent_audit *a, const struct agent_audit_entry *e)
         }
         agent_sha256_hex(body, strlen(body), hash);
         r = fk_asprintf(&line, "%s" HASH_FIELD "%s\"}\n", body, hash);
+        if (r >= 0 && fstat(a->fd, &st) < 0)
+                r = -errno;
         if (r >= 0)
                 r = fk_write_all(a->fd, line, strlen(line));
         if (r >= 0 && fdatasync(a->fd) < 0)
                 r = -errno;
+        /* a torn line (ENOSPC half-way) would make the next start refuse the whole log */
+        if (r < 0 && st.st_size >= 0)
+                (void)!ftruncate(a->fd, st.st_size);
         if (r >= 0)
                 agent_sha256_hex(line, strlen(line) - 1, a->head);
         pthread_mutex_unlock(&a->lock);

@@ -144,9 +144,11 @@ int agent_store_load(const char *state_dir, const struct node_config *cfg,
 
 /* ---- free space (space.c) -------------------------------------------------------------------- */
 
-/* What a checkpoint, fork or snapshot writes besides RAM and disk data: device state, a new
- * qcow2 overlay, meta.json, session.json (a margin, not a measurement). */
-#define AGENT_SPACE_SLACK (8ull * 1024 * 1024)
+/* Margins, not measurements: what a checkpoint or snapshot writes besides RAM and disk data
+ * (device state, a new qcow2 overlay, meta.json), and a fork or rollback (an overlay, about
+ * 200 KiB, and session.json). */
+#define AGENT_SPACE_SLACK   ((uint64_t)8 * 1024 * 1024)
+#define AGENT_SPACE_OVERLAY ((uint64_t)1024 * 1024)
 /* Bytes an unprivileged writer may still use on the filesystem holding path (statvfs). */
 int agent_space_free(const char *path, uint64_t *ret);
 /* Allocated bytes of path (st_blocks; holes are free), 0 when it cannot be read. */

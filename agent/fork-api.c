@@ -103,7 +103,7 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
         if (r < 0) {
                 (void)fk_rm_rf(sd);
                 agent_session_free(f);
-                return agent_space_explain(r, d->cfg->state_dir, "stateDir", AGENT_SPACE_SLACK,
+                return agent_space_explain(r, d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY,
                                            "fork", err);
         }
         log_info("session %s: fork of %s from %s", f->key, p->key, id);
@@ -146,7 +146,7 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
         /* each fork: links (no data), its session.json and, at its start, a new overlay */
         if (r >= 0)
-                r = agent_space_check(d->cfg->state_dir, "stateDir", count * AGENT_SPACE_SLACK,
+                r = agent_space_check(d->cfg->state_dir, "stateDir", count * AGENT_SPACE_OVERLAY,
                                       "fork", err);
         while (r >= 0 && made < count && idx < 100000) {
                 char fname[128];
@@ -212,7 +212,7 @@ static int rollback_space(struct agent_daemon *d, const char *ck_dir, struct fk_
         r = agent_space_check(d->cfg->run_dir, "runDir", agent_space_allocated(ram), "rollback",
                               err);
         return r < 0 ? r
-                     : agent_space_check(d->cfg->state_dir, "stateDir", AGENT_SPACE_SLACK,
+                     : agent_space_check(d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY,
                                          "rollback", err);
 }
 

@@ -123,7 +123,7 @@ static int restore_disk(const struct agent_restore *r, const char *state_dir, ch
         k = agent_disk_create_overlay(next, r->layer, err);
         if (k < 0) {
                 unlink(next);
-                return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_SLACK, "restore",
+                return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",
                                            err);
         }
         (void)agent_disk_active(state_dir, &old);
@@ -131,7 +131,7 @@ static int restore_disk(const struct agent_restore *r, const char *state_dir, ch
         if (k < 0) {
                 unlink(next);
                 fk_error_set(err, k, "record active disk: %s", strerror(-k));
-                return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_SLACK, "restore",
+                return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",
                                            err);
         }
         if (old)
@@ -157,7 +157,7 @@ int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, 
             (k = agent_space_check(run_dir, "runDir", need, "rollback", err)) < 0)
                 return k;
         if (r->layer &&
-            (k = agent_space_check(state_dir, "stateDir", AGENT_SPACE_SLACK, "restore", err)) < 0)
+            (k = agent_space_check(state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore", err)) < 0)
                 return k;
         if (r->layer && (k = restore_disk(r, state_dir, &next, err)) < 0)
                 return k;

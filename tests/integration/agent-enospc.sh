@@ -3,12 +3,13 @@
 # Two filesystems and a full stateDir, as on a stock host: runDir on a tmpfs of its own and
 # stateDir on a small tmpfs (another superblock: copy_file_range answers EXDEV between them).
 # Checkpoint, fork and rollback work across them. With guest RAM bigger than the free space a
-# checkpoint is refused; with stateDir full, snapshot, fork, rollback, pause and apply (new
-# session and changed spec) are refused too, each with "no space left on the device holding
-# stateDir (N MiB free, M needed)" (HTTP 507); the session keeps running and answers exec, its
+# checkpoint is refused before it starts, and a fork's (its size shows only in the RAM stream)
+# fails half-way leaving nothing; with stateDir full, snapshot, fork, rollback, pause and apply
+# (new session, changed spec) are refused too, each with "no space left on the device holding
+# stateDir (N MiB free, M needed)" (HTTP 507); the sessions keep running and answer exec, the
 # spec is the stored one, nothing partial is listed or left. Once space is back the same calls
-# work, and forkletd starts again on what it wrote while the disk was full (audit log) and
-# removes partial checkpoints and snapshots (as a kill -9 leaves them) of a running session.
+# work; forkletd starts again on what it wrote while the disk was full (audit log) and removes
+# partial checkpoints and snapshots (as a kill -9 leaves them) of a session that runs on.
 # Usage: agent-enospc.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -54,9 +55,11 @@ nothing_partial() {
 
 sessions() { "$FORKLET" get sessions -o json | sed -n 's/^ *"name": "\([^"]*\)".*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 
+# alive WHAT [SESSION]: SESSION (web) runs and answers exec after WHAT
 alive() {
-        [ "$(gsh web 'echo alive')" = alive ] || fail "web does not answer exec after $1"
-        [ "$(field web phase)" = Running ] || fail "web is $(field web phase) after $1"
+        local s=${2:-web}
+        [ "$(gsh "$s" 'echo alive')" = alive ] || fail "$s does not answer exec after $1"
+        [ "$(field "$s" phase)" = Running ] || fail "$s is $(field "$s" phase) after $1"
 }
 
 start_daemon
@@ -90,6 +93,17 @@ need=$(echo "$out" | sed -n 's/.* \([0-9]*\) MiB needed.*/\1/p')
 alive "a refused checkpoint"
 [ "$("$FORKLET" checkpoint list web | tail -n +2 | grep -c .)" = 1 ] || fail "a refused checkpoint is listed"
 nothing_partial "a refused checkpoint"
+
+# a fork's checkpoint streams its private RAM into stateDir: the size shows only half-way
+f=$("$FORKLET" fork web --from "$ck" --count 1) || fail "fork with $avail MiB free"
+"$FORKLET" wait "$f" --for=Running --timeout=240 >/dev/null || fail "$f not Running"
+out=$("$FORKLET" checkpoint create "$f" 2>&1) && fail "a fork's checkpoint bigger than the free space succeeded"
+expect_full "checkpoint of a fork (half-way)" "$out"
+alive "a checkpoint that failed half-way" "$f"
+[ "$("$FORKLET" checkpoint list "$f" | tail -n +2 | grep -c .)" = 0 ] || fail "a failed checkpoint is listed"
+nothing_partial "a checkpoint that failed half-way"
+"$FORKLET" delete "$f" >/dev/null && "$FORKLET" wait "$f" --for=Deleted --timeout=120 >/dev/null ||
+        fail "delete $f"
 
 # ---- stateDir full: snapshot, fork, rollback, pause, apply ------------------------------------
 dd if=/dev/zero of="$T/state/filler" bs=1M 2>/dev/null

@@ -245,11 +245,12 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
 uint64_t qemu_checkpoint_bytes(void *vm)
 {
         const struct qemu_vm *q = vm;
-        /* a fork's RAM file (its origin link) is gone once it runs: then only the materialize
-         * step knows, from the stream's size */
         uint64_t ram = agent_space_allocated(q->mem_path);
 
-        return q->mem_private ? 2 * ram : ram;
+        /* Private RAM goes into a stream, then into the helper's RAM file: at least what the
+         * fork started from (its file, as allocated at boot: the link goes once it runs) twice;
+         * what it touched since shows in the stream's size (materialize checks again). */
+        return q->mem_private ? 2 * (ram > q->mem_bytes ? ram : q->mem_bytes) : ram;
 }
 
 int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,

@@ -1,26 +1,26 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Two filesystems and a full stateDir, as on a stock host: runDir on a tmpfs of its own and
-# stateDir on a small tmpfs (another superblock: copy_file_range answers EXDEV between them).
-# Checkpoint, fork and rollback work across them. With guest RAM bigger than the free space a
+# stateDir on ext4 (a loop image: copy_file_range answers EXDEV between them). Checkpoint, fork
+# and rollback work across them. With guest RAM bigger than the free space (filler files) a
 # checkpoint is refused before it starts, and a fork's (its size shows only in the RAM stream)
 # fails half-way leaving nothing; with stateDir full, snapshot, fork, rollback, pause and apply
 # (new session, changed spec) are refused too, each with "no space left on the device holding
 # stateDir (N MiB free, M needed)" (HTTP 507); the sessions keep running and answer exec, the
-# spec is the stored one, nothing partial is listed or left. Once space is back the same calls
-# work; forkletd starts again on what it wrote while the disk was full (audit log) and removes
-# partial checkpoints and snapshots (as a kill -9 leaves them) of a session that runs on.
+# spec is the stored one, nothing partial is listed or left. Once the fillers are gone the same
+# calls work; forkletd starts again on what it wrote while the disk was full (audit log) and
+# removes partial checkpoints and snapshots (as a kill -9 leaves them) of a session that runs on.
 # Usage: agent-enospc.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 FK_TAG=enospc
 . "$(dirname "$0")/fork-lib.sh"
 
-STATE_MIB=160 # the disk overlay and a checkpoint of ~90 MiB fit, one of ~180 MiB RAM does not
 MOUNTS=()
 
 # After forkletd and the QEMUs got SIGKILL (fk_cleanup), before rm -rf: decommission first (it
-# reads the jail's grant ledgers in stateDir), then unmount once the QEMUs let go of the files.
+# reads the jail's grant ledgers in stateDir), then unmount once the QEMUs let go of the files
+# (the loop device goes with its mount: autoclear).
 fk_cleanup_extra() {
         local m
         "$FORKLETD" --config "$T/node.yaml" --decommission >/dev/null 2>&1
@@ -30,11 +30,26 @@ fk_cleanup_extra() {
         done
 }
 
+command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 not installed"
 mount -t tmpfs -o size=1g,mode=0755 fk-enospc-run "$T/run" || skip "cannot mount a tmpfs"
 MOUNTS+=("$T/run")
-mount -t tmpfs -o size=${STATE_MIB}m,mode=0755 fk-enospc-state "$T/state" ||
-        fail "mount the stateDir tmpfs"
+# a stateDir of 512 MiB (no root reserve): fillers make it small, deleting them frees it
+truncate -s 512M "$T/state.img" && mkfs.ext4 -q -m 0 -b 4096 "$T/state.img" ||
+        fail "mkfs.ext4 $T/state.img"
+mount -o loop "$T/state.img" "$T/state" || skip "cannot mount a loop device"
 MOUNTS+=("$T/state")
+
+avail_mib() { echo $(($(stat -f -c '%a * %S' "$T/state") / 1048576)); }
+
+# fill_to MIB: filler files leave MIB MiB free in stateDir (0: nothing, not even a block)
+fill_to() {
+        local a
+        a=$(($(stat -f -c '%a * %S' "$T/state")))
+        fallocate -l $((a - ($1 + 1) * 1048576)) "$T/state/filler-$1" || fail "fallocate a filler"
+        [ "$1" = 0 ] || return 0
+        for bs in 1M 64k 4k; do dd if=/dev/zero bs=$bs >>"$T/state/filler-0" 2>/dev/null; done
+        [ "$(stat -f -c %a "$T/state")" = 0 ] || fail "stateDir not full after the fillers"
+}
 
 # expect_full WHAT OUTPUT: OUTPUT is the CLI's ENOSPC error
 expect_full() {
@@ -78,12 +93,32 @@ gsh web 'echo after > /workspace/mark && sync' || fail "write in web"
 "$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback from stateDir to runDir"
 [ "$(gsh web 'cat /workspace/mark')" = before ] || fail "rollback did not bring the file back"
 
-# ---- guest RAM bigger than stateDir's free space: the checkpoint is refused -------------------
+# ---- a fork's checkpoint: its private RAM streams into stateDir, the stream's size is known
+# only once written (the check before it counts what the fork started from); then the helper's
+# RAM does not fit: refused half-way, after the pause, leaving nothing ----------------------------
+f=$("$FORKLET" fork web --from "$ck" --count 1) || fail "fork"
+"$FORKLET" wait "$f" --for=Running --timeout=240 >/dev/null || fail "$f not Running"
 # (the guest's /tmp is a tmpfs of half its 206 MiB)
+out=$(gsh "$f" 'dd if=/dev/urandom of=/tmp/fill bs=1M count=60 2>&1 && echo ok' 2>&1)
+echo "$out" | grep -q '^ok$' || fail "fill the fork's memory: $out"
+ckram=$(($(stat -c %b "$T/state/sessions/default.web/checkpoints/$ck/ram") * 512 / 1048576))
+fill_to $((2 * ckram + 50)) # > the check before (2 x RAM + 8), < stream + its copy
+out=$("$FORKLET" checkpoint create "$f" 2>&1) && fail "a fork's checkpoint bigger than the free space succeeded"
+expect_full "checkpoint of a fork (half-way)" "$out"
+alive "a checkpoint that failed half-way" "$f"
+[ "$("$FORKLET" checkpoint list "$f" | tail -n +2 | grep -c .)" = 0 ] || fail "a failed checkpoint is listed"
+nothing_partial "a checkpoint that failed half-way"
+echo "$out" | grep -q "checkpoint (materialize): " || fail "the fork's checkpoint did not fail at the helper's RAM"
+"$FORKLET" delete "$f" >/dev/null && "$FORKLET" wait "$f" --for=Deleted --timeout=120 >/dev/null ||
+        fail "delete $f"
+rm "$T/state/filler-"*
+
+# ---- guest RAM bigger than stateDir's free space: the checkpoint is refused before the pause
 out=$(gsh web 'dd if=/dev/urandom of=/tmp/fill bs=1M count=90 2>&1 && echo ok' 2>&1)
 echo "$out" | grep -q '^ok$' || fail "fill guest memory: $out"
+fill_to 70
 ram=$(($(stat -c %b "$T/run/sessions/default.web/mem.ram") * 512 / 1048576))
-avail=$(($(stat -f -c '%a * %S' "$T/state") / 1048576))
+avail=$(avail_mib)
 [ "$ram" -gt "$avail" ] || fail "guest RAM ($ram MiB) fits the free space ($avail MiB): no test"
 out=$("$FORKLET" checkpoint create web 2>&1) && fail "a checkpoint bigger than the free space succeeded"
 expect_full "checkpoint" "$out"
@@ -94,20 +129,8 @@ alive "a refused checkpoint"
 [ "$("$FORKLET" checkpoint list web | tail -n +2 | grep -c .)" = 1 ] || fail "a refused checkpoint is listed"
 nothing_partial "a refused checkpoint"
 
-# a fork's checkpoint streams its private RAM into stateDir: the size shows only half-way
-f=$("$FORKLET" fork web --from "$ck" --count 1) || fail "fork with $avail MiB free"
-"$FORKLET" wait "$f" --for=Running --timeout=240 >/dev/null || fail "$f not Running"
-out=$("$FORKLET" checkpoint create "$f" 2>&1) && fail "a fork's checkpoint bigger than the free space succeeded"
-expect_full "checkpoint of a fork (half-way)" "$out"
-alive "a checkpoint that failed half-way" "$f"
-[ "$("$FORKLET" checkpoint list "$f" | tail -n +2 | grep -c .)" = 0 ] || fail "a failed checkpoint is listed"
-nothing_partial "a checkpoint that failed half-way"
-"$FORKLET" delete "$f" >/dev/null && "$FORKLET" wait "$f" --for=Deleted --timeout=120 >/dev/null ||
-        fail "delete $f"
-
 # ---- stateDir full: snapshot, fork, rollback, pause, apply ------------------------------------
-dd if=/dev/zero of="$T/state/filler" bs=1M 2>/dev/null
-[ "$(stat -f -c %a "$T/state")" = 0 ] || fail "stateDir not full after the filler"
+fill_to 0
 out=$("$FORKLET" snapshot create web 2>&1) && fail "snapshot on a full stateDir succeeded"
 expect_full "snapshot" "$out"
 out=$("$FORKLET" fork web --from "$ck" --count 1 2>&1) && fail "fork on a full stateDir succeeded"
@@ -142,8 +165,7 @@ nothing_partial "refused calls on a full stateDir"
 [ "$(ls "$T/state/sessions")" = default.web ] || fail "session dirs left: $(ls "$T/state/sessions")"
 
 # ---- space back: the same calls work ---------------------------------------------------------
-rm "$T/state/filler"
-mount -o remount,size=1g "$T/state" || fail "grow the stateDir tmpfs"
+rm "$T/state/filler-"*
 ck2=$("$FORKLET" checkpoint create web) || fail "checkpoint once space is back"
 snap=$("$FORKLET" snapshot create web) || fail "snapshot once space is back"
 echo "$snap" | grep -Eqx 'snap_[0-9a-f]+' || fail "snapshot id '$snap'"

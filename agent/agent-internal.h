@@ -140,11 +140,37 @@ int agent_dir_watch(const char *dir, bool create);
 int agent_dir_watch_drain(int fd);
 
 /* The API session store under <stateDir>/sessions/<key>/session.json. */
-int agent_store_save(const char *state_dir, const struct agent_session *s);
+/* agent_store_save: err (may be NULL) gets "store session KEY: ..." (ENOSPC: the space
+ * message). */
+int agent_store_save(const char *state_dir, const struct agent_session *s, struct fk_error *err);
 int agent_store_remove(const char *state_dir, const char *key);
 /* Loads all stored sessions; invalid entries are logged and skipped. */
 int agent_store_load(const char *state_dir, const struct node_config *cfg,
                      struct agent_session ***ret, size_t *ret_n);
+
+/* ---- free space (space.c) -------------------------------------------------------------------- */
+
+/* Margins, not measurements: what a checkpoint or snapshot writes besides RAM and disk data
+ * (device state, a new qcow2 overlay, meta.json), and a fork or rollback (an overlay, about
+ * 200 KiB, and session.json). */
+#define AGENT_SPACE_SLACK   ((uint64_t)8 * 1024 * 1024)
+#define AGENT_SPACE_OVERLAY ((uint64_t)1024 * 1024)
+/* Bytes an unprivileged writer may still use on the filesystem holding path (statvfs). */
+int agent_space_free(const char *path, uint64_t *ret);
+/* Allocated bytes of path (st_blocks; holes are free), 0 when it cannot be read. */
+uint64_t agent_space_allocated(const char *path);
+/* -ENOSPC with err "OP: no space left on the device holding WHAT (N MiB free, M needed)"
+ * (free: of path's filesystem now; op may be NULL). Does not log. */
+int agent_space_error(const char *path, const char *what, uint64_t need, const char *op,
+                      struct fk_error *err);
+/* 0 when need bytes fit on path's filesystem, else agent_space_error. */
+int agent_space_check(const char *path, const char *what, uint64_t need, const char *op,
+                      struct fk_error *err);
+/* Whether failure r (with err's text from qemu-img or QEMU) was a full device. */
+bool agent_space_is_full(int r, const struct fk_error *err);
+/* r, or agent_space_error when r says the device was full (err rewritten). */
+int agent_space_explain(int r, const char *path, const char *what, uint64_t need, const char *op,
+                        struct fk_error *err);
 
 /* ---- workspace disk (disk.c): qcow2 overlays under <state>/disk ---------------------------- */
 
@@ -167,6 +193,9 @@ int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);
  * writes it) straight onto the chain's bottom. 1 compacted, 0 nothing to do, -errno + err. */
 int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err);
 #define AGENT_DISK_MAX_DEPTH 16
+/* Allocated bytes of path and every layer under it (an upper bound of what qemu-img convert
+ * writes). */
+uint64_t agent_disk_chain_allocated(const char *path);
 /* Hard-links layer and every layer under it that lives in the same directory into dst_dir
  * (created), keeping their names, so the chain resolves there without the source dir (backing
  * names inside a directory are relative). *ret (may be NULL): the link of layer (heap). */
@@ -246,8 +275,12 @@ void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const c
 /* Takes a checkpoint of s (busy marked by the caller) with vm; *ret_id (41 bytes). */
 int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
                           const char *name, char *ret_id, struct fk_error *err);
-/* Removes partial checkpoints left by a crash (".*.partial" dirs). */
+/* Removes partial checkpoints left by a crash (".*.partial" dirs) of the session state dir. */
 void agent_checkpoint_clean_partial(const char *state_dir);
+/* Removes the ".*.partial" entries of dir root (rm -rf). Logs what it removed. */
+void agent_clean_partial_in(const char *root);
+/* Removes partial snapshot exports (<stateDir>/snapshots/.*.partial) left by a crash. Logs. */
+void agent_snapshot_clean_partial(const char *state_dir);
 /* Checkpoint dir of key/id (caller frees). */
 int agent_checkpoint_dir(const char *state_dir, const char *key, const char *id, char **ret);
 /* Reconcile spec.forks of every session (under the lock). */

@@ -124,6 +124,9 @@ struct agent_vm_ops {
          * backends without checkpoints. */
         int (*checkpoint)(void *userdata, void *vm, const struct agent_checkpoint_params *p,
                           struct agent_checkpoint_result *ret, struct fk_error *err);
+        /* The bytes a checkpoint of vm writes at least (its RAM file's allocated blocks; twice
+         * that for private RAM, which is materialized through a stream); NULL: unknown. */
+        uint64_t (*checkpoint_bytes)(void *vm);
         /* Freezes the guest filesystem on /workspace, moves the disk onto new_disk (the old
          * overlay becomes read-only), thaws. */
         int (*snapshot_disk)(void *userdata, void *vm, const char *new_disk, struct fk_error *err);

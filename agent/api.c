@@ -103,7 +103,8 @@ unsigned api_status_from_errno(int r, const char **ret_reason)
                 {EPERM, MHD_HTTP_CONFLICT, "Conflict"},
                 {EBUSY, MHD_HTTP_CONFLICT, "Conflict"},
                 {EAGAIN, MHD_HTTP_CONFLICT, "NotRunning"},
-                {ENOSPC, MHD_HTTP_TOO_MANY_REQUESTS, "NodeFull"},
+                {EUSERS, MHD_HTTP_TOO_MANY_REQUESTS, "NodeFull"},
+                {ENOSPC, MHD_HTTP_INSUFFICIENT_STORAGE, "InsufficientStorage"},
                 {EINVAL, MHD_HTTP_BAD_REQUEST, "BadRequest"},
                 {ETIMEDOUT, MHD_HTTP_GATEWAY_TIMEOUT, "Timeout"},
         };

@@ -129,16 +129,22 @@ static char *audit_body(const struct agent_audit_entry *e, const char *prev)
 int agent_audit_append(struct agent_audit *a, const struct agent_audit_entry *e)
 {
         cleanup_free char *body = NULL, *line = NULL;
+        struct stat st = {.st_size = -1};
         char head[HEX_SIZE];
         int r;
 
         pthread_mutex_lock(&a->lock);
         body = audit_body(e, a->head);
         r = body ? core_audit_seal(body, &line, head) : -ENOMEM;
+        if (r >= 0 && fstat(a->fd, &st) < 0)
+                r = -errno;
         if (r >= 0)
                 r = fk_write_all(a->fd, line, strlen(line));
         if (r >= 0 && fdatasync(a->fd) < 0)
                 r = -errno;
+        /* a torn line (ENOSPC half-way) would make the next start refuse the whole log */
+        if (r < 0 && st.st_size >= 0)
+                (void)!ftruncate(a->fd, st.st_size);
         if (r >= 0)
                 memcpy(a->head, head, HEX_SIZE);
         pthread_mutex_unlock(&a->lock);

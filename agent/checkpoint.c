@@ -43,24 +43,30 @@ static bool id_is_valid(const char *id)
         return strspn(id + 3, "0123456789abcdef") == n - 3;
 }
 
-void agent_checkpoint_clean_partial(const char *state_dir)
+void agent_clean_partial_in(const char *root)
 {
-        cleanup_free char *root = NULL;
         struct dirent *de;
-        DIR *dp;
+        DIR *dp = opendir(root);
 
-        if (fk_asprintf(&root, "%s/checkpoints", state_dir) < 0 || !(dp = opendir(root)))
-                return;
-        while ((de = readdir(dp))) {
+        while (dp && (de = readdir(dp))) {
                 cleanup_free char *p = NULL;
                 size_t n = strlen(de->d_name);
 
                 if (de->d_name[0] != '.' || n < 9 || strcmp(de->d_name + n - 8, ".partial"))
                         continue;
                 if (fk_asprintf(&p, "%s/%s", root, de->d_name) >= 0 && fk_rm_rf(p) >= 0)
-                        log_info("removed the partial checkpoint %s", p);
+                        log_info("removed the partial %s", p);
         }
-        closedir(dp);
+        if (dp)
+                closedir(dp);
+}
+
+void agent_checkpoint_clean_partial(const char *state_dir)
+{
+        cleanup_free char *root = NULL;
+
+        if (fk_asprintf(&root, "%s/checkpoints", state_dir) >= 0)
+                agent_clean_partial_in(root);
 }
 
 static int write_meta(const char *dir, json_t *meta)
@@ -148,16 +154,21 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
         cleanup_free char *partial = NULL, *final = NULL, *active = NULL, *layer = NULL,
                           *next = NULL, *parent = lineage_get(sd);
         struct agent_checkpoint_result res = {0};
+        uint64_t need = AGENT_SPACE_SLACK;
         json_t *meta;
-        int r;
+        int r, k;
 
         if (fk_asprintf(&partial, "%s/checkpoints/.%s.partial", sd, id) < 0 ||
             fk_asprintf(&final, "%s/checkpoints/%s", sd, id) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = fk_mkdir_p(partial, 0700);
-        if (r < 0)
-                return fk_error_set(err, r, "create %s: %s", partial, strerror(-r));
-        r = disk_prepare(sd, id, &active, &layer, &next, err);
+        /* before anything is made or the guest pauses */
+        if (d->ops.checkpoint_bytes)
+                need += d->ops.checkpoint_bytes(vm->vm);
+        r = agent_space_check(d->cfg->state_dir, "stateDir", need, "checkpoint", err);
+        if (r >= 0 && (r = fk_mkdir_p(partial, 0700)) < 0)
+                fk_error_set(err, r, "create %s: %s", partial, strerror(-r));
+        if (r >= 0)
+                r = disk_prepare(sd, id, &active, &layer, &next, err);
         if (r >= 0) {
                 struct agent_checkpoint_params p = {.dir = partial,
                                                     .new_disk = next,
@@ -177,12 +188,16 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
         meta = r >= 0 ? meta_new(id, key, name, parent, layer,
                                  d->clock.now_real_ns(d->clock.userdata), &res)
                       : NULL;
-        if (r >= 0 && (!meta || write_meta(partial, meta) < 0 || rename(partial, final) < 0))
-                r = fk_error_set(err, -EIO, "record checkpoint %s: %m", final);
+        if (r >= 0 && !meta)
+                r = fk_error_set(err, -ENOMEM, "out of memory");
+        if (r >= 0 && ((k = write_meta(partial, meta)) < 0 ||
+                       (k = rename(partial, final) < 0 ? -errno : 0) < 0))
+                r = fk_error_set(err, k, "record checkpoint %s: %s", final, strerror(-k));
         json_decref(meta);
         if (r < 0) {
                 (void)fk_rm_rf(partial);
-                return r;
+                return agent_space_explain(r, d->cfg->state_dir, "stateDir", need, "checkpoint",
+                                           err);
         }
         lineage_set(sd, id);
         agent_metrics_add_checkpoint_bytes(res.ram_bytes + res.state_bytes);

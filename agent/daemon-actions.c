@@ -17,6 +17,7 @@ static int set_state_locked(struct agent_daemon *d, struct agent_session *s, int
                             bool *ret_changed, struct fk_error *err)
 {
         const char *want = session_state_to_string((enum session_state)state);
+        enum session_state old;
         int r;
 
         if (!s->spec)
@@ -41,11 +42,15 @@ static int set_state_locked(struct agent_daemon *d, struct agent_session *s, int
                                     "session %s/%s is assigned by the control plane; set "
                                     "spec.state: %s and apply it with forklet --etcd",
                                     s->namespace, s->name, want);
+        old = s->spec->state;
         s->spec->state = (enum session_state)state;
         s->generation++;
-        r = agent_store_save(d->cfg->state_dir, s);
-        if (r < 0)
-                return fk_error_set(err, r, "store session %s: %s", s->key, strerror(-r));
+        r = agent_store_save(d->cfg->state_dir, s, err);
+        if (r < 0) { /* what runs is what is stored */
+                s->spec->state = old;
+                s->generation--;
+                return r;
+        }
         log_info("session %s: spec.state %s (generation %" PRIu64 ")", s->key, want, s->generation);
         *ret_changed = true;
         return 0;

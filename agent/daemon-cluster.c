@@ -55,7 +55,7 @@ static int sync_one(struct agent_daemon *d, struct session_manifest *m, bool *re
         session_manifest_free(s->spec);
         s->spec = m;
         s->generation++;
-        r = agent_store_save(d->cfg->state_dir, s);
+        r = agent_store_save(d->cfg->state_dir, s, NULL);
         if (r < 0)
                 log_warning_errno(r, "session %s: store: %m", s->key);
         log_info("session %s: %s by the control plane (generation %" PRIu64 ")", s->key,

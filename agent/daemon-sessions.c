@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *agent_apply_result_to_string(enum agent_apply_result r)
 {
@@ -47,11 +48,35 @@ static bool session_set_spec(struct agent_session *s, struct session_manifest *m
         return true;
 }
 
+/* Undoes apply_locked's change to s after its store write failed: the spec running in memory
+ * is the one on disk (a new session leaves the table and its empty state dir). */
+static void apply_undo(struct agent_daemon *d, struct agent_session *s, bool created,
+                       struct session_manifest *old, uint64_t old_generation)
+{
+        cleanup_free char *sd = NULL;
+
+        session_manifest_free(s->spec);
+        s->spec = old;
+        s->generation = old_generation;
+        if (!created)
+                return;
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) >= 0)
+                (void)rmdir(sd); /* only if empty: nothing but the failed write was there */
+        /* inserted last under the same lock hold, so nobody saw it */
+        if (d->n_sessions > 0 && d->sessions[d->n_sessions - 1] == s) {
+                d->n_sessions--;
+                agent_session_free(s);
+        } else
+                agent_daemon_remove(d, s);
+}
+
 /* Always consumes m. */
 static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
                         enum agent_apply_result *ret, struct fk_error *err)
 {
         struct agent_session *s = agent_daemon_find(d, m->namespace, m->name);
+        struct session_manifest *old;
+        uint64_t old_generation;
         int r = 0;
 
         if (s && s->source == AGENT_SOURCE_FILE)
@@ -67,7 +92,7 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
                 r = fk_error_set(err, -EBUSY, "session %s/%s is being deleted; retry later",
                                  m->namespace, m->name);
         else if (!s && d->n_sessions >= agent_table_limit(d->cfg))
-                r = fk_error_set(err, -ENOSPC,
+                r = fk_error_set(err, -EUSERS,
                                  "node is full: %zu sessions known, %u may wait for admission "
                                  "(4 x capacity.maxSessions)",
                                  d->n_sessions, agent_table_limit(d->cfg));
@@ -85,13 +110,21 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
                 session_manifest_free(m);
                 return r;
         }
-        if (!session_set_spec(s, m)) {
+        if (s->spec && session_manifest_equal(s->spec, m)) {
+                session_manifest_free(m);
                 *ret = AGENT_APPLY_UNCHANGED;
                 return 0;
         }
-        r = agent_store_save(d->cfg->state_dir, s);
-        if (r < 0)
-                return fk_error_set(err, r, "store session %s: %s", s->key, strerror(-r));
+        old = s->spec;
+        old_generation = s->generation;
+        s->spec = m;
+        s->generation++;
+        r = agent_store_save(d->cfg->state_dir, s, err);
+        if (r < 0) {
+                apply_undo(d, s, *ret == AGENT_APPLY_CREATED, old, old_generation);
+                return r;
+        }
+        session_manifest_free(old);
         log_info("session %s: %s (generation %" PRIu64 ")", s->key,
                  agent_apply_result_to_string(*ret), s->generation);
         return 0;

@@ -273,6 +273,21 @@ int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base)
         return 0;
 }
 
+uint64_t agent_disk_chain_allocated(const char *path)
+{
+        char *cur = strdup(path), *next;
+        uint64_t sum = 0;
+
+        for (unsigned i = 0; cur && i < 10000; i++) {
+                sum += agent_space_allocated(cur);
+                next = backing_of(cur);
+                free(cur);
+                cur = next;
+        }
+        free(cur);
+        return sum;
+}
+
 int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err)
 {
         cleanup_free char *base = NULL;

@@ -76,53 +76,39 @@ static int fork_link_origin(struct agent_daemon *d, const struct agent_session *
         return r;
 }
 
-/* Removes what fork_link_origin made for key (the fork's state dir). */
-static void fork_unlink_origin(struct agent_daemon *d, const char *key)
-{
-        cleanup_free char *sd = NULL;
-
-        if (agent_session_state_dir(d->cfg->state_dir, key, &sd) >= 0)
-                (void)fk_rm_rf(sd);
-}
-
 /* Under the lock: creates fork session `name` of p from checkpoint id. On failure nothing of
  * it stays: no session, no links, no stored record. */
 static int fork_create(struct agent_daemon *d, struct agent_session *p, const char *name,
                        const char *id, bool by_spec, struct fk_error *err)
 {
         struct agent_session *f = agent_session_new(p->namespace, name);
+        cleanup_free char *sd = NULL;
         int r;
 
-        if (!f)
+        if (!f || agent_session_state_dir(d->cfg->state_dir, f->key, &sd) < 0 ||
+            !(f->spec = fork_spec(p->spec, name)) || !(f->fork_parent = strdup(p->name)) ||
+            !(f->fork_checkpoint = strdup(id))) {
+                agent_session_free(f);
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = fork_link_origin(d, p, f->key, id, err);
-        if (r >= 0 && (!(f->spec = fork_spec(p->spec, name)) ||
-                       !(f->fork_parent = strdup(p->name)) || !(f->fork_checkpoint = strdup(id))))
-                r = fk_error_set(err, -ENOMEM, "out of memory");
-        if (r < 0)
-                goto fail;
+        }
         f->source = AGENT_SOURCE_API;
         f->fork_by_spec = by_spec;
         f->generation = 1;
         f->created_ns = d->clock.now_real_ns(d->clock.userdata);
-        /* the store first: a fork that forkletd would not know after a restart never runs */
-        r = agent_store_save(d->cfg->state_dir, f);
-        if (r < 0) {
-                fk_error_set(err, r, "store session %s: %s", f->key, strerror(-r));
-                goto fail;
-        }
-        r = agent_daemon_insert(d, f);
-        if (r < 0) {
+        /* stored before it is in the table: a fork that would not survive a restart is none */
+        r = fork_link_origin(d, p, f->key, id, err);
+        if (r >= 0)
+                r = agent_store_save(d->cfg->state_dir, f, err);
+        if (r >= 0 && (r = agent_daemon_insert(d, f)) < 0)
                 fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
-                (void)agent_store_remove(d->cfg->state_dir, f->key);
-                goto fail;
+        if (r < 0) {
+                (void)fk_rm_rf(sd); /* the origin links and session.json: nothing stays */
+                agent_session_free(f);
+                return agent_space_explain(r, d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY,
+                                           "fork", err);
         }
         log_info("session %s: fork of %s from %s", f->key, p->key, id);
         return 0;
-fail:
-        fork_unlink_origin(d, f->key);
-        agent_session_free(f);
-        return r;
 }
 
 static unsigned count_forks(struct agent_daemon *d, const struct agent_session *p)
@@ -165,6 +151,10 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                                  count, ns, name, have, max, have < max ? max - have : 0);
         else
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
+        /* each fork: links (no data), its session.json and, at its start, a new overlay */
+        if (r >= 0)
+                r = agent_space_check(d->cfg->state_dir, "stateDir", count * AGENT_SPACE_OVERLAY,
+                                      "fork", err);
         while (r >= 0 && made < count && idx < 100000) {
                 char fname[128];
 
@@ -218,6 +208,21 @@ static int wait_not_busy(struct agent_daemon *d, const char *ns, const char *nam
         return 0;
 }
 
+/* The RAM copy goes to runDir, a new overlay to stateDir. */
+static int rollback_space(struct agent_daemon *d, const char *ck_dir, struct fk_error *err)
+{
+        cleanup_free char *ram = NULL;
+        int r;
+
+        if (fk_asprintf(&ram, "%s/ram", ck_dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = agent_space_check(d->cfg->run_dir, "runDir", agent_space_allocated(ram), "rollback",
+                              err);
+        return r < 0 ? r
+                     : agent_space_check(d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY,
+                                         "rollback", err);
+}
+
 int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *name, const char *id,
                           struct fk_error *err)
 {
@@ -236,6 +241,8 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
                                  session_phase_to_string(s->phase));
         else
                 r = agent_checkpoint_own_dir(d, s, id, &dir, err);
+        if (r >= 0)
+                r = rollback_space(d, dir, err); /* before the VM stops */
         if (r >= 0 && !(s->rollback_to = strdup(id)))
                 r = -ENOMEM;
         if (r < 0) {

@@ -110,39 +110,67 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
         return 0;
 }
 
+/* A new overlay over r->layer becomes the active disk; *ret: its path. */
+static int restore_disk(const struct agent_restore *r, const char *state_dir, char **ret,
+                        struct fk_error *err)
+{
+        cleanup_free char *next = NULL, *old = NULL;
+        int k;
+
+        k = agent_disk_next_path(state_dir, "workspace", &next);
+        if (k < 0)
+                return fk_error_set(err, k, "new overlay: %s", strerror(-k));
+        k = agent_disk_create_overlay(next, r->layer, err);
+        if (k < 0) {
+                unlink(next);
+                return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",
+                                           err);
+        }
+        (void)agent_disk_active(state_dir, &old);
+        k = agent_disk_set_active(state_dir, next);
+        if (k < 0) {
+                unlink(next);
+                fk_error_set(err, k, "record active disk: %s", strerror(-k));
+                return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",
+                                           err);
+        }
+        if (old)
+                unlink(old); /* layers of checkpoints keep their own name */
+        *ret = TAKE_PTR(next);
+        return 0;
+}
+
 int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
                           char **ret_disk, char **ret_mem, struct fk_error *err)
 {
-        cleanup_free char *next = NULL, *old = NULL, *mem = NULL;
+        cleanup_free char *next = NULL, *mem = NULL, *src = NULL;
+        /* Rollback owns its RAM again (a copy into runDir), so later checkpoints need no
+         * materialize step; the copy costs only the checkpoint's touched RAM. */
+        bool copy = r->ck_dir && !r->private_ram;
+        uint64_t need = 0;
         int k;
 
-        if (r->layer) {
-                k = agent_disk_next_path(state_dir, "workspace", &next);
-                if (k < 0)
-                        return fk_error_set(err, k, "new overlay: %s", strerror(-k));
-                k = agent_disk_create_overlay(next, r->layer, err);
-                if (k < 0)
-                        return k;
-                (void)agent_disk_active(state_dir, &old);
-                k = agent_disk_set_active(state_dir, next);
-                if (k < 0)
-                        return fk_error_set(err, k, "record active disk: %s", strerror(-k));
-                if (old)
-                        unlink(old); /* layers of checkpoints keep their own name */
-        }
-        if (r->ck_dir && !r->private_ram) {
-                cleanup_free char *src = NULL;
-
-                /* Rollback owns its RAM again (a copy), so later checkpoints need no
-                 * materialize step; the copy costs only the checkpoint's touched RAM. */
-                if (fk_asprintf(&src, "%s/ram", r->ck_dir) < 0 ||
-                    fk_asprintf(&mem, "%s/mem.ram", run_dir) < 0)
-                        return fk_error_set(err, -ENOMEM, "out of memory");
-                k = vmm_sparse_copy(src, mem, NULL);
-                if (k < 0)
-                        return fk_error_set(err, k, "copy %s: %s", src, strerror(-k));
-        } else if (r->ck_dir && fk_asprintf(&mem, "%s/ram", r->ck_dir) < 0)
+        if (r->ck_dir && fk_asprintf(&src, "%s/ram", r->ck_dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
+        /* both checks before the disk changes */
+        if (copy && (need = agent_space_allocated(src)) &&
+            (k = agent_space_check(run_dir, "runDir", need, "rollback", err)) < 0)
+                return k;
+        if (r->layer &&
+            (k = agent_space_check(state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore", err)) < 0)
+                return k;
+        if (r->layer && (k = restore_disk(r, state_dir, &next, err)) < 0)
+                return k;
+        if (copy) {
+                if (fk_asprintf(&mem, "%s/mem.ram", run_dir) < 0)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                k = vmm_sparse_copy(src, mem, 0, NULL);
+                if (k < 0) {
+                        fk_error_set(err, k, "copy %s: %s", src, strerror(-k));
+                        return agent_space_explain(k, run_dir, "runDir", need, "rollback", err);
+                }
+        } else if (src)
+                mem = TAKE_PTR(src);
         if (!next)
                 (void)agent_disk_active(state_dir, &next);
         *ret_disk = TAKE_PTR(next);

@@ -155,6 +155,18 @@ static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base)
         return n;
 }
 
+/* What a checkpoint or snapshot killed half-way left: ".*.partial" dirs (never listed). */
+static void remove_partials(struct agent_daemon *d)
+{
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                cleanup_free char *sd = NULL;
+
+                if (agent_session_state_dir(d->cfg->state_dir, d->sessions[i]->key, &sd) >= 0)
+                        agent_checkpoint_clean_partial(sd);
+        }
+        agent_snapshot_clean_partial(d->cfg->state_dir);
+}
+
 void agent_recover_at_start(struct agent_daemon *d)
 {
         size_t procs, dirs;
@@ -169,6 +181,7 @@ void agent_recover_at_start(struct agent_daemon *d)
                 log_notice("invalid manifest files: not removing unowned state dirs this time");
         else
                 dirs += remove_orphan_dirs(d, d->cfg->state_dir);
+        remove_partials(d);
         pthread_mutex_unlock(&d->lock);
         if (procs || dirs)
                 log_info("recovery: %zu orphan QEMU process(es) killed, %zu orphan dir(s) removed",

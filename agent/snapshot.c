@@ -26,6 +26,14 @@ static bool snap_id_is_valid(const char *id)
                strspn(id + 5, "0123456789abcdef") == n - 5;
 }
 
+void agent_snapshot_clean_partial(const char *state_dir)
+{
+        cleanup_free char *root = NULL;
+
+        if (fk_asprintf(&root, "%s/snapshots", state_dir) >= 0)
+                agent_clean_partial_in(root);
+}
+
 /* Moves the running VM onto a new overlay; *ret_layer: the frozen former overlay. */
 static int freeze_layer(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,
                         const char *id, char **ret_layer, struct fk_error *err)
@@ -86,6 +94,18 @@ static int export_snapshot(struct agent_daemon *d, const char *layer, const char
         return r;
 }
 
+/* Before the guest's filesystem freezes: the export (qemu-img convert of the disk's chain)
+ * writes at most the chain's allocated bytes into stateDir. */
+static int snapshot_space(struct agent_daemon *d, const char *sd, uint64_t *need,
+                          struct fk_error *err)
+{
+        cleanup_free char *active = NULL;
+
+        if (agent_disk_active(sd, &active) >= 0)
+                *need += agent_disk_chain_allocated(active);
+        return agent_space_check(d->cfg->state_dir, "stateDir", *need, "snapshot", err);
+}
+
 int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const char *name,
                                  char *ret_id, struct fk_error *err)
 {
@@ -93,6 +113,7 @@ int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const c
         struct agent_vm_ref *vm = NULL;
         struct agent_session *s;
         json_t *spec = NULL;
+        uint64_t need = AGENT_SPACE_SLACK;
         uint8_t b[8];
         char hex[17], key[160];
         int r = 0;
@@ -121,9 +142,12 @@ int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const c
         (void)fk_random_bytes(b, sizeof(b));
         fk_hex(b, sizeof(b), hex);
         snprintf(ret_id, SNAP_ID_MAX, "snap_%s", hex);
-        r = freeze_layer(d, vm, sd, ret_id, &layer, err);
+        r = snapshot_space(d, sd, &need, err);
+        if (r >= 0)
+                r = freeze_layer(d, vm, sd, ret_id, &layer, err);
         if (r >= 0)
                 r = export_snapshot(d, layer, ret_id, key, spec, err);
+        r = agent_space_explain(r, d->cfg->state_dir, "stateDir", need, "snapshot", err);
         json_decref(spec);
         agent_vm_ref_put(vm);
         pthread_mutex_lock(&d->lock);
@@ -163,6 +187,20 @@ static int restore_spec(struct agent_daemon *d, const char *snap, const char *ns
         return r;
 }
 
+/* Under the lock: takes s, inserted last and never seen, out of the table again. */
+static void restore_undo(struct agent_daemon *d, struct agent_session *s)
+{
+        cleanup_free char *sd = NULL;
+
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) >= 0)
+                (void)rmdir(sd); /* only if empty: made by the failed store write */
+        if (d->n_sessions > 0 && d->sessions[d->n_sessions - 1] == s) {
+                d->n_sessions--;
+                agent_session_free(s);
+        } else
+                agent_daemon_remove(d, s);
+}
+
 int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *snap,
                          const char *new_name, struct fk_error *err)
 {
@@ -187,9 +225,9 @@ int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *sna
                 s->source = AGENT_SOURCE_API;
                 s->generation = 1;
                 s->created_ns = d->clock.now_real_ns(d->clock.userdata);
-                r = agent_store_save(d->cfg->state_dir, s);
-                if (r < 0)
-                        fk_error_set(err, r, "store session %s: %s", s->key, strerror(-r));
+                r = agent_store_save(d->cfg->state_dir, s, err);
+                if (r < 0) /* nothing runs that is not stored */
+                        restore_undo(d, s);
                 else
                         log_info("session %s: restored from snapshot %s", s->key, snap);
         }

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +27,7 @@ int agent_session_state_dir(const char *state_dir, const char *key, char **ret)
         return fk_asprintf(ret, "%s/sessions/%s", state_dir, key);
 }
 
-int agent_store_save(const char *state_dir, const struct agent_session *s)
+int agent_store_save(const char *state_dir, const struct agent_session *s, struct fk_error *err)
 {
         cleanup_free char *dir = NULL, *path = NULL, *text = NULL;
         json_t *j;
@@ -34,10 +35,7 @@ int agent_store_save(const char *state_dir, const struct agent_session *s)
 
         r = agent_session_state_dir(state_dir, s->key, &dir);
         if (r < 0)
-                return r;
-        r = fk_mkdir_p(dir, 0700);
-        if (r < 0)
-                return r;
+                return fk_error_set(err, r, "out of memory");
         /* cluster: "source" marks sessions assigned by the control plane (re-synced at start) */
         j = json_pack("{s:o, s:I, s:I, s:s, s:s?, s:s?, s:b, s:s?, s:s?}", "manifest",
                       session_manifest_to_json(s->spec), "generation", (json_int_t)s->generation,
@@ -46,13 +44,23 @@ int agent_store_save(const char *state_dir, const struct agent_session *s)
                       s->fork_parent, "forkCheckpoint", s->fork_checkpoint, "forkBySpec",
                       s->fork_by_spec, "fromSnapshot", s->from_snapshot, "rollbackTo",
                       s->rollback_to);
-        if (!j)
-                return -ENOMEM;
-        text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
         json_decref(j);
         if (!text || fk_asprintf(&path, "%s/" STORE_FILE, dir) < 0)
-                return -ENOMEM;
-        return fk_write_file_atomic(path, text, strlen(text), 0600);
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = fk_mkdir_p(dir, 0700);
+        if (r >= 0)
+                r = fk_write_file_atomic(path, text, strlen(text), 0600);
+        if (r == -ENOSPC) {
+                char op[200];
+
+                snprintf(op, sizeof(op), "store session %s", s->key);
+                return agent_space_error(state_dir, "stateDir", strlen(text), op, err);
+        }
+        if (r < 0)
+                return fk_error_set(err, r, "store session %s in %s: %s", s->key, path,
+                                    strerror(-r));
+        return 0;
 }
 
 int agent_store_remove(const char *state_dir, const char *key)

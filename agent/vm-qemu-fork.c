@@ -170,7 +170,11 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
             fk_asprintf(&state, "%s/state", p->dir) < 0 ||
             (p->frozen_disk && fk_asprintf(&disk, "%s/helper.qcow2", p->dir) < 0))
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = disk ? agent_disk_create_overlay(disk, p->frozen_disk, err) : 0;
+        /* the helper's RAM holds what the stream holds (zero pages stay holes) */
+        r = agent_space_check(p->dir, "stateDir", agent_space_allocated(full) + AGENT_SPACE_SLACK,
+                              "checkpoint (materialize)", err);
+        if (r >= 0 && disk)
+                r = agent_disk_create_overlay(disk, p->frozen_disk, err);
         if (r >= 0)
                 r = qemu_spawn_helper(q, p->dir, ram, disk, &proc, &qmp_path, err);
         if (r >= 0)
@@ -236,6 +240,17 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
         res->ram_bytes = st.ram_bytes;
         res->state_bytes = st.state_bytes;
         return r;
+}
+
+uint64_t qemu_checkpoint_bytes(void *vm)
+{
+        const struct qemu_vm *q = vm;
+        uint64_t ram = agent_space_allocated(q->mem_path);
+
+        /* Private RAM goes into a stream, then into the helper's RAM file: at least what the
+         * fork started from (its file, as allocated at boot: the link goes once it runs) twice;
+         * what it touched since shows in the stream's size (materialize checks again). */
+        return q->mem_private ? 2 * (ram > q->mem_bytes ? ram : q->mem_bytes) : ram;
 }
 
 int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,

@@ -65,15 +65,15 @@ static int write_vm_state(const struct qemu_vm *q)
         cleanup_free char *path = NULL, *text = NULL;
         json_t *j;
 
-        j = json_pack("{s:i, s:I, s:s, s:b, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, s:i, "
-                      "s:s?, s:s?, s:I}",
+        j = json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
+                      "s:i, s:s?, s:s?, s:I}",
                       "pid", (int)vmm_process_pid(q->proc), "startTime",
                       (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
-                      "memPrivate", q->mem_private, "kernel", q->kernel, "initrd", q->initrd,
-                      "disk", q->disk, "tap", q->tap, "mac", q->mac, "append", q->append, "vcpus",
-                      (int)q->vcpus, "memoryMiB", (int)q->memory_mib, "accel", q->accel,
-                      "consoleLog", q->console_log, "rootfs", q->rootfs, "jailUid",
-                      (json_int_t)q->jail_uid);
+                      "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes, "kernel",
+                      q->kernel, "initrd", q->initrd, "disk", q->disk, "tap", q->tap, "mac", q->mac,
+                      "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB", (int)q->memory_mib,
+                      "accel", q->accel, "consoleLog", q->console_log, "rootfs", q->rootfs,
+                      "jailUid", (json_int_t)q->jail_uid);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -95,6 +95,7 @@ static int dup_str(char **dst, const char *src)
 static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p, const char *mem)
 {
         q->mem_private = p->mem_private;
+        q->mem_bytes = p->mem_private && mem ? agent_space_allocated(mem) : 0;
         q->vcpus = p->vcpus;
         q->memory_mib = p->memory_mib;
         q->accel = p->accel;
@@ -341,6 +342,7 @@ static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **r
 static void read_vm_config(struct qemu_vm *q, json_t *j)
 {
         q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
+        q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
         q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
         q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));
         q->accel = (int)json_integer_value(json_object_get(j, "accel"));
@@ -524,6 +526,7 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .resume = qemu_resume,
         .exec = qemu_exec,
         .checkpoint = qemu_checkpoint,
+        .checkpoint_bytes = qemu_checkpoint_bytes,
         .snapshot_disk = qemu_snapshot_disk,
         .write_file = qemu_write_file,
         .read_file = qemu_read_file,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "agent/agent.h"
@@ -20,6 +21,8 @@ struct qemu_vm {
         char *console_log; /* the session's console log file (state dir) */
         char *rootfs;      /* the image's read-only root disk or NULL */
         bool mem_private;
+        uint64_t mem_bytes; /* private RAM: allocated bytes of its file at boot (a fork's links
+                             * go once it runs) */
         unsigned vcpus, memory_mib;
         int accel;
         uid_t jail_uid; /* QEMU's own uid (agent/jail.h), 0: not jailed */
@@ -32,4 +35,5 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                       struct fk_error *err);
 int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
                     struct agent_checkpoint_result *ret, struct fk_error *err);
+uint64_t qemu_checkpoint_bytes(void *vm);
 int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err);

@@ -228,11 +228,11 @@ static int rollback_once(struct fh_vm *vm, const char *ck, const char *tag, doub
                 return -errno;
         snprintf(src, sizeof(src), "%s/ram", ck);
         snprintf(dst, sizeof(dst), "%s/ram", rb);
-        r = vmm_sparse_copy(src, dst, NULL);
+        r = vmm_sparse_copy(src, dst, 0, NULL);
         snprintf(src, sizeof(src), "%s/state", ck);
         snprintf(dst, sizeof(dst), "%s/state", rb);
         if (r >= 0)
-                r = vmm_sparse_copy(src, dst, NULL);
+                r = vmm_sparse_copy(src, dst, 0, NULL);
         t1 = fk_now_mono_ns();
         if (r >= 0)
                 r = fh_vm_start(vm, workdir, tag, image, 256, rb, true, &err);

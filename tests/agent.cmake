@@ -28,6 +28,8 @@ fk_forkletd_test(agent-reads TIMEOUT 900)
 # Skips (77) unless scripts/build-image-debian.sh built build/images/debian (never in CI).
 fk_forkletd_test(agent-debian TIMEOUT 600)
 fk_forkletd_test(agent-resources TIMEOUT 900)
+# runDir and stateDir on tmpfs mounts of their own (cross-filesystem copies), stateDir filled.
+fk_forkletd_test(agent-enospc TIMEOUT 900)
 fk_forkletd_test(jail TIMEOUT 1200)
 fk_forkletd_test(agent-privileges TIMEOUT 1200)
 fk_forkletd_test(jail-kvm TIMEOUT 600)

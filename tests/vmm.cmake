@@ -11,6 +11,8 @@ if(CMOCKA_FOUND)
   fk_unit_test(vmm-accel-test SOURCES unit/vmm-accel-test.c LIBS fk_vmm)
   fk_unit_test(vmm-process-test SOURCES unit/vmm-process-test.c LIBS fk_vmm)
   fk_unit_test(vmm-console-test SOURCES unit/vmm-console-test.c LIBS fk_vmm)
+  # sparse copies: copy_file_range, the read/write fallback across filesystems, ENOSPC
+  fk_unit_test(vmm-copy-test SOURCES unit/vmm-copy-test.c LIBS fk_vmm)
 endif()
 
 # Integration: real QEMU (TCG) booting the kernel from FORKLET_TEST_KERNEL, the guest image or

@@ -64,51 +64,6 @@ static int wait_migration(struct qmp_client *qmp, unsigned timeout_ms, struct fk
         }
 }
 
-int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied)
-{
-        /* no symlink: the RAM file sits in a directory a jailed QEMU owns */
-        cleanup_close int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        cleanup_close int out = -1;
-        uint64_t copied = 0;
-        struct stat st;
-        off_t pos = 0;
-
-        if (in < 0 || fstat(in, &st) < 0)
-                return -errno;
-        out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (out < 0)
-                return -errno;
-        if (ftruncate(out, st.st_size) < 0)
-                return -errno;
-        while (pos < st.st_size) {
-                off_t data = lseek(in, pos, SEEK_DATA);
-                off_t hole;
-
-                if (data < 0)
-                        break; /* ENXIO: only a hole remains */
-                hole = lseek(in, data, SEEK_HOLE);
-                if (hole < 0)
-                        return -errno;
-                off_t off_in = data, off_out = data;
-                while (off_in < hole) {
-                        ssize_t k = copy_file_range(in, &off_in, out, &off_out,
-                                                    (size_t)(hole - off_in), 0);
-                        if (k < 0) {
-                                if (errno == EINTR)
-                                        continue;
-                                return -errno;
-                        }
-                        if (k == 0)
-                                return -EIO;
-                        copied += (uint64_t)k;
-                }
-                pos = hole;
-        }
-        if (ret_copied)
-                *ret_copied = copied;
-        return 0;
-}
-
 /* Migration through a file forkletd opens and hands to QEMU (getfd + "fd:"): a sandboxed QEMU
  * may neither spawn the "exec:cat" helper (-sandbox spawn=deny) nor open paths of ours. QEMU
  * 7.2 has no file: transport (8.2); fd: on a regular file works both ways. */
@@ -159,6 +114,7 @@ static int save_locked(struct qmp_client *qmp, const char *mem_path, const char 
                        struct fk_error *err)
 {
         cleanup_free char *state = NULL, *ram = NULL;
+        struct vmm_copy_stats copy = {0};
         struct stat st;
         int r;
 
@@ -167,9 +123,10 @@ static int save_locked(struct qmp_client *qmp, const char *mem_path, const char 
         r = migrate_file(qmp, "migrate", state, true, timeout_ms, err);
         if (r < 0)
                 return r;
-        r = vmm_sparse_copy(mem_path, ram, &stats->ram_bytes);
+        r = vmm_sparse_copy(mem_path, ram, 0, &copy);
         if (r < 0)
                 return fk_error_set(err, r, "copy RAM %s -> %s: %s", mem_path, ram, strerror(-r));
+        stats->ram_bytes = copy.written_bytes;
         if (stat(state, &st) < 0)
                 return fk_error_set(err, -errno, "device state %s missing", state);
         stats->state_bytes = (uint64_t)st.st_size;

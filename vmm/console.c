@@ -103,6 +103,18 @@ static int log_write(struct vmm_console *c, const char *data, size_t n)
         return 0;
 }
 
+/* After a failed write (a full disk): the output is dropped, as the guest's serial line must
+ * keep draining; the size follows the file again (part of the write may have landed). */
+static void log_recover(struct vmm_console *c)
+{
+        struct stat st;
+
+        if (c->log < 0)
+                (void)log_open(c);
+        else if (fstat(c->log, &st) == 0)
+                c->size = (size_t)st.st_size;
+}
+
 static void *console_thread(void *userdata)
 {
         struct vmm_console *c = userdata;
@@ -131,8 +143,10 @@ static void *console_thread(void *userdata)
                 n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
                 if (n < 0 && (errno == EINTR || errno == EAGAIN))
                         continue;
-                if (n <= 0 || log_write(c, buf, (size_t)n) < 0)
+                if (n <= 0)
                         break;
+                if (log_write(c, buf, (size_t)n) < 0)
+                        log_recover(c);
         }
         return NULL;
 }

@@ -235,8 +235,23 @@ int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char
  * share=off (copy-on-write), then resumes it when resume is true. */
 int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
                         struct fk_error *err);
-/* Copies src to a new file dst keeping holes (SEEK_DATA/SEEK_HOLE + copy_file_range). */
-int vmm_sparse_copy(const char *src, const char *dst, uint64_t *ret_copied);
+enum {
+        VMM_COPY_NO_OFFLOAD = 1 << 0, /* read/write only, no copy_file_range (tests) */
+};
+
+struct vmm_copy_stats {
+        uint64_t data_bytes;    /* in the source's data extents */
+        uint64_t written_bytes; /* written to dst (the fallback skips all-zero blocks) */
+        bool fallback;          /* copy_file_range refused (EXDEV...): read/write did it */
+};
+
+/* Copies src (not a symlink) to a new file dst (O_EXCL, 0600) keeping holes: each data extent
+ * (SEEK_DATA/SEEK_HOLE) through copy_file_range() and, once that is refused in this call (EXDEV
+ * between filesystems of different types since Linux 5.19, ENOSYS, EOPNOTSUPP, EINVAL), with
+ * pread/pwrite that skips all-zero blocks for the rest. On failure dst is removed. Returns 0
+ * or -errno from the failing call (-ENOSPC: dst's filesystem is full); ret may be NULL. Does
+ * not log. */
+int vmm_sparse_copy(const char *src, const char *dst, unsigned flags, struct vmm_copy_stats *ret);
 /* Migration to / from a file for a paused VM (fork materialize): save writes the stream to
  * path (ignore_shared: skip share=on RAM; off: the full RAM goes into the stream); load feeds
  * path into a QEMU started with incoming_defer (the capability must match the save). Both

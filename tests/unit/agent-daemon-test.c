@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon's reconcile behaviour with a fake VM backend and clock: QEMU exit, delete (also
  * while booting), restartPolicy back-off, boot failure, restart persistence and adoption, and
- * the manifest directory (multi-document files, rename, invalid files, removal). */
+ * the manifest directory (multi-document files, rename, invalid files, removal), and a failed
+ * store write that changes nothing in memory. */
 #include "agent-harness.h"
 
 static void test_delete_and_exit(void **state)
@@ -299,6 +300,54 @@ static void test_manifest_dir_watch(void **state)
         assert_true(session_becomes(e, "w2", 200));
 }
 
+static json_int_t generation_of(struct env *e)
+{
+        json_t *j = NULL;
+        json_int_t g;
+
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, &j),
+                         200);
+        g = json_integer_value(json_object_get(json_object_get(j, "metadata"), "generation"));
+        json_decref(j);
+        return g;
+}
+
+/* A store write that fails (here: session.json cannot be written) leaves memory as the disk
+ * says: no new session, no changed spec, no changed spec.state. */
+static void test_store_failure_undoes(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *sd = NULL, *store = NULL, *changed = NULL;
+        const char *at = strstr(hello_json, "\"hi\"");
+
+        assert_true(fk_asprintf(&sd, "%s/state/sessions/default.hello", e->dir) > 0);
+        assert_true(fk_asprintf(&store, "%s/session.json", sd) > 0);
+        assert_true(fk_asprintf(&changed, "%.*s\"changed\"%s", (int)(at - hello_json), hello_json,
+                                at + 4) > 0);
+        assert_int_equal(fk_write_file_atomic(sd, "x", 1, 0600), 0); /* the dir is a file */
+        assert_true(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL) >= 400);
+        assert_int_equal(
+                req(e, "GET", "/api/v1alpha1/namespaces/default/sessions/hello", NULL, NULL), 404);
+        assert_int_equal(e->d->n_sessions, 0);
+        assert_int_equal(unlink(sd), 0);
+
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
+        assert_int_equal(generation_of(e), 1);
+        assert_int_equal(unlink(store), 0);
+        assert_int_equal(mkdir(store, 0700), 0); /* rename onto it fails */
+        assert_true(req(e, "POST", "/api/v1alpha1/sessions", changed, NULL) >= 500);
+        assert_true(req(e, "POST", "/api/v1alpha1/namespaces/default/sessions/hello/stop", NULL,
+                        NULL) >= 500);
+        assert_int_equal(generation_of(e), 1);
+        pthread_mutex_lock(&e->d->lock);
+        assert_string_equal(e->d->sessions[0]->spec->env[0].value, "hi");
+        assert_int_equal(e->d->sessions[0]->spec->state, SESSION_STATE_RUNNING);
+        pthread_mutex_unlock(&e->d->lock);
+        assert_int_equal(rmdir(store), 0);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", changed, NULL), 200);
+        assert_int_equal(generation_of(e), 2);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -310,6 +359,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manifest_dir, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manifest_dir_watch, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_store_failure_undoes, setup, teardown),
         };
 
         signal(SIGPIPE, SIG_IGN);

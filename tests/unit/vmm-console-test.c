@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The console log reader against a unix socket standing in for QEMU's console chardev: the
  * size cap is exact, rotation keeps the newest bytes in order, a fresh boot rotates, adoption
- * appends, and a peer that closes or floods never hangs free(). */
+ * appends, a peer that closes or floods never hangs free(), and a full disk drops output
+ * without blocking QEMU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -126,6 +128,30 @@ static void test_cap_and_rotation(void **state)
         c = vmm_console_free(c);
 }
 
+/* A full disk (the log is /dev/full) drops output but keeps draining QEMU's socket: a reader
+ * that stopped would leave the guest's serial line blocked. */
+static void test_full_disk_keeps_draining(void **state)
+{
+        struct env *e = *state;
+        struct vmm_console *c = NULL;
+        struct fk_error err = {0};
+        struct timeval tv = {.tv_sec = 5};
+        static char data[4 << 20];
+        int peer;
+
+        memset(data, 'x', sizeof(data));
+        assert_int_equal(symlink("/dev/full", e->log), 0);
+        assert_int_equal(vmm_console_start(e->sock, e->log, 1 << 20, false, 1000, &c, &err), 0);
+        peer = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(peer >= 0);
+        assert_int_equal(setsockopt(peer, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+        /* far more than the socket buffers hold: only a reader that goes on lets it through */
+        assert_int_equal(fk_write_all(peer, data, sizeof(data)), 0);
+        close(peer);
+        c = vmm_console_free(c);
+        assert_int_equal(unlink(e->log), 0);
+}
+
 static void test_boot_rotates_adopt_appends(void **state)
 {
         struct env *e = *state;
@@ -194,6 +220,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_cap_and_rotation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_boot_rotates_adopt_appends, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_and_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_full_disk_keeps_draining, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

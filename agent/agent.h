@@ -615,7 +615,8 @@ void agent_fs_format(const struct agent_fs_info *fi, char *buf, size_t size);
  * "forklet-ram"; one left by an earlier start is kept); failing that, guest RAM stays on disk
  * with a warning. Returns 0, or -errno (logged) when the directory cannot be made. */
 int agent_runfs_setup(const struct node_config *cfg);
-/* At a clean shutdown or --decommission: unmounts forkletd's tmpfs on <runDir>/sessions
- * unless a process of this node still runs (VMs keep running across a restart). Logs what it
- * did. Returns 1 unmounted, 0 nothing to do or kept, -errno. */
+/* At forkletd's exit or --decommission: unmounts forkletd's tmpfs on <runDir>/sessions
+ * unless a process of this node still runs (VMs keep running across a restart) or a forkletd
+ * answers on the node's API socket. Logs what it did. Returns 1 unmounted, 0 nothing to do or
+ * kept, -errno. */
 int agent_runfs_release(const struct node_config *cfg);

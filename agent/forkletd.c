@@ -152,24 +152,15 @@ static int drop_privileges(const struct node_config *cfg)
         return 0;
 }
 
-static int run(const struct node_config *cfg, sigset_t *mask)
+static int serve(const struct node_config *cfg, enum vmm_accel accel, sigset_t *mask)
 {
         struct cg_manager *cg = NULL;
         struct agent_daemon *d = NULL;
         struct api_server *api = NULL;
         struct cluster_agent *cluster = NULL;
         struct fk_error err = {0};
-        enum vmm_accel accel;
         int r, sig = 0;
 
-        r = vmm_accel_resolve(accel_mode_to_string(cfg->accel), &accel, &err);
-        if (r < 0)
-                return log_error_errno(r, "accelerator: %s", err.msg);
-        log_info("node %s: accel %s, state %s, run %s, manifests %s", cfg->node_name,
-                 vmm_accel_to_string(accel), cfg->state_dir, cfg->run_dir, cfg->manifest_dir);
-        r = agent_runfs_setup(cfg);
-        if (r < 0)
-                return r;
         cg = open_cgroups(cfg);
         agent_cgroups_thaw_for_adoption(cg, cfg);
         r = agent_daemon_new(cfg, accel, &agent_vm_ops_qemu, &agent_clock_system, &d);
@@ -208,6 +199,25 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         api_server_stop(api);
         agent_daemon_free(d);
         cg_manager_free(cg);
+        return r;
+}
+
+static int run(const struct node_config *cfg, sigset_t *mask)
+{
+        struct fk_error err = {0};
+        enum vmm_accel accel;
+        int r;
+
+        r = vmm_accel_resolve(accel_mode_to_string(cfg->accel), &accel, &err);
+        if (r < 0)
+                return log_error_errno(r, "accelerator: %s", err.msg);
+        log_info("node %s: accel %s, state %s, run %s, manifests %s", cfg->node_name,
+                 vmm_accel_to_string(accel), cfg->state_dir, cfg->run_dir, cfg->manifest_dir);
+        r = agent_runfs_setup(cfg);
+        if (r < 0)
+                return r;
+        r = serve(cfg, accel, mask);
+        /* also after a failed start: its tmpfs, unless VMs of an earlier start run on it */
         (void)agent_runfs_release(cfg);
         return r;
 }

@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 
 #define RAM_SOURCE "forklet-ram"
 /* 100%: bounded by admission (capacity.reserveMemoryMiB), not by a tmpfs limit below RAM */
@@ -300,6 +302,20 @@ static pid_t node_process(const char *run_dir)
         return found;
 }
 
+/* A forkletd serves the node's API socket: the one a second forkletd on the same config
+ * failed to start beside, or one running during a --decommission. */
+static bool api_answers(const char *path)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        cleanup_close int fd = -1;
+
+        if (!path || strlen(path) >= sizeof(sa.sun_path))
+                return false;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return fd >= 0 && connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == 0;
+}
+
 int agent_runfs_release(const struct node_config *cfg)
 {
         cleanup_free char *dir = NULL;
@@ -316,6 +332,11 @@ int agent_runfs_release(const struct node_config *cfg)
         if (pid > 0) {
                 log_info("guest RAM %s: forkletd's tmpfs kept, VMs run on it (pid %d)", dir,
                          (int)pid);
+                return 0;
+        }
+        if (api_answers(cfg->api_socket)) {
+                log_info("guest RAM %s: forkletd's tmpfs kept, a forkletd serves %s", dir,
+                         cfg->api_socket);
                 return 0;
         }
         if (umount2(dir, UMOUNT_NOFOLLOW) < 0)

@@ -19,6 +19,7 @@
 set -u
 
 SRC=${FORKLET_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "${BASH_SOURCE[0]}")/mount-lib.sh"
 IMG=${IMG:-${FORKLET_IMAGE_DIR:-}}
 FK_TAG=${FK_TAG:-fork}
 FK_LAYOUT=${FK_LAYOUT:-tmpfs}
@@ -44,23 +45,6 @@ case $FK_LAYOUT in
 tmpfs | single) ;;
 *) fail "FK_LAYOUT=$FK_LAYOUT: use tmpfs (the default) or single" ;;
 esac
-
-# fk_unmount_under DIR: every mount at or below DIR, deepest first; a busy one is retried for
-# 5 s, then detached (lazy) so nothing of it outlives the test
-fk_unmount_under() {
-        local m i p
-        for i in $(seq 20); do
-                m=$(awk -v d="$1" '$5 == d || index($5, d "/") == 1 {print $5}' \
-                        /proc/self/mountinfo | sort -r)
-                [ -n "$m" ] || return 0
-                for p in $m; do umount "$p" 2>/dev/null; done
-                sleep 0.25
-        done
-        for p in $m; do
-                echo "WARNING: $p still busy, detaching it" >&2
-                umount -l "$p"
-        done
-}
 
 # The netns prefix forkletd uses for this node: "fk" + 24 bits of FNV-1a of stateDir + "-".
 netns_prefix() {
@@ -148,9 +132,7 @@ EOT
 }
 
 mkdir -p "$T/state" "$T/run" "$T/manifests"
-# 8G: a tmpfs holds only what is written (sparse guest RAM files, sockets, logs)
-[ "$FK_LAYOUT" = single ] || mount -t tmpfs -o mode=0755,size=8G "fk-test-run" "$T/run" ||
-        fail "mount a tmpfs on $T/run"
+[ "$FK_LAYOUT" = single ] || fk_run_tmpfs "$T/run" || fail "mount a tmpfs on $T/run"
 fk_node_config >"$T/node.yaml"
 export FORKLET_SOCKET=$T/run/api.sock
 

@@ -403,6 +403,9 @@ void agent_resources_status(struct agent_daemon *d, const struct agent_session *
 /* A changed size class on a running session (under d->lock): applies CPU, pids and io
  * live, sets the Resources condition (RestartRequired when vcpus or RAM differ). */
 void agent_resources_resize(struct agent_daemon *d, struct agent_session *s);
+/* True when pid is a process of the node whose runDir is run_dir: a QEMU forkletd started
+ * names "<run_dir>/sessions/" on its command line. Reads /proc/PID/cmdline; does not log. */
+bool agent_resources_pid_is_ours(pid_t pid, const char *run_dir);
 /* The capacity charge of s while admitted (forks re-measured by PSS). Under d->lock. */
 struct core_charge agent_session_charge(struct agent_daemon *d, const struct agent_session *s);
 /* The node's capacity now (under d->lock). */

@@ -36,8 +36,9 @@ static void usage(FILE *f)
                 "                         veths, NAT tables, leases) and exit; for "
                 "decommissioning\n"
                 "                         a node or cleaning up after tests, with its VMs gone\n"
-                "      --decommission     --remove-networks, and take back every file grant\n"
-                "                         the QEMU jail gave this node's sessions, then exit\n"
+                "      --decommission     --remove-networks, take back every file grant the\n"
+                "                         QEMU jail gave this node's sessions and unmount\n"
+                "                         forkletd's guest RAM tmpfs, then exit\n"
                 "  -h, --help             this text\n"
                 "      --version          print the version\n"
                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup error, 2 on usage errors.\n");
@@ -151,21 +152,15 @@ static int drop_privileges(const struct node_config *cfg)
         return 0;
 }
 
-static int run(const struct node_config *cfg, sigset_t *mask)
+static int serve(const struct node_config *cfg, enum vmm_accel accel, sigset_t *mask)
 {
         struct cg_manager *cg = NULL;
         struct agent_daemon *d = NULL;
         struct api_server *api = NULL;
         struct cluster_agent *cluster = NULL;
         struct fk_error err = {0};
-        enum vmm_accel accel;
         int r, sig = 0;
 
-        r = vmm_accel_resolve(accel_mode_to_string(cfg->accel), &accel, &err);
-        if (r < 0)
-                return log_error_errno(r, "accelerator: %s", err.msg);
-        log_info("node %s: accel %s, state %s, run %s, manifests %s", cfg->node_name,
-                 vmm_accel_to_string(accel), cfg->state_dir, cfg->run_dir, cfg->manifest_dir);
         cg = open_cgroups(cfg);
         agent_cgroups_thaw_for_adoption(cg, cfg);
         r = agent_daemon_new(cfg, accel, &agent_vm_ops_qemu, &agent_clock_system, &d);
@@ -207,11 +202,31 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         return r;
 }
 
+static int run(const struct node_config *cfg, sigset_t *mask)
+{
+        struct fk_error err = {0};
+        enum vmm_accel accel;
+        int r;
+
+        r = vmm_accel_resolve(accel_mode_to_string(cfg->accel), &accel, &err);
+        if (r < 0)
+                return log_error_errno(r, "accelerator: %s", err.msg);
+        log_info("node %s: accel %s, state %s, run %s, manifests %s", cfg->node_name,
+                 vmm_accel_to_string(accel), cfg->state_dir, cfg->run_dir, cfg->manifest_dir);
+        r = agent_runfs_setup(cfg);
+        if (r < 0)
+                return r;
+        r = serve(cfg, accel, mask);
+        /* also after a failed start: its tmpfs, unless VMs of an earlier start run on it */
+        (void)agent_runfs_release(cfg);
+        return r;
+}
+
 /* --remove-networks and --decommission: what a node leaves on the host once its VMs are gone. */
 static int remove_node_leftovers(const struct node_config *cfg, bool grants)
 {
         struct fk_error err = {0};
-        int r, k = 0;
+        int r, k = 0, m = 0;
 
         r = agent_net_ops_real.cleanup(cfg, NULL, &err);
         if (r < 0)
@@ -224,8 +239,9 @@ static int remove_node_leftovers(const struct node_config *cfg, bool grants)
                         log_error_errno(k, "take back the jail's file grants: %m");
                 else
                         log_info("took back the jail's file grants of %d session(s)", k);
+                m = agent_runfs_release(cfg);
         }
-        return r < 0 ? r : k < 0 ? k : 0;
+        return r < 0 ? r : k < 0 ? k : m < 0 ? m : 0;
 }
 
 int main(int argc, char **argv)

@@ -41,7 +41,7 @@ void agent_resources_limits(const struct node_config *cfg, const struct size_cla
 }
 
 /* A process of this node: a QEMU forkletd started has its run dir on the command line. */
-static bool pid_is_ours(pid_t pid, const char *run_dir)
+bool agent_resources_pid_is_ours(pid_t pid, const char *run_dir)
 {
         cleanup_free char *path = NULL, *cmd = NULL, *needle = NULL;
         size_t n = 0;
@@ -65,7 +65,7 @@ static pid_t foreign_pid(struct agent_daemon *d, const char *key)
         if (cg_pids(d->cg, key, &pids, &n, NULL) < 0)
                 return 0;
         for (size_t i = 0; i < n; i++)
-                if (!pid_is_ours(pids[i], d->cfg->run_dir))
+                if (!agent_resources_pid_is_ours(pids[i], d->cfg->run_dir))
                         return pids[i];
         return 0;
 }
@@ -113,7 +113,7 @@ static void kill_ours(struct agent_daemon *d, const char *key)
         if (cg_pids(d->cg, key, &pids, &n, NULL) < 0)
                 return;
         for (size_t i = 0; i < n; i++)
-                if (pid_is_ours(pids[i], d->cfg->run_dir))
+                if (agent_resources_pid_is_ours(pids[i], d->cfg->run_dir))
                         (void)kill(pids[i], SIGKILL);
 }
 

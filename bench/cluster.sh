@@ -27,6 +27,7 @@ cleanup() {
         for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
         kill_qemus
         cl_etcd_stop KILL
+        fk_unmount_under "$T"
         rm -rf "$T"
 }
 trap cleanup EXIT
@@ -35,8 +36,9 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # log time "HH:MM:SS.mmm" -> ms since midnight
 log_ms() { awk -F'[:. ]' '{ print (($1 * 60 + $2) * 60 + $3) * 1000 + $4 }'; }
 
-node_config() { # NAME DIR [ETCD]
+node_config() { # NAME DIR [ETCD]; runDir on a tmpfs, as /run on systemd hosts
         mkdir -p "$2/state" "$2/run" "$2/manifests"
+        fk_run_tmpfs "$2/run" || die "mount a tmpfs on $2/run"
         cat <<EOT
 apiVersion: forklet.dev/v1alpha1
 kind: NodeConfig

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,7 +116,8 @@ static int start_daemon(const char *forkletd)
 }
 
 /* Deletes every session, waits until they are gone, stops forkletd, kills any QEMU of ours
- * still left (its command line names our directory) and removes the directory. */
+ * still left (its command line names our directory), unmounts what forkletd left mounted and
+ * removes the directory. */
 static void teardown(void)
 {
         cleanup_free char *rundir = NULL;
@@ -175,6 +177,9 @@ static void teardown(void)
                 }
                 closedir(dp);
         }
+        /* forkletd's guest RAM tmpfs (runDir is on /tmp's disk), kept if a VM outlived it */
+        if (rundir)
+                (void)umount2(rundir, UMOUNT_NOFOLLOW);
         fk_rm_rf(dir);
 }
 

@@ -9,6 +9,9 @@ fk_integration_test(fork-engine COMMAND fork-engine-test TIMEOUT 900)
 # forkletd + CLI with real QEMU: workspace disk, checkpoints, fork, rollback, snapshots.
 fk_forkletd_test(fork-disk TIMEOUT 900)
 fk_forkletd_test(fork-agent TIMEOUT 1500)
+# The same with runDir and stateDir on one disk filesystem (fork-lib.sh's default puts runDir on
+# a tmpfs): forkletd mounts its own tmpfs for guest RAM, reused across its restart.
+fk_forkletd_test(fork-agent-single SCRIPT fork-agent.sh TIMEOUT 1500 ENV FK_LAYOUT=single)
 fk_forkletd_test(fork-snapshot TIMEOUT 1200)
 if(CMOCKA_FOUND)
   fk_unit_test(fork-cli-args-test SOURCES unit/fork-cli-args-test.c LIBS fk_cli)

@@ -73,6 +73,7 @@ for when in "$CK/ck_*" "$CK/ck_*/state"; do
         [ "$(settled crash)" = Running ] || fail "crash not Running after restart"
         [ "$(field crash pid)" = "$qpid" ] || fail "crash was rebooted ($(field crash pid) != $qpid)"
         [ "$(qemu_count default.crash)" = 1 ] || fail "duplicate QEMU for crash after restart"
+        fk_check_ram crash
         # not left stopped by the interrupted checkpoint: the guest answers
         timeout 60 "$FORKLET" exec crash -- true || fail "exec in crash after restart ($when)"
         for d in "$CK"/ck_*; do

@@ -28,6 +28,7 @@ out=$("$FORKLET" apply -f "$SRC/examples/hello.yaml") || fail "re-apply"
 pid=$(field hello pid)
 [ -n "$pid" ] && kill -0 "$pid" || fail "status.vm.pid '$pid' is not alive"
 [ "$(field hello phase)" = Running ] || fail "phase is not Running"
+fk_check_ram hello
 "$FORKLET" get session hello -o json | grep -q '"observedGeneration": 1' || fail "observedGeneration"
 "$FORKLET" get session hello -o yaml | grep -q "phase: Running" || fail "get -o yaml"
 "$FORKLET" describe hello | grep -Eq "^Phase: +Running" || fail "describe"
@@ -57,6 +58,7 @@ kill -0 "$pid" || fail "QEMU died with forkletd"
 start_daemon
 "$FORKLET" wait hello --for=Running --timeout=30 || fail "hello not Running after restart"
 [ "$(field hello pid)" = "$pid" ] || fail "restart started a second VM"
+fk_check_ram hello
 out=$("$FORKLET" exec hello -- echo again) || fail "exec after restart"
 [ "$out" = again ] || fail "exec after restart printed '$out'"
 

@@ -54,6 +54,7 @@ cleanup() {
         for n in a b bad; do
                 rmdir /sys/fs/cgroup/*/forklet-tls$$-$n /sys/fs/cgroup/forklet-tls$$-$n 2>/dev/null
         done
+        fk_unmount_under "$T"
         rm -rf "$T"
         return 0
 }
@@ -85,9 +86,12 @@ cl_etcd_init && cl_etcd_start || fail "etcd did not start"
 total=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024))
 mkdir -p images && : >images/vmlinuz && : >images/initrd.img
 # node_config NAME API_YAML: admission refuses every session (allocatable 200 MiB), so placed
-# sessions stay Pending on the node and nothing boots.
+# sessions stay Pending on the node and nothing boots. runDir on a tmpfs (as /run on a systemd
+# host), but "bad"'s on disk: forkletd mounts its own tmpfs there and must take it back when
+# it refuses to start after that.
 node_config() {
         mkdir -p "$T/$1/state" "$T/$1/run" "$T/$1/manifests"
+        [ "$1" = bad ] || fk_run_tmpfs "$T/$1/run" || fail "mount a tmpfs on $T/$1/run"
         cat >"$T/$1.yaml" <<EOT
 apiVersion: forklet.dev/v1alpha1
 kind: NodeConfig
@@ -122,6 +126,15 @@ node_config bad "listen: \"$A:$PORT\", tokenFile: $T/token, tlsCert: $T/a.pem, t
 timeout 20 "$FORKLETD" --config "$T/bad.yaml" >"$T/refuse.out" 2>&1 && fail "group-readable key accepted"
 grep -q "api.tlsKey $T/loose.key: a private key must not be readable by group or others" \
         "$T/refuse.out" || fail "key mode refusal: $(cat "$T/refuse.out")"
+# refused after it set up the run dir: forkletd's own guest RAM tmpfs (bad's runDir is on disk)
+# is unmounted again
+if [ "$(findmnt -n -o FSTYPE -T "$T/bad/run")" != tmpfs ]; then
+        grep -q "guest RAM $T/bad/run/sessions: tmpfs (memory, forklet-ram on " "$T/refuse.out" ||
+                fail "refused forkletd did not mount its guest RAM tmpfs: $(cat "$T/refuse.out")"
+        grep -q "guest RAM $T/bad/run/sessions: forkletd's tmpfs unmounted" "$T/refuse.out" ||
+                fail "refused forkletd did not say it unmounted: $(cat "$T/refuse.out")"
+        grep -q " $T/bad/" /proc/self/mountinfo && fail "refused forkletd left its tmpfs mounted"
+fi
 rm -f "$T/bad.yaml"
 echo "ok: refused a plain non-loopback listener and a group-readable key"
 

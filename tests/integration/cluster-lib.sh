@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 # Shared by the cluster integration tests and bench/cluster.sh (sourced, not run): a private
 # etcd on free loopback ports under $T, killed by PID; etcdctl wrappers; bounded waits.
-# Needs: T (a directory the caller owns and removes), etcd + etcdctl + jq.
+# Needs: T (a directory the caller owns and removes), etcd + etcdctl + jq. Brings mount-lib.sh
+# (fk_run_tmpfs for a node's runDir, fk_unmount_under for the cleanup).
+. "$(dirname "${BASH_SOURCE[0]}")/mount-lib.sh"
 
 CL_ETCD_PID=
 export ETCDCTL_API=3

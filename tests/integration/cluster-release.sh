@@ -35,6 +35,7 @@ cleanup() {
         [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
         cl_etcd_stop KILL
         [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --remove-networks >/dev/null 2>&1
+        fk_unmount_under "$T"
         rm -rf "$T"
         rmdir /sys/fs/cgroup/*/$CG /sys/fs/cgroup/$CG 2>/dev/null
         return 0
@@ -46,6 +47,7 @@ export FORKLET_ETCD=$CL_ETCD_URL FORKLET_ETCD_PREFIX=$P
 # allocatable = MemTotal - reserve = 200 MiB: less than one small (256 + 64 overhead)
 total=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024))
 mkdir -p "$T/state" "$T/run" "$T/manifests" "$T/images"
+fk_run_tmpfs "$T/run" || fail "mount a tmpfs on $T/run" # as /run on systemd hosts
 : >"$T/images/vmlinuz"
 : >"$T/images/initrd.img"
 cat >"$T/node.yaml" <<EOT

@@ -55,6 +55,7 @@ cleanup() {
         for f in "$T"/n*.yaml; do
                 [ -f "$f" ] && "$FORKLETD" --config "$f" --decommission >/dev/null 2>&1
         done
+        fk_unmount_under "$T"
         rm -rf "$T"
         # each node's cgroup parent (and session cgroups a killed node left), children first
         for _ in $(seq 40); do
@@ -72,6 +73,7 @@ export FORKLET_ETCD=$CL_ETCD_URL FORKLET_ETCD_PREFIX=$P
 MAX=$(((N + 2) / 3 + 1))
 for i in 1 2 3; do
         mkdir -p "$T/n$i/state" "$T/n$i/run" "$T/n$i/manifests"
+        fk_run_tmpfs "$T/n$i/run" || fail "mount a tmpfs on $T/n$i/run" # as /run on systemd hosts
         cat >"$T/n$i.yaml" <<EOT
 apiVersion: forklet.dev/v1alpha1
 kind: NodeConfig

@@ -27,6 +27,7 @@ session web \
         'lifecycle: {afterStart: ["sh", "-c", "mkdir -p /workspace/www && head -c 4900 /dev/urandom | base64 > /workspace/www/index.html && httpd -p 8080 -h /workspace/www"]}' \
         'checkpoints: [{name: ready}]'
 "$FORKLET" wait web --for=Running --timeout=240 || fail "web not Running"
+fk_check_ram web
 for _ in $(seq 240); do
         "$FORKLET" checkpoint list web | grep -q " ready " && break
         sleep 0.5
@@ -104,6 +105,7 @@ t0=$(date +%s%N)
 echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
 check_server web "$pid" "$sum"
 [ "$(field web phase)" = Running ] || fail "web not Running after rollback"
+fk_check_ram web
 [ "$(field web pid)" != "$qemu_before" ] || fail "rollback kept the old QEMU"
 [ "$(field web netns)" = "$ns_before" ] || fail "rollback changed the netns ($ns_before -> $(field web netns))"
 id=$(field web forkId)
@@ -120,6 +122,8 @@ start_daemon
 "$FORKLET" wait web-fork-1 --for=Running --timeout=60 || fail "web-fork-1 not adopted"
 [ "$(field web-fork-1 pid)" = "$qpid" ] || fail "restart booted web-fork-1 again"
 [ "$(gsh web-fork-1 'echo $FORKLET_FORK_ID')" = "$id" ] || fail "fork id lost across restart"
+fk_check_ram web
+gsh web "$GET_STATUS" | grep -q " 200 " || fail "web does not serve after the restart"
 
 # ---- layers: delete refused while forks depend on a checkpoint ---------------------------------
 out=$("$FORKLET" checkpoint delete web "$ck" 2>&1) && fail "deleted a checkpoint forks depend on"

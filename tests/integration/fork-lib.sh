@@ -3,20 +3,26 @@
 # Shared by the forkletd + forklet integration tests (agent-*, fork-*, net-forkletd, jail): a temp
 # node (state/run/manifest dirs under a per-PID /tmp dir, its own cgroup parent), forkletd
 # start/stop, teardown of everything the test's forkletd made even on failure (EXIT trap: QEMUs,
-# netns, cgroups, session networks, files), and small session/status helpers.
+# netns, cgroups, session networks, mounts, files), and small session/status helpers.
+# The layout is a stock systemd host's: runDir on a tmpfs this file mounts on $T/run (guest RAM
+# files live there), stateDir on the disk filesystem of /tmp. FK_LAYOUT=single keeps both on
+# /tmp's filesystem (forkletd then mounts its own tmpfs for guest RAM on $T/run/sessions).
 # Source it after setting FORKLETD, FORKLET. It sets SRC, IMG, T, FK_CGROUP, DPID, writes
 # $T/node.yaml and exports FORKLET_SOCKET. Hooks, all optional, set before sourcing:
 #   FK_TAG          names T=/tmp/fk-TAG-PID and the cgroup parent fk-test-TAG-PID (default fork)
 #   IMG             the image dir (default $FORKLET_IMAGE_DIR)
 #   FK_IMAGE_FILES  files IMG must hold, else skip (default "vmlinuz workspace.img")
 #   FK_IMAGE_HINT   how to build the image, for the skip message
+#   FK_LAYOUT       tmpfs (default: runDir on a tmpfs, stateDir on disk) or single (one disk fs)
 # After sourcing: change FK_API, FK_CLASSES, FK_IMAGES and write `fk_node_config [LINE...]
 # >"$T/node.yaml"` again for another node config; define fk_cleanup_extra for more teardown.
 set -u
 
 SRC=${FORKLET_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "${BASH_SOURCE[0]}")/mount-lib.sh"
 IMG=${IMG:-${FORKLET_IMAGE_DIR:-}}
 FK_TAG=${FK_TAG:-fork}
+FK_LAYOUT=${FK_LAYOUT:-tmpfs}
 T=/tmp/fk-$FK_TAG-$$
 FK_CGROUP=fk-test-$FK_TAG-$$
 DPID=
@@ -35,6 +41,10 @@ for f in ${FK_IMAGE_FILES:-vmlinuz workspace.img}; do
 done
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 command -v qemu-img >/dev/null || skip "qemu-img not installed"
+case $FK_LAYOUT in
+tmpfs | single) ;;
+*) fail "FK_LAYOUT=$FK_LAYOUT: use tmpfs (the default) or single" ;;
+esac
 
 # The netns prefix forkletd uses for this node: "fk" + 24 bits of FNV-1a of stateDir + "-".
 netns_prefix() {
@@ -89,8 +99,10 @@ fk_cleanup() {
         done
         # the session networks forkletd made for this node (netns, host veths, NAT tables) and
         # the jail's grants on host files (/dev/net/tun, /dev/kvm) of sessions never deleted
+        # (and forkletd's own guest RAM tmpfs, in the single layout)
         [ -f "$T/node.yaml" ] && "$FORKLETD" --config "$T/node.yaml" --decommission >/dev/null 2>&1
-        [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
+        fk_unmount_under "$T"
+        [ -n "${FORKLET_TEST_KEEP:-}" ] && echo "kept $T (not the run dir's tmpfs)" >&2 || rm -rf "$T"
 }
 trap fk_cleanup EXIT
 
@@ -120,6 +132,7 @@ EOT
 }
 
 mkdir -p "$T/state" "$T/run" "$T/manifests"
+[ "$FK_LAYOUT" = single ] || fk_run_tmpfs "$T/run" || fail "mount a tmpfs on $T/run"
 fk_node_config >"$T/node.yaml"
 export FORKLET_SOCKET=$T/run/api.sock
 
@@ -127,11 +140,43 @@ start_daemon() {
         "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
         DPID=$!
         for _ in $(seq 100); do
-                "$FORKLET" get sessions >/dev/null 2>&1 && return 0
+                "$FORKLET" get sessions >/dev/null 2>&1 && { fk_check_start_log; return 0; }
                 kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
                 sleep 0.1
         done
         fail "forkletd did not answer on $FORKLET_SOCKET within 10 s"
+}
+
+# The last start's log names the filesystems of runDir, stateDir and guest RAM, and guest RAM is
+# on a tmpfs: the harness's (runDir) or, with runDir on disk, forkletd's own on $T/run/sessions.
+fk_check_start_log() {
+        local log disk ram
+        log=$(awk '/: node .*: accel /{b=""} {b=b $0 "\n"} END{printf "%s", b}' "$T/forkletd.log")
+        disk=$(findmnt -n -o FSTYPE -T "$T/state") || fail "findmnt $T/state"
+        echo "$log" | grep -q ": stateDir $T/state: $disk (" ||
+                fail "start log does not name stateDir's filesystem ($disk)"
+        if [ "$FK_LAYOUT" = single ] && [ "$disk" != tmpfs ]; then
+                echo "$log" | grep -q ": runDir $T/run: $disk (disk, " ||
+                        fail "start log does not name runDir's filesystem ($disk, disk)"
+                ram="forklet-ram on $T/run/sessions, "
+        else
+                echo "$log" | grep -q ": runDir $T/run: tmpfs (memory, " ||
+                        fail "start log does not name runDir's filesystem (tmpfs, memory)"
+                ram="[^ ]* on $T/run, "
+                [ "$FK_LAYOUT" = single ] && ram="[^ ]* on " # /tmp itself is a tmpfs here
+        fi
+        echo "$log" | grep -q ": guest RAM $T/run/sessions: tmpfs (memory, $ram" ||
+                fail "start log: guest RAM not on the expected tmpfs ($ram)"
+}
+
+# fk_check_ram NAME: the RAM file of the running session NAME (memPath in its vm.json, a booted
+# or rolled back VM: a fork maps its checkpoint's copy-on-write) is on a tmpfs under $T/run
+fk_check_ram() {
+        local vm=$T/run/sessions/default.$1/vm.json mem
+        mem=$(sed -n 's/^ *"memPath": *"\([^"]*\)",*$/\1/p' "$vm" 2>/dev/null)
+        [ -n "$mem" ] || fail "$1: no memPath in $vm"
+        case $mem in "$T/run/sessions/default.$1/"*) ;; *) fail "$1: RAM file $mem not in its run dir" ;; esac
+        [ "$(stat -f -c %T "$mem")" = tmpfs ] || fail "$1: RAM file $mem on $(stat -f -c %T "$mem")"
 }
 
 stop_daemon() {

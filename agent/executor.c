@@ -280,6 +280,14 @@ static void job_boot(struct job *j)
         p.restore_dir = j->restore.ck_dir;
         p.mem_private = j->restore.private_ram;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;
+        /* guest RAM shared with a file in runDir grows into it: on a full tmpfs the guest dies
+         * of SIGBUS, so it must fit before the boot (a fork's private RAM does not write it) */
+        if (r >= 0 && !p.mem_private)
+                r = agent_space_check(j->run_dir, "runDir",
+                                      (uint64_t)p.memory_mib * 1024 * 1024 -
+                                              FK_MIN((uint64_t)p.memory_mib * 1024 * 1024,
+                                                     mem ? agent_space_allocated(mem) : 0),
+                                      "boot", &err);
         if (r >= 0 && d->net_ops && !j->net)
                 r = d->net_ops->setup(d->cfg, j->key, j->spec, &j->net, &err);
         if (r >= 0 && j->net)

@@ -192,4 +192,17 @@ start_daemon
 alive "a restart"
 nothing_partial "a restart"
 "$FORKLET" audit verify >/dev/null || fail "audit log broken by the full stateDir"
+
+# ---- a runDir tmpfs too small for a new guest's RAM: refused before QEMU starts (a guest
+# whose RAM file cannot grow dies of SIGBUS), the running ones untouched ----------------------
+used=$((($(stat -f -c %b "$T/run") - $(stat -f -c %f "$T/run")) * $(stat -f -c %S "$T/run") / 1048576))
+mount -o remount,size=$((used + 64))m "$T/run" || fail "shrink the runDir tmpfs"
+session_yaml tiny
+"$FORKLET" apply -f "$T/tiny.yaml" >/dev/null || fail "apply tiny"
+for _ in $(seq 60); do [ "$(field tiny phase)" = Failed ] && break; sleep 0.5; done
+"$FORKLET" describe tiny | grep -q 'no space left on the device holding runDir' ||
+        fail "a boot into a full runDir is not refused with the runDir message"
+alive "a refused boot"
+mount -o remount,size=8g "$T/run" || fail "grow the runDir tmpfs"
+"$FORKLET" delete tiny >/dev/null
 echo "PASS: agent-enospc"

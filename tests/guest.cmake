@@ -8,6 +8,9 @@ if(CMOCKA_FOUND)
   # The real agent binary in its local test mode (--listen), against the real client.
   fk_unit_test(guest-agent-local SOURCES unit/guest-agent-local.c LIBS fk_vmm)
   add_dependencies(guest-agent-local forklet-agent)
+  # forklet-tools: parsers, the /proc matcher on a fake tree, then the real binary on the host.
+  fk_unit_test(guest-tools-test SOURCES unit/guest-tools-test.c LIBS fk_guest_tools)
+  add_dependencies(guest-tools-test forklet-tools)
 endif()
 
 add_executable(guest-driver integration/guest-driver.c)

@@ -19,4 +19,7 @@ fk_integration_test(guest-boot
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-boot.sh $<TARGET_FILE:guest-driver>
   TIMEOUT 300)
 fk_integration_test(guest-image
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-image.sh TIMEOUT 120)
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-image.sh TIMEOUT 300)
+# The default image's tools in a real guest (wget by name through the session resolver, pgrep,
+# timeout, nc, ip, tar/gzip, vi): netns fake internet, root.
+fk_forkletd_test(guest-tools TIMEOUT 900)

@@ -39,7 +39,7 @@ static void test_duration(void **state)
         assert_int_equal(gt_parse_duration("0", &ms), 0);
         assert_int_equal(ms, 0);
         for (const char *const *bad = (const char *const[]){"", "-1", "+1", " 1", "1x", "1ss",
-                                                             "inf", "nan", "s", "1e30", NULL};
+                                                            "inf", "nan", "s", "1e30", NULL};
              *bad; bad++)
                 assert_int_equal(gt_parse_duration(*bad, &ms), -EINVAL);
 }
@@ -89,7 +89,8 @@ static void test_wget_args(void **state)
 {
         (void)state;
         expect_wget((const char *[]){"-q", "-O-", "http://h/", NULL}, "wget -q -O- http://h/", -1);
-        expect_wget((const char *[]){"-T", "5", "-q", "http://h/", NULL}, "wget -q http://h/", 5000);
+        expect_wget((const char *[]){"-T", "5", "-q", "http://h/", NULL}, "wget -q http://h/",
+                    5000);
         expect_wget((const char *[]){"-T5", "http://h/", NULL}, "wget http://h/", 5000);
         expect_wget((const char *[]){"-qT", "2", "-O-", "u", NULL}, "wget -q -O- u", 2000);
         expect_wget((const char *[]){"-qST3", "u", NULL}, "wget -qS u", 3000);
@@ -121,8 +122,8 @@ static void test_wget_args_bad(void **state)
 static void test_pgrep_parse(void **state)
 {
         char *a1[] = {(char *)"pkill", (char *)"-KILL", (char *)"-f", (char *)"sleep 9", NULL};
-        char *a2[] = {(char *)"pgrep", (char *)"-x", (char *)"-P", (char *)"1,7", (char *)"sh",
-                      NULL};
+        char *a2[] = {(char *)"pgrep", (char *)"-x", (char *)"-P",
+                      (char *)"1,7",   (char *)"sh", NULL};
         char *a3[] = {(char *)"pgrep", (char *)"a", (char *)"b", NULL};
         char *a4[] = {(char *)"pgrep", (char *)"-n", (char *)"-o", (char *)"x", NULL};
         char *a5[] = {(char *)"pgrep", NULL};
@@ -210,7 +211,8 @@ static void test_pgrep_fake_proc(void **state)
         char out[512], cmd[600];
         char *a1[] = {(char *)"pgrep", (char *)"sleep", NULL};
         char *a2[] = {(char *)"pgrep", (char *)"-f", (char *)"sleep 30", NULL};
-        char *a3[] = {(char *)"pgrep", (char *)"-l", (char *)"-x", (char *)"my [(]odd[)] name", NULL};
+        char *a3[] = {(char *)"pgrep", (char *)"-l", (char *)"-x", (char *)"my [(]odd[)] name",
+                      NULL};
         char *a4[] = {(char *)"pgrep", (char *)"-n", (char *)"sleep", NULL};
         char *a5[] = {(char *)"pgrep", (char *)"-o", (char *)"-d,", (char *)"sleep", NULL};
         char *a6[] = {(char *)"pgrep", (char *)"-P", (char *)"10", NULL};
@@ -222,8 +224,14 @@ static void test_pgrep_fake_proc(void **state)
 
         (void)state;
         fake_proc(root, 10, "sh", 1, 100, "sh\0-c\0x\0", 9);
-        fake_proc(root, 11, "sleep", 10, 200, "sleep\0" "30\0", 9);
-        fake_proc(root, 12, "sleep", 10, 300, "sleep\0" "60\0", 9);
+        fake_proc(root, 11, "sleep", 10, 200,
+                  "sleep\0"
+                  "30\0",
+                  9);
+        fake_proc(root, 12, "sleep", 10, 300,
+                  "sleep\0"
+                  "60\0",
+                  9);
         fake_proc(root, 13, "my (odd) name", 1, 50, "odd\0", 4);
         fake_proc(root, 14, "kworker/0:1", 2, 10, "", 0);
         snprintf(cmd, sizeof(cmd), "%s/self", root);
@@ -308,8 +316,10 @@ static void test_real_binary(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_duration),       cmocka_unit_test(test_signal),
-                cmocka_unit_test(test_wget_args),      cmocka_unit_test(test_wget_args_bad),
+                cmocka_unit_test(test_duration),
+                cmocka_unit_test(test_signal),
+                cmocka_unit_test(test_wget_args),
+                cmocka_unit_test(test_wget_args_bad),
                 cmocka_unit_test(test_pgrep_parse),
                 cmocka_unit_test_setup_teardown(test_pgrep_fake_proc, fake_tree_setup,
                                                 fake_tree_teardown),

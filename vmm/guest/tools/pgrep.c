@@ -51,17 +51,78 @@ static bool leading_signal(int argc, char **argv, int *ret_sig)
         return gt_parse_signal(a + 1, ret_sig) == 0;
 }
 
+/* The flags: one bool each. */
+static bool *flag_of(struct gt_pgrep_opts *o, int c)
+{
+        switch (c) {
+        case 'f':
+                return &o->full;
+        case 'x':
+                return &o->exact;
+        case 'v':
+                return &o->invert;
+        case 'n':
+                return &o->newest;
+        case 'o':
+                return &o->oldest;
+        case 'c':
+                return &o->count;
+        case 'l':
+                return &o->list_name;
+        case 'a':
+                return &o->list_full;
+        case 'i':
+                return &o->icase;
+        default:
+                return NULL;
+        }
+}
+
+/* One option from getopt_long; 0 or -EINVAL with the message in err. */
+static int apply_opt(int c, char **argv, bool kill_mode, struct gt_pgrep_opts *o, char *err,
+                     size_t errlen)
+{
+        bool *flag = flag_of(o, c);
+
+        if (flag) {
+                *flag = true;
+                return 0;
+        }
+        if (c == 'd') {
+                o->delim = optarg;
+                return 0;
+        }
+        if (c == 's' && kill_mode && gt_parse_signal(optarg, &o->signal) == 0)
+                return 0;
+        if (c == 'P' && parse_ppids(optarg, o) == 0)
+                return 0;
+        if (c == 's')
+                snprintf(err, errlen, "unknown signal '%s'", optarg);
+        else if (c == 'P')
+                snprintf(err, errlen, "-P: bad parent PID list '%s'", optarg);
+        else if (c == ':')
+                snprintf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+        else
+                snprintf(err, errlen, "unknown option '%s'", argv[optind - 1]);
+        return -EINVAL;
+}
+
 int gt_pgrep_parse(int argc, char **argv, bool kill_mode, struct gt_pgrep_opts *ret, char *err,
                    size_t errlen)
 {
-        static const struct option longopts[] = {
-                {"signal", required_argument, NULL, 's'}, {"full", no_argument, NULL, 'f'},
-                {"exact", no_argument, NULL, 'x'},        {"inverse", no_argument, NULL, 'v'},
-                {"newest", no_argument, NULL, 'n'},       {"oldest", no_argument, NULL, 'o'},
-                {"count", no_argument, NULL, 'c'},        {"list-name", no_argument, NULL, 'l'},
-                {"list-full", no_argument, NULL, 'a'},    {"delimiter", required_argument, NULL, 'd'},
-                {"parent", required_argument, NULL, 'P'}, {"ignore-case", no_argument, NULL, 'i'},
-                {NULL, 0, NULL, 0}};
+        static const struct option longopts[] = {{"signal", required_argument, NULL, 's'},
+                                                 {"full", no_argument, NULL, 'f'},
+                                                 {"exact", no_argument, NULL, 'x'},
+                                                 {"inverse", no_argument, NULL, 'v'},
+                                                 {"newest", no_argument, NULL, 'n'},
+                                                 {"oldest", no_argument, NULL, 'o'},
+                                                 {"count", no_argument, NULL, 'c'},
+                                                 {"list-name", no_argument, NULL, 'l'},
+                                                 {"list-full", no_argument, NULL, 'a'},
+                                                 {"delimiter", required_argument, NULL, 'd'},
+                                                 {"parent", required_argument, NULL, 'P'},
+                                                 {"ignore-case", no_argument, NULL, 'i'},
+                                                 {NULL, 0, NULL, 0}};
         struct gt_pgrep_opts o = {.delim = "\n", .self = getpid(), .signal = SIGTERM};
         int c, first = 1;
 
@@ -73,39 +134,10 @@ int gt_pgrep_parse(int argc, char **argv, bool kill_mode, struct gt_pgrep_opts *
         argv += first - 1;
         optind = 0; /* 0: glibc resets its whole state (a caller may parse twice) */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, kill_mode ? ":s:fxvnocliP:" : ":fxvnoclad:iP:", longopts,
-                                NULL)) != -1) {
-                switch (c) {
-                case 's':
-                        if (!kill_mode || gt_parse_signal(optarg, &o.signal) < 0) {
-                                snprintf(err, errlen, "unknown signal '%s'", optarg);
-                                return -EINVAL;
-                        }
-                        break;
-                case 'f': o.full = true; break;
-                case 'x': o.exact = true; break;
-                case 'v': o.invert = true; break;
-                case 'n': o.newest = true; break;
-                case 'o': o.oldest = true; break;
-                case 'c': o.count = true; break;
-                case 'l': o.list_name = true; break;
-                case 'a': o.list_full = true; break;
-                case 'i': o.icase = true; break;
-                case 'd': o.delim = optarg; break;
-                case 'P':
-                        if (parse_ppids(optarg, &o) < 0) {
-                                snprintf(err, errlen, "-P: bad parent PID list '%s'", optarg);
-                                return -EINVAL;
-                        }
-                        break;
-                case ':':
-                        snprintf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+        while ((c = getopt_long(argc, argv, kill_mode ? ":s:fxvnocliP:" : ":fxvnoclad:iP:",
+                                longopts, NULL)) != -1)
+                if (apply_opt(c, argv, kill_mode, &o, err, errlen) < 0)
                         return -EINVAL;
-                default:
-                        snprintf(err, errlen, "unknown option '%s'", argv[optind - 1]);
-                        return -EINVAL;
-                }
-        }
         if (o.newest && o.oldest) {
                 snprintf(err, errlen, "-n and -o exclude each other");
                 return -EINVAL;
@@ -167,8 +199,8 @@ static int compile(const struct gt_pgrep_opts *o, regex_t *re, FILE *err)
 }
 
 /* Every selected process, or with -n/-o the newest/oldest one only. */
-static int collect(const struct gt_pgrep_opts *o, const regex_t *re, int procfd,
-                   struct match **ret, size_t *ret_n)
+static int collect(const struct gt_pgrep_opts *o, const regex_t *re, int procfd, struct match **ret,
+                   size_t *ret_n)
 {
         DIR *d = fdopendir(dup(procfd));
         struct match *m = NULL;

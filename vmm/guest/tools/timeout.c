@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define USAGE                                                                                      \
-        "usage: timeout [-s SIGNAL] [-k DURATION] [-v] [--preserve-status] [--foreground] "       \
+        "usage: timeout [-s SIGNAL] [-k DURATION] [-v] [--preserve-status] [--foreground] "        \
         "DURATION COMMAND [ARG]...\n"                                                              \
         "DURATION: a number with an optional s, m, h or d suffix; 0 disables the timeout"
 
@@ -44,16 +44,23 @@ static int parse(int argc, char **argv, struct timeout_opts *o)
                 switch (c) {
                 case 's':
                         if (gt_parse_signal(optarg, &o->sig) < 0)
-                                return fprintf(stderr, "timeout: unknown signal '%s'\n", optarg), -1;
+                                return fprintf(stderr, "timeout: unknown signal '%s'\n", optarg),
+                                       -1;
                         break;
                 case 'k':
                         if (gt_parse_duration(optarg, &o->kill_after_ms) < 0)
                                 return fprintf(stderr, "timeout: bad -k duration '%s'\n", optarg),
                                        -1;
                         break;
-                case 'p': o->preserve = true; break;
-                case 'f': o->foreground = true; break;
-                case 'v': o->verbose = true; break;
+                case 'p':
+                        o->preserve = true;
+                        break;
+                case 'f':
+                        o->foreground = true;
+                        break;
+                case 'v':
+                        o->verbose = true;
+                        break;
                 case ':':
                         return fprintf(stderr, "timeout: option '%s' needs a value\n",
                                        argv[optind - 1]),
@@ -86,8 +93,8 @@ static void send_sig(const struct timeout_opts *o, pid_t pid, int sig)
         sigset_t self;
 
         if (o->verbose)
-                fprintf(stderr, "timeout: sending signal %s to command '%s'\n",
-                        gt_signal_name(sig), o->cmd[0]);
+                fprintf(stderr, "timeout: sending signal %s to command '%s'\n", gt_signal_name(sig),
+                        o->cmd[0]);
         kill(pid, sig);
         if (o->foreground)
                 return;
@@ -114,8 +121,7 @@ static pid_t spawn(const struct timeout_opts *o, const sigset_t *oldmask)
 }
 
 /* Waits for the command; returns its wait status, *timed_out set when our deadline fired. */
-static int supervise(const struct timeout_opts *o, pid_t pid, const sigset_t *set,
-                     bool *timed_out)
+static int supervise(const struct timeout_opts *o, pid_t pid, const sigset_t *set, bool *timed_out)
 {
         long long deadline = o->duration_ms ? now_ms() + o->duration_ms : -1;
         bool killing = false;
@@ -135,8 +141,7 @@ static int supervise(const struct timeout_opts *o, pid_t pid, const sigset_t *se
                 if (sig < 0 && errno == EAGAIN) {
                         *timed_out = true;
                         send_sig(o, pid, killing ? SIGKILL : o->sig);
-                        deadline = !killing && o->kill_after_ms ? now_ms() + o->kill_after_ms
-                                                                 : -1;
+                        deadline = !killing && o->kill_after_ms ? now_ms() + o->kill_after_ms : -1;
                         killing = true;
                 } else if (sig == SIGCHLD) {
                         pid_t r = waitpid(pid, &status, WNOHANG);

@@ -125,7 +125,8 @@ static int parse_stat(const char *buf, struct gt_proc *p)
         memcpy(p->comm, open + 1, n);
         p->comm[n] = '\0';
         if (sscanf(close + 1,
-                   " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                   " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d "
+                   "%llu",
                    &state, &ppid, &p->start) != 3)
                 return -EIO;
         p->ppid = ppid;

@@ -55,8 +55,8 @@ static int push(struct gt_wget_args *a, size_t *n, const char *s, size_t len)
 
 /* "-abc": flags, then at most one option with a value (the rest of the cluster, else the next
  * argument). Copied unless it holds T. Returns how many arguments it used, or -errno. */
-static int short_cluster(int argc, char **argv, int i, struct gt_wget_args *a, size_t *n,
-                         char *err, size_t errlen)
+static int short_cluster(int argc, char **argv, int i, struct gt_wget_args *a, size_t *n, char *err,
+                         size_t errlen)
 {
         const char *s = argv[i], *v;
         size_t k = strcspn(s + 1, "OoPYUtnT") + 1;
@@ -82,8 +82,8 @@ static int short_cluster(int argc, char **argv, int i, struct gt_wget_args *a, s
 
 /* "--name[=value]": --timeout is taken out, the rest copied (with the next argument as the value
  * where busybox expects one). */
-static int long_option(int argc, char **argv, int i, struct gt_wget_args *a, size_t *n,
-                       char *err, size_t errlen)
+static int long_option(int argc, char **argv, int i, struct gt_wget_args *a, size_t *n, char *err,
+                       size_t errlen)
 {
         const char *s = argv[i] + 2, *eq = strchr(s, '=');
         size_t len = eq ? (size_t)(eq - s) : strlen(s);

@@ -4,7 +4,9 @@
 # through the session resolver against a fake internet (TEST-NET hosts, dnsmasq), wget errors
 # and -T (busybox-static's own -T crashes) without a signal, ps, pgrep/pkill on a detached
 # process, nc both ways, ip, tar + gzip round trip, timeout's GNU exit codes, vi driven by -c
-# commands, localhost from /etc/hosts; each both exec'd directly and from sh -c (bash).
+# commands, localhost from /etc/hosts; each both exec'd directly and from sh -c (bash). Then
+# the CLI against this forkletd: wait on a missing session fails at once, apply errors name
+# the file and line, checkpoint/rollback events have their own reasons.
 # Usage: guest-tools.sh FORKLETD FORKLET   (root; exit 77 when a prerequisite is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -132,6 +134,31 @@ expect "vi -c commands edit the file" "^BETA gamma rc=0\$" "$(printf '%s' "$out"
 # --- the shell ----------------------------------------------------------------------------------
 expect "sh is bash (PATH lookups, not busybox ash applets)" "^bash rc=0\$" \
         "$(gsh box 'readlink /bin/sh' | tr '\n' ' ' | sed 's/ $//')"
+
+# --- CLI: wait on a missing session, apply errors against the file, fork-engine events ---------
+start=$(date +%s)
+out=$("$FORKLET" wait no-such-session --for=Running --timeout=120 2>&1)
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc = 1 ] && [ $took -lt 10 ] && ok "wait on a missing session fails at once ($out)" ||
+        bad "wait on a missing session: rc $rc after ${took}s: $out"
+expect "it says not found" "session default/no-such-session not found" "$out"
+"$FORKLET" wait no-such-session --for=Deleted --timeout=120 >/dev/null 2>&1 &&
+        ok "wait --for=Deleted on a missing session succeeds" || bad "wait --for=Deleted"
+printf 'apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: huge}\nspec:\n  sizeClass: enormous\n' \
+        >"$T/huge.yaml"
+out=$("$FORKLET" apply -f "$T/huge.yaml" 2>&1)
+expect "apply error names the file, line and column" "$T/huge.yaml:5:14: spec.sizeClass: unknown" "$out"
+expect_not "apply error does not say <json>" "<json>" "$out"
+ck=$("$FORKLET" checkpoint create box) || bad "checkpoint create box"
+"$FORKLET" rollback box "$ck" >/dev/null || bad "rollback box $ck"
+"$FORKLET" wait box --for=Running --timeout=120 >/dev/null || bad "box Running after rollback"
+ev=$("$FORKLET" describe box | sed -n '/^Events:/,$p')
+expect "describe: Checkpointed, Normal" "Normal  *Checkpointed  *checkpoint $ck taken" "$ev"
+expect "describe: RollingBack, Normal" "Normal  *RollingBack  *rolling back to checkpoint $ck" "$ev"
+expect "describe: RolledBack, Normal" "Normal  *RolledBack  *rolled back to checkpoint $ck" "$ev"
+expect_not "describe: no Warning events" "Warning" "$ev"
+expect "the rolled-back guest answers" "^back rc=0\$" "$(gsh box 'echo back' | tr '\n' ' ' | sed 's/ $//')"
 
 [ $FAILS = 0 ] || fail "$FAILS checks failed"
 echo PASS

@@ -111,10 +111,16 @@ struct agent_session {
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
 struct agent_session *agent_session_free(struct agent_session *s);
-/* Sets a condition; lastTransitionTime changes only when status changes. */
+/* Sets a condition; lastTransitionTime changes only when status changes. A change records an
+ * event: Normal when the condition is True or its reason is a step someone asked for (Booting,
+ * Forking, RollingBack, Restoring, Paused, Stopped), else Warning. */
 void agent_session_set_condition(struct agent_session *s, enum agent_condition_type t,
                                  const char *status, const char *reason, uint64_t now_ns,
                                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Records an event that changes no condition (Checkpointed, RolledBack, CheckpointFailed). */
+void agent_session_add_event(struct agent_session *s, uint64_t now_ns, bool warning,
+                             const char *reason, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
 /* Session JSON (metadata, spec, status) with times rendered as RFC 3339. */
 json_t *agent_session_to_json(const struct agent_session *s, int accel);
 json_t *agent_session_status_json(const struct agent_session *s, int accel);
@@ -285,7 +291,14 @@ void agent_snapshot_clean_partial(const char *state_dir);
 int agent_checkpoint_dir(const char *state_dir, const char *key, const char *id, char **ret);
 /* Reconcile spec.forks of every session (under the lock). */
 void agent_forks_reconcile(struct agent_daemon *d);
-/* Under the lock: after a successful restore (fork id, lineage, restored mark). */
+/* The Ready reason of a boot that restores r (RollingBack, Forking, Restoring, Booting), or of
+ * its failure (RollbackFailed, ForkFailed, RestoreFailed, BootFailed). A static string. */
+const char *agent_restore_reason(const struct agent_restore *r, bool failed);
+/* What that boot does, for the condition message ("rolling back to checkpoint ck_..."). */
+void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
+                            unsigned mib, unsigned vcpus, char *buf, size_t size);
+/* Under the lock: after a successful restore (fork id, lineage, restored mark; a rollback
+ * records its RolledBack event). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r);
 /* A checkpoint in flight on s (s busy, lock NOT held): requests arriving meanwhile join it. */

@@ -274,6 +274,14 @@ static int flight_run(struct agent_daemon *d, struct agent_session *s, struct ag
         r = agent_checkpoint_take(d, s, vm, name, f->id, &f->err);
         agent_metrics_op_done(AGENT_OP_CHECKPOINT, r, t0);
         pthread_mutex_lock(&d->lock);
+        if (r >= 0)
+                agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), false,
+                                        "Checkpointed", "checkpoint %s taken%s%s%s", f->id,
+                                        name ? " (" : "", name ? name : "", name ? ")" : "");
+        else
+                agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), true,
+                                        "CheckpointFailed", "checkpoint failed: %s",
+                                        f->err.msg[0] ? f->err.msg : strerror(-r));
         f->r = r;
         f->done = true;
         s->ck_flight = NULL;

@@ -310,7 +310,8 @@ static void job_boot(struct job *j)
         }
         if (r < 0) {
                 j->s->pid = 0;
-                session_failed(d, j->s, "BootFailed", err.msg[0] ? err.msg : strerror(-r));
+                session_failed(d, j->s, agent_restore_reason(&j->restore, true),
+                               err.msg[0] ? err.msg : strerror(-r));
                 return;
         }
         job_ledger(j, &secrets);
@@ -488,6 +489,7 @@ static int job_start(struct agent_daemon *d, struct job *j)
 static int executor_boot(struct agent_daemon *d, struct agent_session *s)
 {
         struct fk_error err = {0};
+        char what[192];
         struct job *j;
         int r;
 
@@ -534,8 +536,10 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         }
         s->phase = SESSION_PHASE_STARTING;
         s->cancel = false;
-        agent_session_set_condition(s, AGENT_COND_READY, "False", "Booting", now_real(d),
-                                    "booting a %u MiB, %u vCPU microVM", j->memory_mib, j->vcpus);
+        agent_restore_describe(s, &j->restore, j->memory_mib, j->vcpus, what, sizeof(what));
+        agent_session_set_condition(s, AGENT_COND_READY, "False",
+                                    agent_restore_reason(&j->restore, false), now_real(d), "%s",
+                                    what);
         log_info("session %s: booting", s->key);
         return job_start(d, j);
 }

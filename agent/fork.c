@@ -178,6 +178,34 @@ int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, 
         return 0;
 }
 
+const char *agent_restore_reason(const struct agent_restore *r, bool failed)
+{
+        if (r->ck_dir && !r->private_ram)
+                return failed ? "RollbackFailed" : "RollingBack";
+        if (r->ck_dir)
+                return failed ? "ForkFailed" : "Forking";
+        if (r->layer)
+                return failed ? "RestoreFailed" : "Restoring";
+        return failed ? "BootFailed" : "Booting";
+}
+
+void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
+                            unsigned mib, unsigned vcpus, char *buf, size_t size)
+{
+        if (r->ck_dir && !r->private_ram)
+                snprintf(buf, size, "rolling back to checkpoint %s (a %u MiB, %u vCPU microVM)",
+                         s->rollback_to ? s->rollback_to : r->ck_id, mib, vcpus);
+        else if (r->ck_dir)
+                snprintf(buf, size, "restoring checkpoint %s of %s into a %u MiB, %u vCPU microVM",
+                         s->fork_checkpoint ? s->fork_checkpoint : r->ck_id,
+                         s->fork_parent ? s->fork_parent : "?", mib, vcpus);
+        else if (r->layer)
+                snprintf(buf, size, "booting a %u MiB, %u vCPU microVM on snapshot %s", mib, vcpus,
+                         s->from_snapshot ? s->from_snapshot : "?");
+        else
+                snprintf(buf, size, "booting a %u MiB, %u vCPU microVM", mib, vcpus);
+}
+
 /* Called by the boot job after a successful restore (under the lock). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r)
@@ -186,6 +214,10 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
 
         if (!r->ck_dir)
                 return;
+        if (!r->private_ram && s->rollback_to)
+                agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), false,
+                                        "RolledBack", "rolled back to checkpoint %s, QEMU pid %d",
+                                        s->rollback_to, (int)s->pid);
         free(s->fork_id);
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);

@@ -107,6 +107,30 @@ static void record_event(struct agent_session *s, uint64_t now_ns, bool warning,
                 s->n_events++;
 }
 
+/* Ready going False for one of these is what was asked for, not a problem. */
+static bool reason_is_requested(const char *reason)
+{
+        static const char *const requested[] = {"Booting", "Forking", "RollingBack", "Restoring",
+                                                "Paused",  "Stopped", NULL};
+
+        for (size_t i = 0; requested[i]; i++)
+                if (strcmp(reason, requested[i]) == 0)
+                        return true;
+        return false;
+}
+
+void agent_session_add_event(struct agent_session *s, uint64_t now_ns, bool warning,
+                             const char *reason, const char *fmt, ...)
+{
+        char msg[sizeof(s->events[0].message)];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        record_event(s, now_ns, warning, reason, msg);
+}
+
 void agent_session_set_condition(struct agent_session *s, enum agent_condition_type t,
                                  const char *status, const char *reason, uint64_t now_ns,
                                  const char *fmt, ...)
@@ -124,7 +148,8 @@ void agent_session_set_condition(struct agent_session *s, enum agent_condition_t
         vsnprintf(c->message, sizeof(c->message), fmt, ap);
         va_end(ap);
         if (changed)
-                record_event(s, now_ns, strcmp(status, "True") != 0, reason, c->message);
+                record_event(s, now_ns, strcmp(status, "True") != 0 && !reason_is_requested(reason),
+                             reason, c->message);
 }
 
 static json_t *time_json(uint64_t ns)

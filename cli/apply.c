@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet apply -f FILE...: parse locally (errors with file:line:col), send each Session as
- * JSON, print "session/NAME created|configured|unchanged". */
+ * JSON, print "session/NAME created|configured|unchanged"; what the daemon refuses is printed
+ * against the file's line and column too. */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"
@@ -9,8 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int apply_one(const struct cli *c, const struct session_manifest *m)
+static int apply_one(const struct cli *c, const struct cli_manifest_doc *d)
 {
+        const struct session_manifest *m = d->m;
         struct cli_response resp = {0};
         struct fk_error err = {0};
         cleanup_free char *body = NULL, *path = NULL;
@@ -33,7 +35,7 @@ static int apply_one(const struct cli *c, const struct session_manifest *m)
                 char what[128];
 
                 snprintf(what, sizeof(what), "forklet apply: session/%s", m->name);
-                cli_print_api_error(what, &resp);
+                cli_print_api_error_at(what, &resp, d);
                 ret = CLI_EXIT_FAILURE;
         }
         cli_response_done(&resp);

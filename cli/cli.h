@@ -189,15 +189,27 @@ int cli_request_lines(const struct cli *c, const char *method, const char *path,
 /* Like cli_request with a binary body of size bytes (application/octet-stream). */
 int cli_request_raw(const struct cli *c, const char *method, const char *path, const void *body,
                     size_t size, struct cli_response *ret, struct fk_error *err);
+/* One Session of a manifest file and where it came from (for messages against the file). */
+struct session_manifest;
+struct cli_manifest_doc {
+        const struct session_manifest *m;
+        const char *file; /* as given on the command line */
+        const char *buf;  /* the file's text */
+        size_t size;
+        size_t index; /* its document in the file (0-based) */
+};
 /* Loads every Session of file (validation messages go to stderr: CLI_EXIT_FAILURE) and calls fn
  * on each; CLI_EXIT_FAILURE if any call failed, else CLI_EXIT_OK. */
-struct session_manifest;
 int cli_for_each_manifest(const struct cli *c, const char *file,
-                          int (*fn)(const struct cli *c, const struct session_manifest *m));
+                          int (*fn)(const struct cli *c, const struct cli_manifest_doc *d));
 /* URL-escapes s for a query value (caller frees). */
 int cli_url_escape(const char *s, char **ret);
 /* Prints an API error reply ({message, details}) to stderr, prefixed with what. */
 void cli_print_api_error(const char *what, const struct cli_response *r);
+/* The same for a reply about doc: the daemon's validation messages ("<json>: PATH: ...") are
+ * printed against doc's file, line and column. */
+void cli_print_api_error_at(const char *what, const struct cli_response *r,
+                            const struct cli_manifest_doc *doc);
 /* "/api/v1alpha1/namespaces/NS/sessions/NAME" + suffix (caller frees). */
 int cli_session_path(const struct cli *c, const char *name, const char *suffix, char **ret);
 /* GET a session as JSON (new reference); -ENOENT when 404 (nothing printed). */

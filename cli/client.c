@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "manifest/manifest.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -237,6 +238,44 @@ void cli_print_api_error(const char *what, const struct cli_response *r)
         {
                 if (json_is_string(v) && (!msg || strcmp(json_string_value(v), msg) != 0))
                         fprintf(stderr, "  %s\n", json_string_value(v));
+        }
+        json_decref(j);
+}
+
+/* msg against doc's file when it is a daemon validation message, else a copy of msg. */
+static char *relocated(const char *msg, const struct cli_manifest_doc *doc)
+{
+        char *out = NULL;
+
+        if (doc->buf &&
+            manifest_json_diag_relocate(msg, doc->buf, doc->size, doc->index, doc->file, &out) == 0)
+                return out;
+        return strdup(msg);
+}
+
+void cli_print_api_error_at(const char *what, const struct cli_response *r,
+                            const struct cli_manifest_doc *doc)
+{
+        json_t *j = r->body ? json_loads(r->body, 0, NULL) : NULL;
+        const char *msg = json_string_value(json_object_get(j, "message"));
+        json_t *details = json_object_get(j, "details"), *v;
+        cleanup_free char *first = msg ? relocated(msg, doc) : NULL;
+        size_t i;
+
+        if (!first) {
+                json_decref(j);
+                cli_print_api_error(what, r);
+                return;
+        }
+        fprintf(stderr, "%s: %s (HTTP %ld)\n", what, first, r->status);
+        json_array_foreach(details, i, v)
+        {
+                cleanup_free char *line = NULL;
+
+                if (!json_is_string(v) || strcmp(json_string_value(v), msg) == 0)
+                        continue;
+                line = relocated(json_string_value(v), doc);
+                fprintf(stderr, "  %s\n", line ? line : json_string_value(v));
         }
         json_decref(j);
 }

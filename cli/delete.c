@@ -34,9 +34,9 @@ static int delete_one(const struct cli *c, const char *ns, const char *name)
         return ret;
 }
 
-static int delete_manifest(const struct cli *c, const struct session_manifest *m)
+static int delete_manifest(const struct cli *c, const struct cli_manifest_doc *d)
 {
-        return delete_one(c, m->namespace, m->name);
+        return delete_one(c, d->m->namespace, d->m->name);
 }
 
 int cli_delete(const struct cli *c, int argc, char **argv)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet wait NAME --for=PHASE --timeout=S: polls the session; 0 when the phase is reached,
- * 1 on timeout or when it went Failed for good (with the reason; restartPolicy OnFailure keeps
- * waiting). --for=Deleted waits for it to go. */
+ * 1 on timeout, when it went Failed for good (with the reason; restartPolicy OnFailure keeps
+ * waiting) or at once when there is no such session (404). --for=Deleted waits for it to go
+ * (at once when it is not there). */
 #include "cli/cli.h"
 #include "core/core.h"
 #include "common/util.h"
@@ -46,8 +47,12 @@ static int check(const struct cli *c, const struct cli_wait_args *a, bool delete
         int r;
 
         r = cli_get_session(c, a->name, &j, &err);
-        if (r == -ENOENT)
-                return deleted ? 1 : 0;
+        if (r == -ENOENT && deleted)
+                return 1;
+        if (r == -ENOENT) {
+                fprintf(stderr, "forklet wait: %s\n", err.msg);
+                return -1;
+        }
         if (r < 0) {
                 fprintf(stderr, "forklet wait: %s\n", err.msg);
                 return r == -ECONNREFUSED ? -1 : 0;

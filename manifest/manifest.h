@@ -237,6 +237,17 @@ json_t *session_manifest_to_json(const struct session_manifest *m);
  * errors in diag use source "<json>" and the JSON path, no line/col). */
 int session_manifest_from_json(const json_t *j, const struct node_config *cfg,
                                struct session_manifest **ret, struct manifest_diag *diag);
+/* Where PATH (a field path as validation messages name it: "spec.egress[1]") is in document
+ * DOC (0-based, counting non-empty documents) of the YAML in buf: the node's 1-based line and
+ * column, or those of its deepest ancestor present (a field filled in by default). 0, -ENOENT
+ * (no such document), -EINVAL (not YAML) or -ENOMEM. */
+int manifest_yaml_locate(const char *buf, size_t size, size_t doc, const char *path,
+                         unsigned *ret_line, unsigned *ret_col);
+/* Rewrites a message session_manifest_from_json() reported ("<json>: PATH: TEXT") against the
+ * YAML source of document DOC: "SOURCE:LINE:COL: PATH: TEXT" into *ret (caller frees).
+ * -EINVAL when msg is not such a message; else as manifest_yaml_locate(). */
+int manifest_json_diag_relocate(const char *msg, const char *buf, size_t size, size_t doc,
+                                const char *source, char **ret);
 /* Renders a JSON value as YAML text (block style, stable), for `-o yaml`. Caller frees. */
 int manifest_json_to_yaml(const json_t *j, char **ret);
 

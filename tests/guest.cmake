@@ -8,6 +8,9 @@ if(CMOCKA_FOUND)
   # The real agent binary in its local test mode (--listen), against the real client.
   fk_unit_test(guest-agent-local SOURCES unit/guest-agent-local.c LIBS fk_vmm)
   add_dependencies(guest-agent-local forklet-agent)
+  # forklet-tools: parsers, the /proc matcher on a fake tree, then the real binary on the host.
+  fk_unit_test(guest-tools-test SOURCES unit/guest-tools-test.c LIBS fk_guest_tools)
+  add_dependencies(guest-tools-test forklet-tools)
 endif()
 
 add_executable(guest-driver integration/guest-driver.c)
@@ -16,4 +19,7 @@ fk_integration_test(guest-boot
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-boot.sh $<TARGET_FILE:guest-driver>
   TIMEOUT 300)
 fk_integration_test(guest-image
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-image.sh TIMEOUT 120)
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/guest-image.sh TIMEOUT 300)
+# The default image's tools in a real guest (wget by name through the session resolver, pgrep,
+# timeout, nc, ip, tar/gzip, vi): netns fake internet, root.
+fk_forkletd_test(guest-tools TIMEOUT 900)

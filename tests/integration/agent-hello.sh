@@ -92,6 +92,8 @@ session_gone 60 "$pid" default.hello || fail "QEMU $pid or session files still t
 # ---- manifest directory ----------------------------------------------------------------------
 sed 's/name: hello/name: dirhello/' "$SRC/examples/hello.yaml" >"$T/manifests/.dirhello.tmp"
 mv "$T/manifests/.dirhello.tmp" "$T/manifests/dirhello.yaml"
+# (wait fails at once on a session forkletd does not know yet: let it see the file first)
+for _ in $(seq 40); do "$FORKLET" get session dirhello >/dev/null 2>&1 && break; sleep 0.25; done
 "$FORKLET" wait dirhello --for=Running --timeout=180 || fail "dirhello not Running"
 pid2=$(field dirhello pid)
 [ -n "$pid2" ] && kill -0 "$pid2" || fail "dirhello pid '$pid2' not alive"

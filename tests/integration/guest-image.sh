@@ -1,11 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Checks the built minimal image (layout, module order, static agent, no device nodes, root
-# ownership, sparse ext4 workspace) and that build-image.sh rebuilds only when an input changes.
+# ownership, sparse ext4 workspace, the tools: bash as /bin/sh, forklet-tools as pgrep/pkill/
+# timeout/wget, busybox for the other applets, static /etc/hosts and nsswitch.conf) and that
+# build-image.sh rebuilds only when an input changes.
 # Env: FORKLET_IMAGE_DIR, FORKLET_BINARY_DIR, FORKLET_SOURCE_DIR. Exit 77: no image built.
 set -u
 IMG=${FORKLET_IMAGE_DIR:-}
 AGENT=${FORKLET_BINARY_DIR:-}/vmm/guest/forklet-agent
+TOOLS=${FORKLET_BINARY_DIR:-}/vmm/guest/tools/forklet-tools
 SCRIPT=${FORKLET_SOURCE_DIR:-}/vmm/guest/build-image.sh
 [ -n "$IMG" ] && [ -f "$IMG/image.json" ] ||
         { echo "guest-image: SKIP: no image in '$IMG' (cmake --build BUILD --target guest-image)" >&2; exit 77; }
@@ -31,12 +34,25 @@ grep -q ' init -> /sbin/forklet-agent$' "$TMP/list" || fail "/init is not the ag
 grep -Eq '^-.* sbin/forklet-agent$' "$TMP/list" || fail "agent missing"
 grep -Eq '^-.* bin/busybox$' "$TMP/list" || fail "busybox missing"
 awk '$3 != "root" || $4 != "root"' "$TMP/list" | grep -q . && fail "entries not owned by root"
+grep -Eq '^-.* bin/bash$' "$TMP/list" && grep -q ' bin/sh -> bash$' "$TMP/list" || fail "/bin/sh is not bash"
+grep -Eq '^-.* usr/bin/forklet-tools$' "$TMP/list" || fail "forklet-tools missing"
+for t in pgrep pkill timeout wget; do
+        grep -q " usr/bin/$t -> forklet-tools\$" "$TMP/list" || fail "/usr/bin/$t is not forklet-tools"
+done
+for t in bin/ps usr/bin/nc sbin/ip bin/tar bin/gzip bin/vi bin/ash; do
+        grep -q " $t -> /bin/busybox\$" "$TMP/list" || fail "$t is not a busybox applet link"
+done
+for f in etc/hosts etc/nsswitch.conf; do grep -Eq "^-.* $f\$" "$TMP/list" || fail "$f missing"; done
 grep -Eq '^[cbp]' "$TMP/list" && fail "device nodes in the initramfs"
 
 mkdir "$TMP/root"
 (cd "$TMP/root" && zcat "$IMG/initrd.img" | cpio -id --quiet sbin/forklet-agent \
-        lib/modules/forklet.order 2>/dev/null)
+        lib/modules/forklet.order usr/bin/forklet-tools bin/bash etc/nsswitch.conf 2>/dev/null)
 readelf -l "$TMP/root/sbin/forklet-agent" | grep -q INTERP && fail "agent is not static"
+for b in usr/bin/forklet-tools bin/bash; do
+        readelf -l "$TMP/root/$b" | grep -q INTERP && fail "$b is not static"
+done
+grep -qx 'hosts: files dns' "$TMP/root/etc/nsswitch.conf" || fail "nsswitch.conf hosts line"
 ORDER=$TMP/root/lib/modules/forklet.order
 pos() { grep -n "/$1.ko$" "$ORDER" | cut -d: -f1; }
 for m in virtio_ring virtio virtio_mmio failover net_failover virtio_net virtio_console \
@@ -61,15 +77,15 @@ dumpe2fs -h "$IMG/workspace.img" 2>/dev/null | grep -q 'Filesystem magic number'
 [ "$(du -k "$IMG/workspace.img" | cut -f1)" -lt 102400 ] || fail "workspace.img is not sparse"
 
 # Caching: a second run with the same inputs does nothing; a changed agent rebuilds.
-if [ -x "$AGENT" ] && [ -x "$SCRIPT" ]; then
+if [ -x "$AGENT" ] && [ -x "$TOOLS" ] && [ -x "$SCRIPT" ]; then
         cp "$AGENT" "$TMP/agent"
-        "$SCRIPT" "$TMP/out" "$TMP/agent" 2>"$TMP/log1" || fail "build: $(cat "$TMP/log1")"
+        "$SCRIPT" "$TMP/out" "$TMP/agent" "$TOOLS" 2>"$TMP/log1" || fail "build: $(cat "$TMP/log1")"
         M1=$(stat -c %Y.%i "$TMP/out/initrd.img")
-        "$SCRIPT" "$TMP/out" "$TMP/agent" 2>"$TMP/log2" || fail "rebuild failed"
+        "$SCRIPT" "$TMP/out" "$TMP/agent" "$TOOLS" 2>"$TMP/log2" || fail "rebuild failed"
         grep -q "up to date" "$TMP/log2" || fail "unchanged inputs rebuilt: $(cat "$TMP/log2")"
         [ "$(stat -c %Y.%i "$TMP/out/initrd.img")" = "$M1" ] || fail "initrd rewritten"
         printf 'x' >>"$TMP/agent"
-        "$SCRIPT" "$TMP/out" "$TMP/agent" 2>"$TMP/log3" || fail "rebuild failed"
+        "$SCRIPT" "$TMP/out" "$TMP/agent" "$TOOLS" 2>"$TMP/log3" || fail "rebuild failed"
         grep -q "built" "$TMP/log3" || fail "changed agent did not rebuild: $(cat "$TMP/log3")"
 else
         echo "guest-image: caching check skipped (no agent binary or script)" >&2

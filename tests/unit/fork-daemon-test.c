@@ -2,7 +2,9 @@
 /* The fork engine in forkletd with a fake VM backend, through the REST API: checkpoint create,
  * list and status; concurrent creates coalesce; a failed checkpoint lists nothing; fork N
  * (restored from the parent's checkpoint with private RAM); a checkpoint belongs to its session;
- * delete refused while forks depend on it, then cascade; rollback restores a RAM copy. */
+ * delete refused while forks depend on it, then cascade; rollback restores a RAM copy; events
+ * name each step (Checkpointed, CheckpointFailed, RollingBack, RolledBack, RollbackFailed,
+ * Forking), Normal unless something went wrong. */
 #include "agent-harness.h"
 
 #include <dirent.h>
@@ -277,6 +279,85 @@ static void test_rollback_copies_ram(void **state)
                          404);
 }
 
+/* The newest event with reason in session path: its type, and its message in msg. */
+static const char *event(struct env *e, const char *path, const char *reason, char *msg,
+                         size_t size)
+{
+        static char type[16];
+        json_t *j = NULL, *ev, *v;
+        size_t i;
+
+        type[0] = '\0';
+        assert_int_equal(req(e, "GET", path, NULL, &j), 200);
+        ev = json_object_get(json_object_get(j, "status"), "events");
+        json_array_foreach(ev, i, v)
+        {
+                if (strcmp(json_string_value(json_object_get(v, "reason")), reason) != 0)
+                        continue;
+                snprintf(type, sizeof(type), "%s", json_string_value(json_object_get(v, "type")));
+                snprintf(msg, size, "%s", json_string_value(json_object_get(v, "message")));
+        }
+        json_decref(j);
+        return type;
+}
+
+static void test_events_name_each_step(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = create(e, 201), *body = NULL;
+        json_t *j = NULL, *ev, *v;
+        char msg[256], seq[512] = "";
+        size_t i;
+
+        assert_string_equal(event(e, SESSION, "Booting", msg, sizeof(msg)), "Normal");
+        assert_string_equal(event(e, SESSION, "Checkpointed", msg, sizeof(msg)), "Normal");
+        assert_non_null(strstr(msg, id));
+        atomic_store(&ck_fail, true);
+        free(create(e, 500));
+        atomic_store(&ck_fail, false);
+        assert_string_equal(event(e, SESSION, "CheckpointFailed", msg, sizeof(msg)), "Warning");
+        assert_non_null(strstr(msg, "fake QEMU error"));
+
+        assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
+        assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
+        assert_string_equal(event(e, SESSION, "RollingBack", msg, sizeof(msg)), "Normal");
+        assert_non_null(strstr(msg, id));
+        assert_string_equal(event(e, SESSION, "RolledBack", msg, sizeof(msg)), "Normal");
+        assert_non_null(strstr(msg, id));
+        /* one event per step; only the first boot is a Booting one */
+        assert_int_equal(req(e, "GET", SESSION, NULL, &j), 200);
+        ev = json_object_get(json_object_get(j, "status"), "events");
+        json_array_foreach(ev, i, v)
+        {
+                strcat(seq, json_string_value(json_object_get(v, "reason")));
+                strcat(seq, " ");
+        }
+        json_decref(j);
+        assert_string_equal(seq, "Booting Running Checkpointed CheckpointFailed RollingBack "
+                                 "Running RolledBack ");
+
+        atomic_store(&e->fake.fail_boot, true);
+        assert_int_not_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
+        atomic_store(&e->fake.fail_boot, false);
+        assert_string_equal(event(e, SESSION, "RollbackFailed", msg, sizeof(msg)), "Warning");
+        assert_non_null(strstr(msg, "fake boot failure"));
+}
+
+static void test_fork_events(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = create(e, 201), *body = NULL;
+        char msg[256];
+
+        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 1}", id) > 0);
+        assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
+        reconcile(e);
+        assert_string_equal(event(e, FORK0, "Forking", msg, sizeof(msg)), "Normal");
+        assert_non_null(strstr(msg, id));
+        assert_non_null(strstr(msg, "of hello"));
+        assert_string_equal(event(e, FORK0, "Booting", msg, sizeof(msg)), "");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -288,6 +369,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_fork_budget, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_ownership_cascade, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rollback_copies_ram, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_events_name_each_step, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fork_events, fork_setup, teardown),
         };
 
         curl_global_init(CURL_GLOBAL_DEFAULT);

@@ -1,17 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Builds the default "minimal" guest image: Debian's kernel, a gzip cpio initramfs with
-# busybox-static, the virtio/ext4 modules (load order in /lib/modules/forklet.order) and the
-# static forklet agent (also /init), plus a 1 GiB sparse ext4 workspace image.
-# Usage: build-image.sh OUTDIR AGENT_BINARY. Rebuilds only when an input's hash changes.
+# busybox-static (its applets as symlinks), bash-static as /bin/sh, forklet-tools as pgrep,
+# pkill, timeout and wget, the virtio/ext4 modules (load order in /lib/modules/forklet.order)
+# and the static forklet agent (also /init), plus a 1 GiB sparse ext4 workspace image.
+# Usage: build-image.sh OUTDIR AGENT_BINARY TOOLS_BINARY. Rebuilds only when an input's hash
+# changes.
 set -eu
 
-if [ $# -ne 2 ]; then
-        echo "usage: $0 OUTDIR AGENT_BINARY" >&2
+if [ $# -ne 3 ]; then
+        echo "usage: $0 OUTDIR AGENT_BINARY TOOLS_BINARY" >&2
         exit 2
 fi
 OUTDIR=$1
 AGENT=$2
+TOOLS=$3
 SCRIPT=$(readlink -f "$0")
 # Wanted modules, in load order; each is expanded with its dependencies from modules.dep.
 MODULES="virtio_ring virtio virtio_mmio failover net_failover virtio_net virtio_console
@@ -26,9 +29,12 @@ for tool in apt-cache apt-get dpkg-deb depmod modprobe cpio gzip mkfs.ext4 sha25
         command -v "$tool" >/dev/null 2>&1 || die "$tool not found (run scripts/install-deps.sh)"
 done
 [ -x "$AGENT" ] || die "agent binary $AGENT is not executable"
+[ -x "$TOOLS" ] || die "tools binary $TOOLS is not executable"
 [ -x /bin/busybox ] || die "/bin/busybox missing (install busybox-static)"
+[ -x /bin/bash-static ] || die "/bin/bash-static missing (install bash-static)"
 file_is_static() { ! LC_ALL=C readelf -l "$1" 2>/dev/null | grep -q 'INTERP'; }
 file_is_static /bin/busybox || die "/bin/busybox is dynamic (install busybox-static)"
+file_is_static "$TOOLS" || die "$TOOLS is not a static binary"
 
 mkdir -p "$OUTDIR"
 OUTDIR=$(readlink -f "$OUTDIR")
@@ -54,7 +60,7 @@ fi
 
 BUSYBOX_VER=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || /bin/busybox | head -n 1)
 STAMP=$( (
-        sha256sum "$SCRIPT" "$AGENT" | cut -d' ' -f1
+        sha256sum "$SCRIPT" "$AGENT" "$TOOLS" /bin/bash-static | cut -d' ' -f1
         echo "$BUSYBOX_VER"
         echo "$KVER"
         basename "$KDEB"
@@ -78,11 +84,20 @@ mkdir -p "$ROOT/bin" "$ROOT/sbin" "$ROOT/etc" "$ROOT/proc" "$ROOT/sys" "$ROOT/de
         "$ROOT/tmp" "$ROOT/root" "$ROOT/workspace" "$ROOT/usr/bin" "$ROOT/usr/sbin" \
         "$ROOT/lib/modules/$KVER"
 cp /bin/busybox "$ROOT/bin/busybox"
+# /bin/sh is bash: busybox's ash runs its own applet for any applet name before looking at
+# PATH, so its broken wget -T (see vmm/guest/tools/wget.c) would win over the fixed one.
+cp /bin/bash-static "$ROOT/bin/bash"
+ln -s bash "$ROOT/bin/sh"
+cp "$TOOLS" "$ROOT/usr/bin/forklet-tools"
+chmod 0755 "$ROOT/bin/bash" "$ROOT/usr/bin/forklet-tools"
+for tool in pgrep pkill timeout wget; do
+        ln -s forklet-tools "$ROOT/usr/bin/$tool"
+done
 for applet in $(/bin/busybox --list-full); do
         case "$applet" in
         bin/busybox | linuxrc | init | sbin/init) continue ;;
         esac
-        [ -e "$ROOT/$applet" ] || ln -s /bin/busybox "$ROOT/$applet"
+        [ -e "$ROOT/$applet" ] || [ -L "$ROOT/$applet" ] || ln -s /bin/busybox "$ROOT/$applet"
 done
 cp "$AGENT" "$ROOT/sbin/forklet-agent"
 chmod 0755 "$ROOT/sbin/forklet-agent"
@@ -91,6 +106,11 @@ ln -s /sbin/forklet-agent "$ROOT/init"
 echo forklet >"$ROOT/etc/hostname"
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$ROOT/etc/passwd"
 printf 'root:x:0:\n' >"$ROOT/etc/group"
+# Names: /etc/hosts first, then DNS (the init writes resolv.conf from forklet.dns=); only the
+# files and dns sources, which static glibc has built in (no NSS module is ever loaded).
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
+printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n' \
+        >"$ROOT/etc/nsswitch.conf"
 
 # Resolve each module's dependencies in load order, dedup, copy the .ko files.
 ORDER=$ROOT/lib/modules/forklet.order

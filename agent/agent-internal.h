@@ -18,7 +18,8 @@ enum agent_source {
 enum agent_condition_type {
         AGENT_COND_READY,
         AGENT_COND_MANIFEST_VALID,
-        AGENT_COND_RESOURCES, /* size class applied live, or waiting for a restart */
+        AGENT_COND_RESOURCES,     /* size class applied live, or waiting for a restart */
+        AGENT_COND_DISK_PRESSURE, /* the VM was stopped by a disk write error (health.c) */
         _AGENT_COND_MAX,
 };
 
@@ -63,6 +64,32 @@ struct agent_session_res {
         char last_short[32]; /* the Insufficient* reason last logged, "" when admitted */
 };
 
+/* What forkletd knows about a session's guest beyond its phase (health.c). */
+struct agent_session_health {
+        /* liveness probes (the health thread) */
+        uint64_t next_probe_ns;  /* monotonic */
+        unsigned probe_failures; /* in a row */
+        char probe_error[128];   /* the last failure */
+        /* what of the VM's agent_vm_health was acted on already */
+        unsigned oom_seen, io_stops_seen;
+        bool io_stopped;      /* DiskPressure: QEMU stopped the VM on a disk write error */
+        bool io_resume_due;   /* space is back (or `forklet resume`): continue it */
+        uint64_t io_check_ns; /* monotonic: next free-space check */
+        /* a dead guest whose VM is being ended (AGENT_ACTION_FAIL) */
+        bool failing;
+        char fail_reason[32];
+        char fail_msg[256];
+};
+
+/* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
+struct agent_failure {
+        uint64_t time_ns; /* wall, 0: none */
+        char reason[32];
+        char message[256];
+        char tail[AGENT_CONSOLE_TAIL][AGENT_CONSOLE_LINE]; /* its last console lines */
+        unsigned n_tail;
+};
+
 struct agent_session {
         char *namespace; /* owned */
         char *name;      /* owned */
@@ -101,6 +128,8 @@ struct agent_session {
         struct agent_ck_flight *ck_flight; /* the checkpoint being taken (coalesces requests) */
         bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
         json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
+        struct agent_session_health health;
+        struct agent_failure last_failure;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -109,6 +138,9 @@ struct agent_session *agent_session_free(struct agent_session *s);
 void agent_session_set_condition(struct agent_session *s, enum agent_condition_type t,
                                  const char *status, const char *reason, uint64_t now_ns,
                                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Records an event that is no condition change (Warning or Normal), for `forklet describe`. */
+void agent_session_event(struct agent_session *s, uint64_t now_ns, bool warning, const char *reason,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Session JSON (metadata, spec, status) with times rendered as RFC 3339. */
 json_t *agent_session_to_json(const struct agent_session *s, int accel);
 json_t *agent_session_status_json(const struct agent_session *s, int accel);
@@ -291,6 +323,9 @@ struct agent_daemon {
         pthread_cond_t fwd_done;             /* a relay thread finished */
         unsigned n_fwd_threads;              /* relay threads running */
         bool fwd_closing;                    /* the API is stopping: no new relays */
+        pthread_t health_thread;             /* liveness probes (health.c) */
+        bool health_started;
+        pthread_cond_t health_wake; /* broadcast to end the health thread early */
 };
 
 /* Under d->lock. */
@@ -309,6 +344,41 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum age
 void agent_executor_check_exits(struct agent_daemon *d);
 /* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
 void agent_executor_adopt_all(struct agent_daemon *d);
+
+/* ---- guest health (health.c, disk-pressure.c) -------------------------------------------- */
+
+/* A new VM is attached to s (boot, adoption): its health starts over. */
+void agent_health_reset(struct agent_session *s);
+/* Under d->lock, each reconcile pass: reads every idle VM's health (ops.health) and acts on it:
+ * DiskPressure, OOM events, a dead guest marked for AGENT_ACTION_FAIL. */
+void agent_health_observe_all(struct agent_daemon *d);
+/* One round of liveness probes (ops.ping) of the Running sessions that are due; takes d->lock
+ * itself. The health thread calls it; tests call it directly. */
+void agent_health_probe_round(struct agent_daemon *d);
+/* The health thread (probes); stop joins it. Without ops.ping or with probes off: no thread. */
+int agent_health_start(struct agent_daemon *d);
+void agent_health_stop(struct agent_daemon *d);
+/* Under d->lock: s's QEMU exited by itself with status/why: the Ready reason (32 bytes) and a
+ * message saying why (console panic and OOM lines, a failure already found). Records
+ * s->last_failure. */
+void agent_health_exited(struct agent_daemon *d, struct agent_session *s, int status,
+                         const char *why, char *ret_reason, char *msg, size_t size);
+/* Under d->lock: a FAIL job ended s's VM; h (may be NULL) is its final report. Records
+ * s->last_failure and returns the reason for the failed phase. */
+const char *agent_health_failed(struct agent_daemon *d, struct agent_session *s,
+                                const struct agent_vm_health *h);
+/* Pure: is the guest dead? panics (GuestOOM when the panic or earlier OOM kills say memory,
+ * else GuestPanicked), then probe_failures >= threshold (GuestUnresponsive, threshold 0: off).
+ * Returns the reason (static) and fills msg, or NULL when it is alive. */
+const char *agent_health_verdict(const struct agent_vm_health *h, unsigned probe_failures,
+                                 unsigned threshold, const char *probe_error, char *msg,
+                                 size_t size);
+/* status.lastFailure (new reference) or JSON null. */
+json_t *agent_failure_json(const struct agent_failure *f);
+/* Under d->lock: DiskPressure as h says (phase Paused while stopped), free-space checks and
+ * the resume decision (diskPressure.resume auto). */
+void agent_disk_pressure_observe(struct agent_daemon *d, struct agent_session *s,
+                                 const struct agent_vm_health *h);
 
 /* Operations (ops engineer's files): journal recovery, orphan cleanup and the audit of phase
  * transitions. recover_all and audit_transitions run under d->lock; at_start takes it. */

@@ -18,6 +18,7 @@ static const char *const action_table[_AGENT_ACTION_MAX] = {
         [AGENT_ACTION_OBSERVE] = "observe", [AGENT_ACTION_BOOT] = "boot",
         [AGENT_ACTION_STOP] = "stop",       [AGENT_ACTION_PAUSE] = "pause",
         [AGENT_ACTION_RESUME] = "resume",   [AGENT_ACTION_DESTROY] = "destroy",
+        [AGENT_ACTION_FAIL] = "fail",
 };
 
 const char *session_phase_to_string(enum session_phase p)
@@ -57,7 +58,8 @@ static int plan_state(const struct agent_desired *d, const struct agent_observed
         case SESSION_STATE_RUNNING:
                 if (o->phase == SESSION_PHASE_PENDING || o->phase == SESSION_PHASE_STOPPED)
                         return AGENT_ACTION_BOOT;
-                if (o->phase == SESSION_PHASE_PAUSED)
+                /* Stopped by a disk error: continuing before space is back stops it again. */
+                if (o->phase == SESSION_PHASE_PAUSED && (!o->io_stopped || o->io_resume_due))
                         return AGENT_ACTION_RESUME;
                 if (o->phase == SESSION_PHASE_FAILED && may_restart(d, o, now))
                         return AGENT_ACTION_BOOT;
@@ -116,7 +118,10 @@ int agent_plan(const struct agent_desired *desired, const struct agent_observed 
                 }
                 if (d->generation != o->observed_generation)
                         r = plan_push(&p, &alloc, i, AGENT_ACTION_OBSERVE);
-                kind = plan_state(d, o, now_mono_ns);
+                /* A dead guest ends first, whatever the spec wants; restartPolicy then decides
+                 * whether it boots again. */
+                kind = o->unhealthy && o->has_vm ? AGENT_ACTION_FAIL
+                                                 : plan_state(d, o, now_mono_ns);
                 if (r >= 0 && kind >= 0)
                         r = plan_push(&p, &alloc, i, kind);
         }

@@ -52,13 +52,17 @@ int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char
         if (!s)
                 return fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
         /* Say why at once rather than let a call hang on a VM that cannot answer. */
-        if (s->health.failing)
-                return fk_error_set(err, -EAGAIN, "session %s/%s: %s: %s", ns, name,
-                                    s->health.fail_reason, s->health.fail_msg);
+        if (s->health.failing && s->vm)
+                return fk_error_set(err, -EAGAIN, "session %s/%s: %s: %s; its VM is being ended",
+                                    ns, name, s->health.fail_reason, s->health.fail_msg);
         if (s->health.io_stopped)
                 return fk_error_set(err, -EAGAIN, "session %s/%s is %s: %s", ns, name,
                                     session_phase_to_string(s->phase),
                                     s->conditions[AGENT_COND_DISK_PRESSURE].message);
+        if (s->phase == SESSION_PHASE_FAILED)
+                return fk_error_set(err, -EAGAIN, "session %s/%s is Failed, not Running (%s: %s)",
+                                    ns, name, s->conditions[AGENT_COND_READY].reason,
+                                    s->conditions[AGENT_COND_READY].message);
         if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
                 return fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
                                     session_phase_to_string(s->phase));

@@ -64,7 +64,7 @@ static void on_event(struct qemu_health *h, json_t *ev)
                 h->io_stopped = false;
         else if (strcmp(name, "GUEST_PANICKED") == 0 && h->panics++ == 0)
                 snprintf(h->panic, sizeof(h->panic),
-                         "the guest reported a kernel panic (pvpanic, QEMU action %.16s)",
+                         "reported through pvpanic (QEMU action %.16s)",
                          data_str(data, "action"));
 }
 

@@ -26,6 +26,8 @@ fk_forkletd_test(agent-lifecycle TIMEOUT 900)
 # Skips (77) unless scripts/build-image-debian.sh built build/images/debian (never in CI).
 fk_forkletd_test(agent-debian TIMEOUT 600)
 fk_forkletd_test(agent-resources TIMEOUT 900)
+# Guests that die or stall: panics (sysrq, pvpanic), OOM, a full disk filesystem, liveness.
+fk_forkletd_test(agent-health TIMEOUT 1500)
 fk_forkletd_test(jail TIMEOUT 1200)
 fk_forkletd_test(agent-privileges TIMEOUT 1200)
 fk_forkletd_test(jail-kvm TIMEOUT 600)

@@ -63,8 +63,7 @@ static void on_event(struct qemu_health *h, json_t *ev)
         else if (strcmp(name, "RESUME") == 0)
                 h->io_stopped = false;
         else if (strcmp(name, "GUEST_PANICKED") == 0 && h->panics++ == 0)
-                snprintf(h->panic, sizeof(h->panic),
-                         "reported through pvpanic (QEMU action %.16s)",
+                snprintf(h->panic, sizeof(h->panic), "reported through pvpanic (QEMU action %.16s)",
                          data_str(data, "action"));
 }
 

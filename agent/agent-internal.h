@@ -340,8 +340,12 @@ void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s);
 void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan);
 /* Starts the action for s (under the lock; long ones run in a worker thread). */
 int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum agent_action_kind k);
-/* Notices QEMU exits of idle sessions (under the lock). */
+/* Notices QEMU exits of idle sessions (under the lock; health.c says why they exited). */
 void agent_executor_check_exits(struct agent_daemon *d);
+/* Under the lock: s's VM exited without a job: detaches it, its relays and its cgroup; Failed
+ * with reason and msg (restartPolicy decides about a new boot). */
+void agent_executor_vm_gone(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                            const char *msg);
 /* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
 void agent_executor_adopt_all(struct agent_daemon *d);
 

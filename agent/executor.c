@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The executor: carries out planned actions through the VM ops (long ones in a worker thread
- * per action, the session marked busy meanwhile) and notices QEMU exits. */
+ * per action, the session marked busy meanwhile). */
 #include "agent/agent-internal.h"
 #include "agent/jail.h"
 #include "cgroups/cgroups.h"
@@ -585,22 +585,12 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum age
         return job_start(d, j);
 }
 
-void agent_executor_check_exits(struct agent_daemon *d)
+void agent_executor_vm_gone(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                            const char *msg)
 {
-        for (size_t i = 0; i < d->n_sessions; i++) {
-                struct agent_session *s = d->sessions[i];
-                const char *why = NULL;
-                char reason[32], msg[256];
-                int status = 0;
-
-                if (!s->vm || s->busy || d->ops.poll_exit(s->vm->vm, &status, &why) != 1)
-                        continue;
-                /* exited by itself: the console and QMP say whether the guest died */
-                agent_health_exited(d, s, status, why ? why : "exited", reason, msg, sizeof(msg));
-                session_detach_vm(s);
-                agent_fwd_close_key(d, s->key);
-                session_failed(d, s, reason, msg);
-                agent_resources_teardown(d, s->key);
-                session_set_cgroup(d, s, false);
-        }
+        session_detach_vm(s);
+        agent_fwd_close_key(d, s->key);
+        session_failed(d, s, reason, msg);
+        agent_resources_teardown(d, s->key);
+        session_set_cgroup(d, s, false);
 }

@@ -188,6 +188,22 @@ void agent_health_exited(struct agent_daemon *d, struct agent_session *s, int st
         keep_failure(d, s, ret_reason, msg, have ? &h : NULL);
 }
 
+void agent_executor_check_exits(struct agent_daemon *d)
+{
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                struct agent_session *s = d->sessions[i];
+                const char *why = NULL;
+                char reason[32], msg[256];
+                int status = 0;
+
+                if (!s->vm || s->busy || d->ops.poll_exit(s->vm->vm, &status, &why) != 1)
+                        continue;
+                /* exited by itself: the console and QMP say whether the guest died */
+                agent_health_exited(d, s, status, why ? why : "exited", reason, msg, sizeof(msg));
+                agent_executor_vm_gone(d, s, reason, msg);
+        }
+}
+
 const char *agent_health_failed(struct agent_daemon *d, struct agent_session *s,
                                 const struct agent_vm_health *h)
 {

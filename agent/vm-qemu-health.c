@@ -154,6 +154,33 @@ int qemu_disk_free(void *userdata, void *vm, uint64_t *ret)
         return 0;
 }
 
+/* The device whose io-status is not "ok" (query-block), as BLOCK_IO_ERROR would have said. */
+static void adopt_io_status(struct qemu_vm *q)
+{
+        struct fk_error err = {0};
+        json_t *devs = NULL, *dev;
+        size_t i;
+
+        if (qmp_execute(q->qmp, "query-block", NULL, VM_QMP_TIMEOUT_MS, &devs, &err) < 0) {
+                log_debug("QEMU pid %d: query-block: %s", (int)vmm_process_pid(q->proc), err.msg);
+                return;
+        }
+        json_array_foreach(devs, i, dev)
+        {
+                const char *st = data_str(dev, "io-status");
+
+                if (!st[0] || strcmp(st, "ok") == 0)
+                        continue;
+                copy_text(q->health.io_device, sizeof(q->health.io_device),
+                          data_str(dev, "device"));
+                q->health.io_nospace = strcmp(st, "nospace") == 0;
+                snprintf(q->health.io_reason, sizeof(q->health.io_reason), "%s",
+                         q->health.io_nospace ? "No space left on device" : "I/O error");
+                break;
+        }
+        json_decref(devs);
+}
+
 int qemu_health_adopt_status(struct qemu_vm *q, const char *status, struct fk_error *err)
 {
         if (strcmp(status, "guest-panicked") == 0)
@@ -161,10 +188,8 @@ int qemu_health_adopt_status(struct qemu_vm *q, const char *status, struct fk_er
                                     (int)vmm_process_pid(q->proc));
         if (strcmp(status, "io-error") != 0)
                 return 0;
-        /* Counted by the forkletd that saw it happen. */
+        /* Not counted again: the forkletd that saw it happen did. */
         q->health.io_stopped = true;
-        snprintf(q->health.io_device, sizeof(q->health.io_device), "%s", "disk");
-        snprintf(q->health.io_reason, sizeof(q->health.io_reason), "%s",
-                 "a write error (seen before forkletd restarted)");
+        adopt_io_status(q);
         return 1;
 }

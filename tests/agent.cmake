@@ -4,6 +4,7 @@
 if(CMOCKA_FOUND)
   fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_agent)
   fk_unit_test(agent-events-test SOURCES unit/agent-events-test.c LIBS fk_agent)
+  fk_unit_test(agent-health-test SOURCES unit/agent-health-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
   fk_unit_test(agent-cli-output-test SOURCES unit/agent-cli-output-test.c LIBS fk_cli)
   fk_unit_test(agent-api-test SOURCES unit/agent-api-test.c LIBS fk_cli fk_agent)

@@ -140,6 +140,11 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 [ $ms -lt 5000 ] || fail "exec took $ms ms to fail"
 echo "$out" | grep -q "disk" || fail "exec error does not name the disk: $out"
 [ "$(metric forklet_disk_io_error_stops_total)" -gt "$stops0" ] || fail "io-error stop not counted"
+# a forkletd restart adopts the stopped VM as it is (no agent to wait for)
+stop_daemon
+start_daemon
+wait_for 30 "disk adopted" phase_is disk Paused
+[ "$(cond disk DiskPressure)" = "True NoSpace" ] || fail "adopted DiskPressure: $(cond disk DiskPressure)"
 rm -f "$MNT/filler"
 wait_for 60 "DiskPressure False" cond_is disk DiskPressure False
 "$FORKLET" wait disk --for=Running --timeout=60 || fail "disk not Running again"

@@ -407,8 +407,10 @@ static void job_pause_resume(struct job *j)
         agent_metrics_op_done(pause ? AGENT_OP_PAUSE : AGENT_OP_RESUME, r, t0);
         pthread_mutex_lock(&d->lock);
         j->s->res.frozen = pause && r >= 0;
-        /* a continue after a disk error: the next one waits for the next free-space check */
+        /* a continue after a disk error: the next one waits for the next free-space check;
+         * probes missed around a pause say nothing about the guest */
         j->s->health.io_resume_due = false;
+        j->s->health.probe_failures = 0;
         if (r < 0) {
                 log_error("session %s: %s: %s", j->s->key, agent_action_to_string(j->kind),
                           err.msg[0] ? err.msg : strerror(-r));

@@ -150,8 +150,8 @@ int node_config_init_defaults(struct node_config *c)
         c->jail_uid_base = 200000;
         c->jail_uid_count = 65536;
         c->drop_capabilities = true;
-        c->liveness_interval_s = 10;
-        c->liveness_failure_threshold = 3;
+        c->liveness_interval_s = 15;
+        c->liveness_failure_threshold = 4;
         c->disk_pressure_auto_resume = true;
         c->disk_pressure_min_free_mib = 64;
         c->etcd = calloc(1, sizeof(char *));

@@ -172,8 +172,9 @@ struct node_config {
          * start (agent_privileges_keep_mask); false keeps all. Default true. */
         bool drop_capabilities;
         /* health: liveness probes of each Running guest's agent every livenessIntervalSeconds
-         * (0: off; default 10); failureThreshold probes in a row unanswered make it
-         * GuestUnresponsive (default 3). */
+         * (0: off; default 15); failureThreshold probes in a row unanswered make it
+         * GuestUnresponsive (default 4: about a minute, longer than the 30 s the agent channel
+         * gives a guest's unfinished frame before it reconnects). */
         unsigned liveness_interval_s;
         unsigned liveness_failure_threshold;
         /* diskPressure: a VM stopped by a disk write error continues by itself once its disk's

@@ -162,6 +162,7 @@ static void test_unresponsive(void **state)
         struct fake_vm *v;
         agent_metrics_reset();
 
+        e->cfg->liveness_failure_threshold = 3;
         boot(e, hello_json);
         v = vm_of(e);
         atomic_store(&v->ping_fail, true);

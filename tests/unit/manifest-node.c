@@ -312,8 +312,8 @@ static void test_node_health(void **state)
 
         (void)state;
         assert_int_equal(node_config_default(&c), 0);
-        assert_int_equal(c->liveness_interval_s, 10);
-        assert_int_equal(c->liveness_failure_threshold, 3);
+        assert_int_equal(c->liveness_interval_s, 15);
+        assert_int_equal(c->liveness_failure_threshold, 4);
         assert_true(c->disk_pressure_auto_resume);
         assert_int_equal(c->disk_pressure_min_free_mib, 64);
         c = node_config_free(c);

@@ -19,10 +19,11 @@ enum agent_source {
 enum agent_condition_type {
         AGENT_COND_READY,
         AGENT_COND_MANIFEST_VALID,
-        AGENT_COND_RESOURCES,   /* size class applied live, or waiting for a restart */
-        AGENT_COND_AFTER_START, /* lifecycle.afterStart ran (True) or failed (False) */
-        AGENT_COND_CHECKPOINTS, /* every spec.checkpoints entry is taken */
-        AGENT_COND_FORKS,       /* spec.forks has its count, or why it waits */
+        AGENT_COND_RESOURCES,     /* size class applied live, or waiting for a restart */
+        AGENT_COND_AFTER_START,   /* lifecycle.afterStart ran (True) or failed (False) */
+        AGENT_COND_CHECKPOINTS,   /* every spec.checkpoints entry is taken */
+        AGENT_COND_FORKS,         /* spec.forks has its count, or why it waits */
+        AGENT_COND_DISK_PRESSURE, /* the VM was stopped by a disk write error (health.c) */
         _AGENT_COND_MAX,
 };
 
@@ -68,6 +69,32 @@ struct agent_session_res {
         json_t *sample;      /* owned: the last cgroup figures with sampledAt, or NULL */
 };
 
+/* What forkletd knows about a session's guest beyond its phase (health.c). */
+struct agent_session_health {
+        /* liveness probes (the health thread) */
+        uint64_t next_probe_ns;  /* monotonic */
+        unsigned probe_failures; /* in a row */
+        char probe_error[128];   /* the last failure */
+        /* what of the VM's agent_vm_health was acted on already */
+        unsigned oom_seen, io_stops_seen;
+        bool io_stopped;      /* DiskPressure: QEMU stopped the VM on a disk write error */
+        bool io_resume_due;   /* space is back (or `forklet resume`): continue it */
+        uint64_t io_check_ns; /* monotonic: next free-space check */
+        /* a dead guest whose VM is being ended (CORE_ACTION_FAIL) */
+        bool failing;
+        char fail_reason[32];
+        char fail_msg[256];
+};
+
+/* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
+struct agent_failure {
+        uint64_t time_ns; /* wall, 0: none */
+        char reason[32];
+        char message[256];
+        char tail[AGENT_CONSOLE_TAIL][AGENT_CONSOLE_LINE]; /* its last console lines */
+        unsigned n_tail;
+};
+
 struct agent_session {
         char *namespace; /* owned */
         char *name;      /* owned */
@@ -107,6 +134,8 @@ struct agent_session {
         bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
         json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
         json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
+        struct agent_session_health health;
+        struct agent_failure last_failure;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -350,6 +379,9 @@ struct agent_daemon {
         unsigned n_fwd_threads;              /* relay threads running */
         bool fwd_closing;                    /* the API is stopping: no new relays */
         uint64_t last_sample_ns;             /* monotonic, the sampler's last pass; 0: due */
+        pthread_t health_thread;             /* liveness probes (health.c) */
+        bool health_started;
+        pthread_cond_t health_wake; /* broadcast to end the health thread early */
 };
 
 /* ---- status held in memory (status-cache.c) ------------------------------------------------ */
@@ -376,8 +408,47 @@ void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan);
 int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k);
 /* Notices QEMU exits of idle sessions (under the lock). */
 void agent_executor_check_exits(struct agent_daemon *d);
+/* Under the lock: s's VM exited without a job: detaches it, its relays and its cgroup; Failed
+ * with reason and msg (restartPolicy decides about a new boot). */
+void agent_executor_vm_gone(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                            const char *msg);
 /* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
 void agent_executor_adopt_all(struct agent_daemon *d);
+
+/* ---- guest health (health.c, disk-pressure.c) -------------------------------------------- */
+
+/* A new VM is attached to s (boot, adoption): its health starts over. */
+void agent_health_reset(struct agent_session *s);
+/* Under d->lock, each reconcile pass: reads every idle VM's health (ops.health) and acts on it:
+ * DiskPressure, OOM events, a dead guest marked for CORE_ACTION_FAIL. */
+void agent_health_observe_all(struct agent_daemon *d);
+/* One round of liveness probes (ops.ping) of the Running sessions that are due; takes d->lock
+ * itself. The health thread calls it; tests call it directly. */
+void agent_health_probe_round(struct agent_daemon *d);
+/* The health thread (probes); stop joins it. Without ops.ping or with probes off: no thread. */
+int agent_health_start(struct agent_daemon *d);
+void agent_health_stop(struct agent_daemon *d);
+/* Under d->lock: s's QEMU exited by itself with status/why: the Ready reason (32 bytes) and a
+ * message saying why (console panic and OOM lines, a failure already found). Records
+ * s->last_failure. */
+void agent_health_exited(struct agent_daemon *d, struct agent_session *s, int status,
+                         const char *why, char *ret_reason, char *msg, size_t size);
+/* Under d->lock: a FAIL job ended s's VM; h (may be NULL) is its final report. Records
+ * s->last_failure and returns the reason for the failed phase. */
+const char *agent_health_failed(struct agent_daemon *d, struct agent_session *s,
+                                const struct agent_vm_health *h);
+/* Pure: is the guest dead? panics (GuestOOM when the panic or earlier OOM kills say memory,
+ * else GuestPanicked), then probe_failures >= threshold (GuestUnresponsive, threshold 0: off).
+ * Returns the reason (static) and fills msg, or NULL when it is alive. */
+const char *agent_health_verdict(const struct agent_vm_health *h, unsigned probe_failures,
+                                 unsigned threshold, const char *probe_error, char *msg,
+                                 size_t size);
+/* status.lastFailure (new reference) or JSON null. */
+json_t *agent_failure_json(const struct agent_failure *f);
+/* Under d->lock: DiskPressure as h says (phase Paused while stopped), free-space checks and
+ * the resume decision (diskPressure.resume auto). */
+void agent_disk_pressure_observe(struct agent_daemon *d, struct agent_session *s,
+                                 const struct agent_vm_health *h);
 
 /* Operations (ops engineer's files): journal recovery, orphan cleanup and the audit of phase
  * transitions. recover_all and audit_transitions run under d->lock; at_start takes it. */

@@ -101,6 +101,24 @@ struct agent_checkpoint_result {
         bool materialized;    /* private RAM (a fork): full stream loaded into a helper QEMU */
 };
 
+/* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the
+ * counters only grow. Text comes from the guest: printable ASCII only. */
+#define AGENT_CONSOLE_TAIL 10  /* console lines kept */
+#define AGENT_CONSOLE_LINE 160 /* bytes per line, NUL included */
+struct agent_vm_health {
+        unsigned panics;                /* console "Kernel panic" lines and GUEST_PANICKED events */
+        char panic[AGENT_CONSOLE_LINE]; /* what the first one said */
+        unsigned oom_kills;             /* console "Out of memory: Killed process" lines */
+        char oom[AGENT_CONSOLE_LINE];   /* the last one */
+        bool io_stopped;                /* QEMU stopped the VM on a disk error (BLOCK_IO_ERROR) */
+        unsigned io_stops;              /* such stops so far */
+        bool io_nospace;                /* the last error was ENOSPC */
+        char io_device[64];             /* its device or node name */
+        char io_reason[96];             /* and the errno text QEMU reported */
+        char tail[AGENT_CONSOLE_TAIL][AGENT_CONSOLE_LINE]; /* last console lines, oldest first */
+        unsigned n_tail;
+};
+
 /* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */
 struct agent_vm_ops {
         /* The backend runs QEMU as a process that the node's jail (agent/jail.h) can drop to
@@ -141,6 +159,17 @@ struct agent_vm_ops {
         int (*exit_fd)(void *vm);
         /* 1 and a static reason when exited, 0 while running. */
         int (*poll_exit)(void *vm, int *ret_status, const char **ret_reason);
+        /* Guest health (health.c); each NULL in a backend without it. health: what was seen so
+         * far, without blocking (QMP events already sent, the console's report); only for a VM
+         * no job uses (its QMP client is the job's). health_fd: readable when QEMU sent
+         * something (poll), or -1. ping: one round trip to the guest agent; thread-safe.
+         * kill: ends a VM whose guest cannot power off (QMP quit, SIGTERM, SIGKILL).
+         * disk_free: free bytes on the filesystem holding the VM's disk (-ENOENT: no disk). */
+        int (*health)(void *userdata, void *vm, struct agent_vm_health *ret);
+        int (*health_fd)(void *vm);
+        int (*ping)(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
+        int (*kill)(void *userdata, void *vm, unsigned timeout_ms);
+        int (*disk_free)(void *userdata, void *vm, uint64_t *ret);
         void (*free)(void *userdata, void *vm);
         void *userdata;
 };
@@ -261,6 +290,11 @@ void agent_metrics_add_forks(unsigned n);
 /* Forks whose ledger lists inherited (copied, unchanged) secrets. */
 void agent_metrics_add_forks_inherited_secrets(unsigned n);
 void agent_metrics_add_checkpoint_bytes(uint64_t bytes);
+/* Guest health: VM stops on a disk I/O error, guest OOM kills seen on the console, guests that
+ * died (reason: "GuestPanicked", "GuestOOM", "GuestUnresponsive"; static string). */
+void agent_metrics_add_io_error_stops(unsigned n);
+void agent_metrics_add_guest_oom_kills(unsigned n);
+void agent_metrics_guest_failure(const char *reason);
 /* Per-session resource usage, read at scrape time through a hook (the cgroup wiring sets it;
  * none: no per-session series). fn returns 0 and fills ret, or -errno to skip the session.
  * key is "<namespace>.<name>". */

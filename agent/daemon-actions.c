@@ -23,6 +23,11 @@ static int set_state_locked(struct agent_daemon *d, struct agent_session *s, int
         if (!s->spec)
                 return fk_error_set(err, -EBUSY, "session %s/%s is being deleted", s->namespace,
                                     s->name);
+        /* `forklet resume` continues a VM a disk error stopped (diskPressure.resume manual) */
+        if (state == SESSION_STATE_RUNNING && s->health.io_stopped) {
+                s->health.io_resume_due = true;
+                agent_daemon_wake(d);
+        }
         if ((int)s->spec->state == state) {
                 *ret_changed = false;
                 return 0;

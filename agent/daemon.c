@@ -51,6 +51,18 @@ int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char
 
         if (!s)
                 return fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        /* Say why at once rather than let a call hang on a VM that cannot answer. */
+        if (s->health.failing && s->vm)
+                return fk_error_set(err, -EAGAIN, "session %s/%s: %s: %s; its VM is being ended",
+                                    ns, name, s->health.fail_reason, s->health.fail_msg);
+        if (s->health.io_stopped)
+                return fk_error_set(err, -EAGAIN, "session %s/%s is %s: %s", ns, name,
+                                    session_phase_to_string(s->phase),
+                                    s->conditions[AGENT_COND_DISK_PRESSURE].message);
+        if (s->phase == SESSION_PHASE_FAILED)
+                return fk_error_set(err, -EAGAIN, "session %s/%s is Failed, not Running (%s: %s)",
+                                    ns, name, s->conditions[AGENT_COND_READY].reason,
+                                    s->conditions[AGENT_COND_READY].message);
         if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
                 return fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
                                     session_phase_to_string(s->phase));
@@ -193,6 +205,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->changed, NULL);
         pthread_cond_init(&d->watch_cond, NULL);
+        pthread_cond_init(&d->health_wake, NULL);
         pthread_mutex_init(&d->fwd_lock, NULL);
         pthread_cond_init(&d->fwd_done, NULL);
         d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -254,6 +267,9 @@ static int daemon_plan_and_run(struct agent_daemon *d)
                         .has_vm = s->vm != NULL,
                         .observed_generation = s->observed_generation,
                         .retry_at_ns = s->retry_at_ns,
+                        .unhealthy = s->health.failing,
+                        .io_stopped = s->health.io_stopped,
+                        .io_resume_due = s->health.io_resume_due,
                 };
         }
         r = core_plan(want, have, n, d->clock.now_mono_ns(d->clock.userdata), &plan);
@@ -297,6 +313,7 @@ int agent_daemon_reconcile(struct agent_daemon *d)
                 d->last_scan_ns = now;
                 daemon_rescan(d);
         }
+        agent_health_observe_all(d);
         agent_executor_check_exits(d);
         agent_forks_reconcile(d);
         r = daemon_plan_and_run(d);
@@ -305,14 +322,14 @@ int agent_daemon_reconcile(struct agent_daemon *d)
         return r;
 }
 
-/* The fds the loop sleeps on: wake eventfd, inotify, and each idle VM's exit fd. */
+/* The fds the loop sleeps on: wake eventfd, inotify, and each idle VM's exit and health fds. */
 static size_t daemon_pollfds(struct agent_daemon *d, struct pollfd **ret)
 {
         struct pollfd *p;
         size_t n = 0;
 
         pthread_mutex_lock(&d->lock);
-        p = calloc(d->n_sessions + 2, sizeof(*p));
+        p = calloc(2 * d->n_sessions + 2, sizeof(*p));
         if (p) {
                 p[n++] = (struct pollfd){.fd = d->wake_fd, .events = POLLIN};
                 if (d->watch_fd >= 0)
@@ -321,6 +338,10 @@ static size_t daemon_pollfds(struct agent_daemon *d, struct pollfd **ret)
                         struct agent_session *s = d->sessions[i];
                         int fd = s->vm && !s->busy ? d->ops.exit_fd(s->vm->vm) : -1;
 
+                        if (fd >= 0)
+                                p[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+                        fd = s->vm && !s->busy && d->ops.health_fd ? d->ops.health_fd(s->vm->vm)
+                                                                   : -1;
                         if (fd >= 0)
                                 p[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
                 }
@@ -362,7 +383,7 @@ int agent_daemon_start(struct agent_daemon *d)
         if (r < 0)
                 return log_error_errno(r, "start reconcile thread: %m");
         d->thread_started = true;
-        return 0;
+        return agent_health_start(d);
 }
 
 int agent_daemon_wait_idle(struct agent_daemon *d, unsigned timeout_ms)
@@ -397,6 +418,7 @@ void agent_daemon_shutdown(struct agent_daemon *d)
                 pthread_join(d->thread, NULL);
                 d->thread_started = false;
         }
+        agent_health_stop(d);
         pthread_mutex_lock(&d->lock);
         for (size_t i = 0; i < d->n_sessions; i++)
                 d->sessions[i]->cancel = true;
@@ -420,6 +442,7 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
                 close(d->watch_fd);
         pthread_cond_destroy(&d->changed);
         pthread_cond_destroy(&d->watch_cond);
+        pthread_cond_destroy(&d->health_wake);
         agent_audit_close(d->audit);
         pthread_mutex_destroy(&d->lock);
         pthread_mutex_destroy(&d->fwd_lock);

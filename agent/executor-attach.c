@@ -147,6 +147,7 @@ static void adopt_one(struct agent_daemon *d, const char *key, const char *run_d
         s->pid = d->ops.pid(vm);
         s->phase = SESSION_PHASE_RUNNING;
         s->observed_generation = s->generation;
+        agent_health_reset(s);
         adopt_identity(d, s);
         s->started_ns = d->clock.now_real_ns(d->clock.userdata);
         agent_session_set_condition(s, AGENT_COND_READY, "True", "Adopted", s->started_ns,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The executor: carries out planned actions through the VM ops (long ones in a worker thread
- * per action, the session marked busy meanwhile) and notices QEMU exits. */
+ * per action, the session marked busy meanwhile). */
 #include "agent/agent-internal.h"
 #include "agent/jail.h"
 #include "cgroups/cgroups.h"
@@ -36,6 +36,7 @@ struct job {
         struct session_manifest *spec; /* owned copy for a network setup (boot) */
         void *net;                     /* the session's network (borrowed) or a new one */
         char parent_key[2 * 64 + 2];   /* a fork's parent session ("" otherwise) */
+        bool dead; /* the guest cannot power off (died, or stopped by a disk error) */
 };
 
 static struct job *job_free(struct job *j)
@@ -315,6 +316,7 @@ static void job_boot(struct job *j)
                 return;
         }
         job_ledger(j, &secrets);
+        agent_health_reset(j->s);
         j->s->pid = d->ops.pid(vm);
         j->s->phase = SESSION_PHASE_RUNNING;
         j->s->started_ns = now_real(d);
@@ -335,9 +337,12 @@ static void job_boot(struct job *j)
         pthread_mutex_lock(&d->lock);
 }
 
+/* stop, destroy and fail (a dead guest: no poweroff asked, phase Failed) */
 static void job_stop(struct job *j, bool destroy)
 {
         struct agent_daemon *d = j->d;
+        bool fail = j->kind == CORE_ACTION_FAIL, dead = fail || j->dead;
+        struct agent_vm_health h = {0};
         int r;
 
         agent_fwd_close_key(d, j->key);
@@ -346,10 +351,15 @@ static void job_stop(struct job *j, bool destroy)
 
                 /* a paused VM is frozen: let it see the poweroff */
                 (void)agent_resources_freeze(d, j->key, false, NULL);
-                r = d->ops.stop(d->ops.userdata, j->vm->vm, AGENT_STOP_STEP_MS);
+                r = dead && d->ops.kill
+                            ? d->ops.kill(d->ops.userdata, j->vm->vm, 2000)
+                            : d->ops.stop(d->ops.userdata, j->vm->vm, AGENT_STOP_STEP_MS);
                 agent_metrics_op_done(AGENT_OP_STOP, r, t0);
                 if (r < 0)
                         log_warning_errno(r, "session %s: stop: %m; killing its cgroup", j->key);
+                /* its last console lines, now that QEMU is gone */
+                if (fail && d->ops.health)
+                        (void)d->ops.health(d->ops.userdata, j->vm->vm, &h);
         }
         /* force-stop and cleanup: whatever is left in the cgroup dies, then it goes */
         agent_resources_teardown(d, j->key);
@@ -372,6 +382,10 @@ static void job_stop(struct job *j, bool destroy)
                 log_info("session %s: deleted, VM and files removed", j->s->key);
                 agent_daemon_remove(d, j->s);
                 j->s = NULL;
+                return;
+        }
+        if (fail) {
+                session_failed(d, j->s, agent_health_failed(d, j->s, &h), j->s->health.fail_msg);
                 return;
         }
         if (j->s->phase == SESSION_PHASE_FAILED && j->s->spec &&
@@ -409,6 +423,10 @@ static void job_pause_resume(struct job *j)
         agent_metrics_op_done(pause ? AGENT_OP_PAUSE : AGENT_OP_RESUME, r, t0);
         pthread_mutex_lock(&d->lock);
         j->s->res.frozen = pause && r >= 0;
+        /* a continue after a disk error: the next one waits for the next free-space check;
+         * probes missed around a pause say nothing about the guest */
+        j->s->health.io_resume_due = false;
+        j->s->health.probe_failures = 0;
         if (r < 0) {
                 log_error("session %s: %s: %s", j->s->key, core_action_to_string(j->kind),
                           err.msg[0] ? err.msg : strerror(-r));
@@ -427,7 +445,8 @@ static void *job_thread(void *userdata)
 
         if (j->kind == CORE_ACTION_BOOT)
                 job_boot(j);
-        else if (j->kind == CORE_ACTION_STOP || j->kind == CORE_ACTION_DESTROY)
+        else if (j->kind == CORE_ACTION_STOP || j->kind == CORE_ACTION_DESTROY ||
+                 j->kind == CORE_ACTION_FAIL)
                 job_stop(j, j->kind == CORE_ACTION_DESTROY);
         else
                 job_pause_resume(j);
@@ -462,6 +481,7 @@ static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_ac
                 return -ENOMEM;
         }
         j->vm = agent_vm_ref_get(s->vm);
+        j->dead = s->health.failing || s->health.io_stopped;
         *ret = j;
         return 0;
 }
@@ -575,6 +595,7 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum cor
                         return -ESRCH;
                 break;
         case CORE_ACTION_DESTROY:
+        case CORE_ACTION_FAIL:
                 break;
         default:
                 return -EINVAL;
@@ -585,24 +606,14 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum cor
         return job_start(d, j);
 }
 
-void agent_executor_check_exits(struct agent_daemon *d)
+void agent_executor_vm_gone(struct agent_daemon *d, struct agent_session *s, const char *reason,
+                            const char *msg)
 {
-        for (size_t i = 0; i < d->n_sessions; i++) {
-                struct agent_session *s = d->sessions[i];
-                const char *reason = NULL;
-                char msg[160];
-                int status = 0;
-
-                if (!s->vm || s->busy || d->ops.poll_exit(s->vm->vm, &status, &reason) != 1)
-                        continue;
-                snprintf(msg, sizeof(msg), "QEMU (pid %d) exited: %s (status %d)", (int)s->pid,
-                         reason ? reason : "unknown", status);
-                session_detach_vm(s);
-                agent_fwd_close_key(d, s->key);
-                session_failed(d, s, "VMExited", msg);
-                agent_resources_teardown(d, s->key);
-                session_set_cgroup(d, s, false);
-        }
+        session_detach_vm(s);
+        agent_fwd_close_key(d, s->key);
+        session_failed(d, s, reason, msg);
+        agent_resources_teardown(d, s->key);
+        session_set_cgroup(d, s, false);
 }
 
 void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const char *reason,

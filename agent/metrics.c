@@ -31,6 +31,8 @@ static struct {
         struct histogram ops[_AGENT_OP_MAX];
         uint64_t failed[_AGENT_OP_MAX];
         uint64_t reconcile_errors, forks, checkpoint_bytes, forks_inherited_secrets;
+        uint64_t io_error_stops, guest_oom_kills;
+        uint64_t guest_failures[3]; /* failure_reasons order */
         int (*stats_fn)(void *userdata, const char *key, struct agent_session_stats *ret);
         void *stats_userdata;
 } m = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -93,6 +95,25 @@ void agent_metrics_add_checkpoint_bytes(uint64_t bytes)
         add(&m.checkpoint_bytes, bytes);
 }
 
+static const char *const failure_reasons[] = {"GuestPanicked", "GuestOOM", "GuestUnresponsive"};
+
+void agent_metrics_add_io_error_stops(unsigned n)
+{
+        add(&m.io_error_stops, n);
+}
+
+void agent_metrics_add_guest_oom_kills(unsigned n)
+{
+        add(&m.guest_oom_kills, n);
+}
+
+void agent_metrics_guest_failure(const char *reason)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(failure_reasons); i++)
+                if (strcmp(reason, failure_reasons[i]) == 0)
+                        add(&m.guest_failures[i], 1);
+}
+
 void agent_metrics_set_session_stats_hook(int (*fn)(void *userdata, const char *key,
                                                     struct agent_session_stats *ret),
                                           void *userdata)
@@ -109,6 +130,8 @@ void agent_metrics_reset(void)
         memset(m.ops, 0, sizeof(m.ops));
         memset(m.failed, 0, sizeof(m.failed));
         m.reconcile_errors = m.forks = m.checkpoint_bytes = m.forks_inherited_secrets = 0;
+        m.io_error_stops = m.guest_oom_kills = 0;
+        memset(m.guest_failures, 0, sizeof(m.guest_failures));
         pthread_mutex_unlock(&m.lock);
 }
 
@@ -156,6 +179,18 @@ static void render_counters(FILE *f)
                "Forks started with file secrets copied unchanged from their parent.");
         fprintf(f, "forklet_forks_inherited_secrets_total %llu\n",
                 (unsigned long long)m.forks_inherited_secrets);
+        header(f, "forklet_disk_io_error_stops_total", "counter",
+               "VMs QEMU stopped on a disk write error (ENOSPC and others).");
+        fprintf(f, "forklet_disk_io_error_stops_total %llu\n",
+                (unsigned long long)m.io_error_stops);
+        header(f, "forklet_guest_oom_kills_total", "counter",
+               "Processes the guests' OOM killers killed (from their consoles).");
+        fprintf(f, "forklet_guest_oom_kills_total %llu\n", (unsigned long long)m.guest_oom_kills);
+        header(f, "forklet_guest_failures_total", "counter",
+               "Guests that died (panic, out of memory, agent not answering).");
+        for (size_t i = 0; i < ARRAY_SIZE(failure_reasons); i++)
+                fprintf(f, "forklet_guest_failures_total{reason=\"%s\"} %llu\n", failure_reasons[i],
+                        (unsigned long long)m.guest_failures[i]);
 }
 
 /* Sessions by phase; per-session usage through the hook (under d->lock). */

@@ -20,6 +20,7 @@ static const char *const condition_names[_AGENT_COND_MAX] = {
         [AGENT_COND_AFTER_START] = "AfterStart",
         [AGENT_COND_CHECKPOINTS] = "CheckpointsTaken",
         [AGENT_COND_FORKS] = "ForksReady",
+        [AGENT_COND_DISK_PRESSURE] = "DiskPressure",
 };
 
 struct agent_vm_ref *agent_vm_ref_new(void *vm, const struct agent_vm_ops *ops)
@@ -210,11 +211,25 @@ json_t *agent_session_status_json(const struct agent_session *s, int accel)
 
         if (!net)
                 net = json_pack("{s:n}", "netns");
-        return json_pack("{s:s, s:o, s:o, s:o, s:n, s:[], s:[], s:I, s:o, s:o}", "phase",
+        return json_pack("{s:s, s:o, s:o, s:o, s:n, s:[], s:[], s:I, s:o, s:o, s:o}", "phase",
                          session_phase_to_string(s->phase), "conditions", conditions_json(s), "vm",
                          vm_json(s, accel), "network", net, "cgroup", "checkpoints", "forks",
                          "observedGeneration", (json_int_t)s->observed_generation, "startedAt",
-                         time_json(s->started_ns), "events", events_json(s));
+                         time_json(s->started_ns), "events", events_json(s), "lastFailure",
+                         agent_failure_json(&s->last_failure));
+}
+
+json_t *agent_failure_json(const struct agent_failure *f)
+{
+        json_t *tail;
+
+        if (!f->time_ns)
+                return json_null();
+        tail = json_array();
+        for (unsigned i = 0; tail && i < f->n_tail; i++)
+                json_array_append_new(tail, json_string(f->tail[i]));
+        return json_pack("{s:o, s:s, s:s, s:o*}", "time", time_json(f->time_ns), "reason",
+                         f->reason, "message", f->message, "consoleTail", tail);
 }
 
 static int metadata_extend(json_t *meta, const struct agent_session *s)

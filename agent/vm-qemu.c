@@ -400,7 +400,8 @@ static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
         if (strcmp(status, "paused") == 0 || strcmp(status, "postmigrate") == 0 ||
             strcmp(status, "finish-migrate") == 0)
                 return qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
-        return 0;
+        /* stopped by a disk error (1: adopted as such) or panicked (refused) */
+        return qemu_health_adopt_status(q, status, err);
 }
 
 static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret_vm,
@@ -440,7 +441,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
                 r = adopt_check_status(q, err);
         if (r >= 0)
                 r = vmm_agent_connect(agent, VM_QMP_TIMEOUT_MS, &q->agent, err);
-        if (r >= 0)
+        /* a VM a disk error stopped cannot answer before it continues */
+        if (r >= 0 && !q->health.io_stopped)
                 r = vmm_agent_wait_ready(q->agent, VM_CONNECT_TIMEOUT_MS, err);
         if (r < 0) {
                 if (q->proc)
@@ -533,5 +535,10 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .pid = qemu_pid,
         .exit_fd = qemu_exit_fd,
         .poll_exit = qemu_poll_exit,
+        .health = qemu_health,
+        .health_fd = qemu_health_fd,
+        .ping = qemu_ping,
+        .kill = qemu_kill,
+        .disk_free = qemu_disk_free,
         .free = qemu_free,
 };

@@ -82,6 +82,22 @@ static void print_identity(const json_t *id)
         printf("%s\n", json_array_size(json_object_get(id, "mintedSecrets")) ? "" : " -");
 }
 
+/* status.lastFailure: why the last VM died and what its console said last. */
+static void print_last_failure(const json_t *f)
+{
+        const json_t *line;
+        size_t i;
+
+        if (!json_is_object(f))
+                return;
+        printf("Last failure: %s %s: %s\n", str(f, "time"), str(f, "reason"), str(f, "message"));
+        if (!json_array_size(json_object_get(f, "consoleTail")))
+                return;
+        printf("  Console (last %zu lines):\n", json_array_size(json_object_get(f, "consoleTail")));
+        json_array_foreach(json_object_get(f, "consoleTail"), i, line)
+                printf("    %s\n", json_string_value(line));
+}
+
 static void describe(const json_t *s)
 {
         json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
@@ -116,6 +132,7 @@ static void describe(const json_t *s)
         print_network(json_object_get(st, "network"));
         print_identity(json_object_get(st, "identity"));
         print_conditions(st);
+        print_last_failure(json_object_get(st, "lastFailure"));
         print_events(st);
 }
 

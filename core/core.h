@@ -59,6 +59,9 @@ struct core_observed {
         bool has_vm;                  /* a QEMU process is attached */
         uint64_t observed_generation; /* generation last acted upon */
         uint64_t retry_at_ns;         /* Failed + restart: earliest next boot (monotonic) */
+        bool unhealthy;               /* the guest died (panic, OOM, no answer): end the VM */
+        bool io_stopped;              /* QEMU stopped the VM on a disk write error */
+        bool io_resume_due;           /* ... and it may continue now (space is back) */
 };
 
 enum core_action_kind {
@@ -68,6 +71,7 @@ enum core_action_kind {
         CORE_ACTION_PAUSE,
         CORE_ACTION_RESUME,
         CORE_ACTION_DESTROY, /* stop, remove run/state files, forget the session */
+        CORE_ACTION_FAIL,    /* end the VM of a dead guest without asking it; phase Failed */
         _CORE_ACTION_MAX,
 };
 const char *core_action_to_string(enum core_action_kind k);

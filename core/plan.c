@@ -18,6 +18,7 @@ static const char *const action_table[_CORE_ACTION_MAX] = {
         [CORE_ACTION_OBSERVE] = "observe", [CORE_ACTION_BOOT] = "boot",
         [CORE_ACTION_STOP] = "stop",       [CORE_ACTION_PAUSE] = "pause",
         [CORE_ACTION_RESUME] = "resume",   [CORE_ACTION_DESTROY] = "destroy",
+        [CORE_ACTION_FAIL] = "fail",
 };
 
 const char *session_phase_to_string(enum session_phase p)
@@ -66,7 +67,8 @@ static int plan_state(const struct core_desired *d, const struct core_observed *
         case SESSION_STATE_RUNNING:
                 if (o->phase == SESSION_PHASE_PENDING || o->phase == SESSION_PHASE_STOPPED)
                         return CORE_ACTION_BOOT;
-                if (o->phase == SESSION_PHASE_PAUSED)
+                /* Stopped by a disk error: continuing before space is back stops it again. */
+                if (o->phase == SESSION_PHASE_PAUSED && (!o->io_stopped || o->io_resume_due))
                         return CORE_ACTION_RESUME;
                 if (o->phase == SESSION_PHASE_FAILED && may_restart(d, o, now))
                         return CORE_ACTION_BOOT;
@@ -125,7 +127,9 @@ int core_plan(const struct core_desired *desired, const struct core_observed *ob
                 }
                 if (d->generation != o->observed_generation)
                         r = plan_push(&p, &alloc, i, CORE_ACTION_OBSERVE);
-                kind = plan_state(d, o, now_mono_ns);
+                /* A dead guest ends first, whatever the spec wants; restartPolicy then decides
+                 * whether it boots again. */
+                kind = o->unhealthy && o->has_vm ? CORE_ACTION_FAIL : plan_state(d, o, now_mono_ns);
                 if (r >= 0 && kind >= 0)
                         r = plan_push(&p, &alloc, i, kind);
         }

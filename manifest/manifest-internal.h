@@ -122,6 +122,10 @@ int node_config_finish(struct node_config *c);
  * a token for any listen, cert and key together, api.url; fills the default api.url. api is
  * the api map (for positions). Reports into c. */
 void node_config_check_api(struct mctx *c, const struct mnode *api, struct node_config *cfg);
+/* The health and diskPressure sections (manifest-node-health.c); v is the section's map. */
+void node_config_decode_health(struct mctx *c, const struct mnode *v, struct node_config *cfg);
+void node_config_decode_disk_pressure(struct mctx *c, const struct mnode *v,
+                                      struct node_config *cfg);
 /* Checks apiVersion and kind of a document root (reports problems). */
 /* A string-to-string map at n: label rules (is_env false) or environment names (true). */
 void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
-static const char *const top_fields[] = {"apiVersion", "kind",         "nodeName",    "stateDir",
-                                         "runDir",     "accel",        "manifestDir", "api",
-                                         "network",    "cgroupParent", "sizeClasses", "images",
-                                         "capacity",   "controlPlane", "labels",      "jail",
-                                         "secrets",    "hardening",    NULL};
+static const char *const top_fields[] = {
+        "apiVersion",  "kind",         "nodeName", "stateDir",     "runDir",      "accel",
+        "manifestDir", "api",          "network",  "cgroupParent", "sizeClasses", "images",
+        "capacity",    "controlPlane", "labels",   "jail",         "secrets",     "hardening",
+        "health",      "diskPressure", NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile",   "tlsCert",
                                          "tlsKey", "url",    "tlsClientCA", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
@@ -492,6 +492,10 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 decode_secrets(n, v);
         if ((v = opt(root, "hardening")))
                 decode_hardening(n, v);
+        if ((v = opt(root, "health")))
+                node_config_decode_health(n->c, v, n->cfg);
+        if ((v = opt(root, "diskPressure")))
+                node_config_decode_disk_pressure(n->c, v, n->cfg);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
         if ((v = opt(root, "api"))) /* after controlPlane: api.url depends on it */

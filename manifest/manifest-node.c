@@ -150,6 +150,10 @@ int node_config_init_defaults(struct node_config *c)
         c->jail_uid_base = 200000;
         c->jail_uid_count = 65536;
         c->drop_capabilities = true;
+        c->liveness_interval_s = 15;
+        c->liveness_failure_threshold = 4;
+        c->disk_pressure_auto_resume = true;
+        c->disk_pressure_min_free_mib = 64;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
         c->release_pending_s = 30;

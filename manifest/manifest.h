@@ -171,6 +171,17 @@ struct node_config {
         /* hardening.dropCapabilities: forkletd drops every capability it does not need at
          * start (agent_privileges_keep_mask); false keeps all. Default true. */
         bool drop_capabilities;
+        /* health: liveness probes of each Running guest's agent every livenessIntervalSeconds
+         * (0: off; default 15); failureThreshold probes in a row unanswered make it
+         * GuestUnresponsive (default 4: about a minute, longer than the 30 s the agent channel
+         * gives a guest's unfinished frame before it reconnects). */
+        unsigned liveness_interval_s;
+        unsigned liveness_failure_threshold;
+        /* diskPressure: a VM stopped by a disk write error continues by itself once its disk's
+         * filesystem has minFreeMiB free (resume: auto, the default), or on `forklet resume`
+         * only (manual). Default 64 MiB. */
+        bool disk_pressure_auto_resume;
+        unsigned disk_pressure_min_free_mib;
         char **etcd;       /* owned strv, empty: standalone */
         char *etcd_prefix; /* owned, default "/forklet" */
         /* controlPlane.releasePendingAfterSeconds: a cluster session this node's admission kept

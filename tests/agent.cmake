@@ -4,6 +4,7 @@
 if(CMOCKA_FOUND)
   fk_unit_test(agent-plan-test SOURCES unit/agent-plan-test.c LIBS fk_core)
   fk_unit_test(agent-events-test SOURCES unit/agent-events-test.c LIBS fk_agent)
+  fk_unit_test(agent-health-test SOURCES unit/agent-health-test.c LIBS fk_cli fk_agent)
   fk_unit_test(agent-cli-args-test SOURCES unit/agent-cli-args-test.c LIBS fk_cli)
   fk_unit_test(agent-cli-output-test SOURCES unit/agent-cli-output-test.c LIBS fk_cli)
   fk_unit_test(agent-cli-verbs-test SOURCES unit/agent-cli-verbs-test.c LIBS fk_cli fk_agent)
@@ -32,6 +33,8 @@ fk_forkletd_test(agent-debian TIMEOUT 600)
 fk_forkletd_test(agent-resources TIMEOUT 900)
 # runDir and stateDir on tmpfs mounts of their own (cross-filesystem copies), stateDir filled.
 fk_forkletd_test(agent-enospc TIMEOUT 900)
+# Guests that die or stall: panics (sysrq, pvpanic), OOM, a full disk filesystem, liveness.
+fk_forkletd_test(agent-health TIMEOUT 1500)
 fk_forkletd_test(jail TIMEOUT 1200)
 fk_forkletd_test(agent-privileges TIMEOUT 1200)
 fk_forkletd_test(jail-kvm TIMEOUT 600)

@@ -149,6 +149,28 @@ int vmm_agent_guest_version(struct vmm_agent *a, char *buf, size_t size)
         return r;
 }
 
+int vmm_agent_ping(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)
+{
+        struct guest_buf b = {0};
+        struct agent_frame *f = NULL;
+        struct agent_pending *p;
+        int r;
+
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        if (!p)
+                return call_error(err, r, "ping");
+        r = guest_proto_put_raw(&b, GUEST_MSG_PING, p->id, "alive?", 6);
+        if (r == 0)
+                r = request(a, p, &b, timeout_ms, &f, err, "ping");
+        else
+                r = call_error(err, r, "ping");
+        if (r == 0 && f->type != GUEST_MSG_PONG)
+                r = protocol_violation(a, p, err, "ping");
+        free(f);
+        vmm_agent_pending_end(a, p);
+        return r;
+}
+
 /* ---- power --------------------------------------------------------------------------------- */
 
 int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)

@@ -155,6 +155,10 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
         arg(b, "-display");
         arg(b, "none");
         arg(b, "-no-reboot");
+        /* A guest that reports a panic (pvpanic) stays paused for forkletd to see, instead of
+         * QEMU exiting as if the guest had powered off. */
+        arg(b, "-action");
+        arg(b, "panic=pause");
         arg(b, "-smp");
         argf(b, "%u", c->vcpus);
         arg(b, "-m");
@@ -260,6 +264,11 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                 arg(b, "-device");
                 argf(b, "vmgenid,guid=%s", c->vmgenid);
         }
+        /* ISA port 0x505 (microvm has an ISA bus): a guest kernel with the pvpanic driver
+         * reports its panic there (QMP GUEST_PANICKED). Not virtio-mmio: the slots above keep
+         * their order. */
+        arg(b, "-device");
+        arg(b, "pvpanic");
 }
 
 int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *err)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The serial console log: a thread drains QEMU's console socket into a file that is rotated
- * (log -> log.1) before it would pass its size cap, so a chatty guest cannot fill the disk. */
+ * (log -> log.1) before it would pass its size cap, so a chatty guest cannot fill the disk, and
+ * through the health scanner (console-scan.c). */
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
@@ -17,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONSOLE_BUF 16384
@@ -30,6 +32,10 @@ struct vmm_console {
         pthread_t thread;
         atomic_uint_fast64_t bytes;
         atomic_uint rotations;
+        pthread_mutex_t lock; /* scan, closed */
+        pthread_cond_t cond;  /* closed became true */
+        struct vmm_console_scan scan;
+        bool closed; /* the thread is done reading (QEMU closed the socket, or free) */
 };
 
 static int console_connect(const char *path, unsigned timeout_ms)
@@ -143,11 +149,20 @@ static void *console_thread(void *userdata)
                 n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
                 if (n < 0 && (errno == EINTR || errno == EAGAIN))
                         continue;
+                if (n > 0) {
+                        pthread_mutex_lock(&c->lock);
+                        vmm_console_scan_feed(&c->scan, buf, (size_t)n);
+                        pthread_mutex_unlock(&c->lock);
+                }
                 if (n <= 0)
                         break;
                 if (log_write(c, buf, (size_t)n) < 0)
                         log_recover(c);
         }
+        pthread_mutex_lock(&c->lock);
+        c->closed = true;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->lock);
         return NULL;
 }
 
@@ -161,6 +176,8 @@ static void console_close(struct vmm_console *c)
                 close(c->stopfd);
         free(c->path);
         free(c->old_path);
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->lock);
         free(c);
 }
 
@@ -175,6 +192,8 @@ int vmm_console_start(const char *socket_path, const char *log_path, size_t max_
                 return fk_error_set(err, -ENOMEM, "out of memory");
         c->sock = c->log = c->stopfd = -1;
         c->max = max_bytes ? max_bytes : 1;
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->cond, NULL);
         if (!(c->path = strdup(log_path)) || fk_asprintf(&c->old_path, "%s.1", log_path) < 0) {
                 console_close(c);
                 return fk_error_set(err, -ENOMEM, "out of memory");
@@ -209,6 +228,33 @@ void vmm_console_stats(struct vmm_console *c, uint64_t *ret_bytes, unsigned *ret
 {
         *ret_bytes = atomic_load(&c->bytes);
         *ret_rotations = atomic_load(&c->rotations);
+}
+
+void vmm_console_report(struct vmm_console *c, struct vmm_console_report *ret)
+{
+        pthread_mutex_lock(&c->lock);
+        vmm_console_scan_report(&c->scan, ret);
+        pthread_mutex_unlock(&c->lock);
+}
+
+int vmm_console_wait_closed(struct vmm_console *c, unsigned timeout_ms)
+{
+        struct timespec ts;
+        bool closed;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&c->lock);
+        while (!c->closed && pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+                ;
+        closed = c->closed;
+        pthread_mutex_unlock(&c->lock);
+        return closed ? 1 : 0;
 }
 
 struct vmm_console *vmm_console_free(struct vmm_console *c)

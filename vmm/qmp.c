@@ -257,6 +257,65 @@ int qmp_next_event(struct qmp_client *c, json_t **ret)
         return 1;
 }
 
+/* Reads what is there now into the line buffer; 1 when something was read, 0 nothing. */
+static int read_ready(struct qmp_client *c)
+{
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        char chunk[65536];
+        ssize_t n;
+        int r;
+
+        do
+                r = poll(&pfd, 1, 0);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0)
+                return r < 0 ? -errno : 0;
+        n = read(c->fd, chunk, sizeof(chunk));
+        if (n < 0)
+                return errno == EINTR || errno == EAGAIN ? 0 : -errno;
+        if (n == 0) {
+                c->eof = true;
+                return 0;
+        }
+        r = qmp_linebuf_feed(&c->buf, chunk, (size_t)n);
+        return r < 0 ? r : 1;
+}
+
+int qmp_client_pump(struct qmp_client *c)
+{
+        int r = 0;
+
+        if (!c)
+                return -EINVAL;
+        /* Bounded: a guest cannot keep forkletd here by making QEMU emit events nonstop. */
+        for (unsigned i = 0; i < 16 && !c->eof && (r = read_ready(c)) > 0; i++)
+                ;
+        if (r < 0)
+                return r;
+        for (;;) {
+                _cleanup_(json_decrefp) json_t *msg = NULL;
+                cleanup_free char *line = NULL;
+                struct fk_error err = {0};
+                enum qmp_msg_kind kind;
+
+                r = qmp_linebuf_next(&c->buf, &line);
+                if (r <= 0)
+                        break;
+                if (qmp_proto_decode(line, strlen(line), &msg, &kind, &err) < 0)
+                        log_debug("QMP: dropping a message: %s", err.msg);
+                else if (kind == QMP_MSG_EVENT)
+                        queue_event(c, msg);
+        }
+        if (r < 0)
+                return r;
+        return c->eof ? -ECONNRESET : 0;
+}
+
+int qmp_client_fd(const struct qmp_client *c)
+{
+        return c && !c->eof ? c->fd : -1;
+}
+
 int qmp_query_status(struct qmp_client *c, unsigned timeout_ms, char **ret, struct fk_error *err)
 {
         _cleanup_(json_decrefp) json_t *st = NULL;

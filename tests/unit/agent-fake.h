@@ -21,10 +21,16 @@ struct fake_vm {
         int efd;
         atomic_bool exited;
         atomic_bool stopped;
+        int exit_status;               /* poll_exit's status (137: SIGKILL) */
+        struct agent_vm_health health; /* what ops.health reports; the test sets it */
+        atomic_bool ping_fail;         /* liveness probes time out */
+        atomic_int pings, resumes;
+        uint64_t disk_free; /* ops.disk_free */
 };
 
 struct fake_backend {
         atomic_int boots, stops, adopts, frees, execs;
+        atomic_int kills; /* VMs ended without a poweroff (dead guests) */
         atomic_bool fail_boot;
         atomic_bool slow_boot; /* boot waits for cancel (up to 5 s) */
         atomic_bool release;   /* lets a "block" exec finish */
@@ -45,6 +51,7 @@ static inline struct fake_vm *fake_vm_new(pid_t pid)
                 return NULL;
         v->pid = pid;
         v->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        v->exit_status = 137;
         return v;
 }
 
@@ -182,9 +189,55 @@ static inline int fake_poll_exit(void *vm, int *ret_status, const char **ret_rea
 {
         if (!atomic_load(&((struct fake_vm *)vm)->exited))
                 return 0;
-        *ret_status = 137;
-        *ret_reason = "killed by SIGKILL";
+        *ret_status = ((struct fake_vm *)vm)->exit_status;
+        *ret_reason = *ret_status == 137 ? "killed by SIGKILL" : "exited with status 0";
         return 1;
+}
+
+/* Guest health: as the test set it; a resume clears a disk-error stop (QEMU's RESUME). */
+static inline int fake_health(void *ud, void *vm, struct agent_vm_health *ret)
+{
+        (void)ud;
+        *ret = ((struct fake_vm *)vm)->health;
+        return 0;
+}
+
+static inline int fake_ping(void *ud, void *vm, unsigned timeout_ms, struct fk_error *err)
+{
+        struct fake_vm *v = vm;
+
+        (void)ud;
+        atomic_fetch_add(&v->pings, 1);
+        if (atomic_load(&v->ping_fail))
+                return fk_error_set(err, -ETIMEDOUT, "ping: no answer in %u ms", timeout_ms);
+        return 0;
+}
+
+static inline int fake_kill(void *ud, void *vm, unsigned timeout_ms)
+{
+        struct fake_backend *f = ud;
+
+        (void)timeout_ms;
+        atomic_fetch_add(&f->kills, 1);
+        atomic_store(&((struct fake_vm *)vm)->stopped, true);
+        return 0;
+}
+
+static inline int fake_resume(void *ud, void *vm, struct fk_error *err)
+{
+        struct fake_vm *v = vm;
+
+        (void)ud, (void)err;
+        atomic_fetch_add(&v->resumes, 1);
+        v->health.io_stopped = false;
+        return 0;
+}
+
+static inline int fake_disk_free(void *ud, void *vm, uint64_t *ret)
+{
+        (void)ud;
+        *ret = ((struct fake_vm *)vm)->disk_free;
+        return 0;
 }
 
 static inline void fake_free(void *ud, void *vm)
@@ -204,11 +257,15 @@ static inline struct agent_vm_ops fake_ops(struct fake_backend *f)
                 .adopt = fake_adopt,
                 .stop = fake_stop,
                 .pause = fake_pause,
-                .resume = fake_pause,
+                .resume = fake_resume,
                 .exec = fake_exec,
                 .pid = fake_pid,
                 .exit_fd = fake_exit_fd,
                 .poll_exit = fake_poll_exit,
+                .health = fake_health,
+                .ping = fake_ping,
+                .kill = fake_kill,
+                .disk_free = fake_disk_free,
                 .free = fake_free,
                 .userdata = f,
         };

@@ -153,6 +153,60 @@ static const struct plan_case cases[] = {
          {.phase = P(FAILED), .has_vm = true, .observed_generation = 1},
          NONE,
          NONE},
+        /* guest health: a dead guest's VM ends first; a disk-error stop waits for space */
+        {"dead guest: its VM is ended",
+         WANT(RUN),
+         {.phase = P(RUNNING), .has_vm = true, .unhealthy = true, .observed_generation = 1},
+         CORE_ACTION_FAIL,
+         NONE},
+        {"dead guest of a paused session: ended too",
+         WANT(PAUSE),
+         {.phase = P(PAUSED), .has_vm = true, .unhealthy = true, .observed_generation = 1},
+         CORE_ACTION_FAIL,
+         NONE},
+        {"dead guest, spec changed: observed, then ended",
+         WANT(RUN),
+         {.phase = P(RUNNING), .has_vm = true, .unhealthy = true},
+         CORE_ACTION_OBSERVE,
+         CORE_ACTION_FAIL},
+        {"dead guest deleted: destroyed",
+         GONE,
+         {.phase = P(RUNNING), .has_vm = true, .unhealthy = true, .observed_generation = 1},
+         CORE_ACTION_DESTROY,
+         NONE},
+        {"failed after a death, VM gone: restart policy decides",
+         {.present = true, .state = RUN, .generation = 1, .restart_on_failure = true},
+         {.phase = P(FAILED), .unhealthy = true, .observed_generation = 1},
+         CORE_ACTION_BOOT,
+         NONE},
+        {"disk-error stop: no resume before space is back",
+         WANT(RUN),
+         {.phase = P(PAUSED), .has_vm = true, .io_stopped = true, .observed_generation = 1},
+         NONE,
+         NONE},
+        {"disk-error stop, space back: resumed",
+         WANT(RUN),
+         {.phase = P(PAUSED),
+          .has_vm = true,
+          .io_stopped = true,
+          .io_resume_due = true,
+          .observed_generation = 1},
+         CORE_ACTION_RESUME,
+         NONE},
+        {"disk-error stop, spec Paused: stays even with space back",
+         WANT(PAUSE),
+         {.phase = P(PAUSED),
+          .has_vm = true,
+          .io_stopped = true,
+          .io_resume_due = true,
+          .observed_generation = 1},
+         NONE,
+         NONE},
+        {"disk-error stop, spec Stopped: stopped",
+         WANT(STOP),
+         {.phase = P(PAUSED), .has_vm = true, .io_stopped = true, .observed_generation = 1},
+         CORE_ACTION_STOP,
+         NONE},
 };
 
 static void test_table(void **state)
@@ -210,6 +264,8 @@ static void test_strings(void **state)
         assert_int_equal(session_phase_from_string("running"), _SESSION_PHASE_INVALID);
         assert_null(session_phase_to_string(_SESSION_PHASE_MAX));
         assert_string_equal(core_action_to_string(CORE_ACTION_DESTROY), "destroy");
+        assert_string_equal(core_action_to_string(CORE_ACTION_DESTROY), "destroy");
+        assert_string_equal(core_action_to_string(CORE_ACTION_FAIL), "fail");
 }
 
 int main(void)

@@ -204,7 +204,7 @@ static void test_node_errors(void **state)
                                               "runDir, accel, manifestDir, api, network, "
                                               "cgroupParent, sizeClasses, images, capacity, "
                                               "controlPlane, labels, jail, secrets, "
-                                              "hardening)")},
+                                              "hardening, health, diskPressure)")},
                        2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         mt_assert_diag(&d,
@@ -299,6 +299,47 @@ static void test_node_hardening(void **state)
                        2);
 }
 
+/* health and diskPressure: defaults, values, and every bad value named by its field. */
+static void test_node_health(void **state)
+{
+        const char *set = NHDR "health: {livenessIntervalSeconds: 0, failureThreshold: 5}\n"
+                               "diskPressure: {resume: manual, minFreeMiB: 8}\n";
+        const char *bad = NHDR "health: {livenessIntervalSeconds: -1, failureThreshold: 0, "
+                               "interval: 3}\n"
+                               "diskPressure: {resume: automatic, minFreeMiB: 0}\n";
+        struct node_config *c = NULL;
+        struct manifest_diag d = {0};
+
+        (void)state;
+        assert_int_equal(node_config_default(&c), 0);
+        assert_int_equal(c->liveness_interval_s, 15);
+        assert_int_equal(c->liveness_failure_threshold, 4);
+        assert_true(c->disk_pressure_auto_resume);
+        assert_int_equal(c->disk_pressure_min_free_mib, 64);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(set, strlen(set), "/n.yaml", &c, &d), 0);
+        assert_int_equal(c->liveness_interval_s, 0);
+        assert_int_equal(c->liveness_failure_threshold, 5);
+        assert_false(c->disk_pressure_auto_resume);
+        assert_int_equal(c->disk_pressure_min_free_mib, 8);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(bad, strlen(bad), "n.yaml", &c, &d), -EINVAL);
+        assert_null(c);
+        mt_assert_diag(
+                &d,
+                (const char *const[]){
+                        "n.yaml:3:35: health.livenessIntervalSeconds: -1 is out of range "
+                        "(0..3600)",
+                        "n.yaml:3:57: health.failureThreshold: 0 is out of range (1..100)",
+                        ("n.yaml:3:60: health.interval: unknown field \"interval\" "
+                         "(known: livenessIntervalSeconds, failureThreshold)"),
+                        ("n.yaml:4:24: diskPressure.resume: unknown resume mode "
+                         "\"automatic\" (known: auto, manual)"),
+                        "n.yaml:4:47: diskPressure.minFreeMiB: 0 is out of range (1..1048576)",
+                },
+                5);
+}
+
 /* api: a non-loopback listen only with TLS, a token for any listen, cert and key together,
  * api.url (https, no path; derived from a specific listen address). */
 static void test_node_api_tls(void **state)
@@ -384,6 +425,7 @@ int main(void)
                 cmocka_unit_test(test_node_example),   cmocka_unit_test(test_node_errors),
                 cmocka_unit_test(test_config_limits),  cmocka_unit_test(test_node_labels),
                 cmocka_unit_test(test_node_hardening), cmocka_unit_test(test_node_api_tls),
+                cmocka_unit_test(test_node_health),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

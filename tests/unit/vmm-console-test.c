@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The console log reader against a unix socket standing in for QEMU's console chardev: the
  * size cap is exact, rotation keeps the newest bytes in order, a fresh boot rotates, adoption
- * appends, a peer that closes or floods never hangs free(), and a full disk drops output
- * without blocking QEMU. */
+ * appends, a peer that closes or floods never hangs free(), a full disk drops output without
+ * blocking QEMU; the health scanner's report. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -214,6 +214,87 @@ static void test_flood_and_errors(void **state)
         assert_null(vmm_console_free(NULL));
 }
 
+/* The health scanner (pure): panics, OOM kills, the last lines, text made safe. */
+static void test_scan(void **state)
+{
+        static const char boot[] =
+                "[    0.000000] Linux version 6.1.0\r\n"
+                "\x1b[1mbold\x1b[0m \xff\ttab\n"
+                "[   24.484822] Out of memory: Killed process 95 (tail) total-vm:160984kB, "
+                "anon-rss:158820kB\n"
+                "[   30.1] Memory cgroup out of memory: Killed process 7 (dd) total-vm:1kB\n"
+                "forklet-init: [    6.383296] Kernel panic - not syncing: System is deadlocked "
+                "on memory\n"
+                "[    6.384372]  panic+0x118/0x2f4\n"
+                "---[ end Kernel panic - not syncing: again ]---\n";
+        struct vmm_console_scan *sc = calloc(1, sizeof(*sc));
+        struct vmm_console_report r;
+        char longline[400];
+
+        (void)state;
+        assert_non_null(sc);
+        assert_int_equal(vmm_console_classify("[ 1.0] Kernel panic - not syncing: x"),
+                         VMM_CONSOLE_LINE_PANIC);
+        assert_int_equal(vmm_console_classify("Out of memory: Killed process 1 (a)"),
+                         VMM_CONSOLE_LINE_OOM_KILL);
+        assert_int_equal(vmm_console_classify("Kernel panic"), VMM_CONSOLE_LINE_PLAIN);
+        /* fed one byte at a time: lines split anywhere */
+        for (size_t i = 0; i < sizeof(boot) - 1; i++)
+                vmm_console_scan_feed(sc, boot + i, 1);
+        vmm_console_scan_report(sc, &r);
+        assert_int_equal(r.panics, 2);
+        assert_string_equal(r.panic, "Kernel panic - not syncing: System is deadlocked on memory");
+        assert_int_equal(r.oom_kills, 2);
+        assert_string_equal(r.oom, "out of memory: Killed process 7 (dd)");
+        assert_int_equal(r.n_tail, 7);
+        assert_string_equal(r.tail[0], "[    0.000000] Linux version 6.1.0");
+        assert_string_equal(r.tail[1], "?[1mbold?[0m ? tab");
+        assert_string_equal(r.tail[6], "---[ end Kernel panic - not syncing: again ]---");
+        /* only the last 10 lines stay; a line beyond the cut keeps its start */
+        for (int i = 0; i < 12; i++) {
+                char l[32];
+
+                snprintf(l, sizeof(l), "line %d\n", i);
+                vmm_console_scan_feed(sc, l, strlen(l));
+        }
+        memset(longline, 'y', sizeof(longline));
+        vmm_console_scan_feed(sc, longline, sizeof(longline));
+        vmm_console_scan_report(sc, &r);
+        assert_int_equal(r.n_tail, VMM_CONSOLE_TAIL_LINES);
+        assert_string_equal(r.tail[0], "line 3");
+        assert_string_equal(r.tail[8], "line 11");
+        /* the unfinished last line is reported too, cut to the line size */
+        assert_int_equal(strlen(r.tail[9]), VMM_CONSOLE_LINE_MAX - 1);
+        assert_int_equal(r.tail[9][0], 'y');
+        free(sc);
+}
+
+/* The reader feeds the scanner; wait_closed returns once QEMU closed its end. */
+static void test_report_and_close(void **state)
+{
+        struct env *e = *state;
+        struct vmm_console *c = NULL;
+        struct vmm_console_report r;
+        struct fk_error err = {0};
+        static const char text[] = "hello\n[ 7.6] Kernel panic - not syncing: sysrq triggered "
+                                   "crash\n";
+        int peer;
+
+        assert_int_equal(vmm_console_start(e->sock, e->log, 4096, true, 1000, &c, &err), 0);
+        peer = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(peer >= 0);
+        assert_int_equal(vmm_console_wait_closed(c, 50), 0);
+        assert_int_equal(fk_write_all(peer, text, sizeof(text) - 1), 0);
+        close(peer);
+        assert_int_equal(vmm_console_wait_closed(c, 5000), 1);
+        vmm_console_report(c, &r);
+        assert_int_equal(r.panics, 1);
+        assert_string_equal(r.panic, "Kernel panic - not syncing: sysrq triggered crash");
+        assert_int_equal(r.n_tail, 2);
+        assert_string_equal(r.tail[0], "hello");
+        c = vmm_console_free(c);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -221,6 +302,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_boot_rotates_adopt_appends, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_and_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_full_disk_keeps_draining, setup, teardown),
+                cmocka_unit_test(test_scan),
+                cmocka_unit_test_setup_teardown(test_report_and_close, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -341,6 +341,48 @@ static void test_client_garbage_and_eof(void **state)
         fake_finish(&f);
 }
 
+/* pump: events of an idle client are queued without a command; a stray reply and garbage
+ * are dropped; what came before QEMU closed the socket is still queued. */
+static void test_client_pump(void **state)
+{
+        const struct step steps[] = {
+                HANDSHAKE,
+                {NULL,
+                 "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+                 "\"BLOCK_IO_ERROR\", \"data\": {\"device\": \"disk0\", \"nospace\": true, "
+                 "\"action\": \"stop\"}}\r\n"
+                 "{\"return\": {}, \"id\": 9}\r\nnot json\r\n" EV_STOP "{\"event\": \"RES",
+                 0, false},
+                {NULL, "UME\", \"timestamp\": {\"seconds\": 3, \"microseconds\": 0}}\r\n", 100,
+                 true},
+        };
+        static const char *const want[] = {"BLOCK_IO_ERROR", "STOP", "RESUME"};
+        struct fake f;
+        struct qmp_client *c = NULL;
+        struct fk_error err = {};
+        json_t *ev = NULL;
+        int fd = fake_start(&f, steps, ARRAY_SIZE(steps)), r = 0;
+
+        (void)state;
+        assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
+        assert_true(qmp_client_fd(c) >= 0);
+        /* nothing sent yet or only part of it: never blocks */
+        for (int i = 0; i < 200 && (r = qmp_client_pump(c)) == 0; i++)
+                usleep(10000);
+        assert_int_equal(r, -ECONNRESET);
+        assert_int_equal(qmp_client_fd(c), -1);
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+                assert_int_equal(qmp_next_event(c, &ev), 1);
+                assert_string_equal(json_string_value(json_object_get(ev, "event")), want[i]);
+                json_decref(ev);
+        }
+        assert_int_equal(qmp_next_event(c, &ev), 0);
+        assert_int_equal(qmp_client_pump(c), -ECONNRESET);
+        assert_int_equal(qmp_client_pump(NULL), -EINVAL);
+        qmp_client_free(c);
+        fake_finish(&f);
+}
+
 static void test_client_bad_greeting(void **state)
 {
         const struct step no_greeting[] = {
@@ -412,6 +454,7 @@ int main(void)
                 cmocka_unit_test(test_client_commands),
                 cmocka_unit_test(test_client_timeout_then_stale),
                 cmocka_unit_test(test_client_garbage_and_eof),
+                cmocka_unit_test(test_client_pump),
                 cmocka_unit_test(test_client_bad_greeting),
                 cmocka_unit_test(test_connect_missing_socket),
         };

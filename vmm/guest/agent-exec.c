@@ -123,6 +123,13 @@ static void __attribute__((noreturn)) child_exec(const struct spawn *s)
                         goto fail;
         if (chdir(s->cwd ? s->cwd : "/") < 0)
                 goto fail;
+        /* Undo the agent's own OOM protection (agent.c): a command is what the OOM killer
+         * should pick. Best effort. */
+        e = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (e >= 0) {
+                (void)!write(e, "0", 1);
+                close(e);
+        }
         execve(s->path, s->argv, s->envp);
 fail:
         e = errno;

@@ -349,6 +349,19 @@ static int listen_local(const char *path)
         return fd;
 }
 
+/* The agent reports everything else (and init restarts it only after it died): let a guest that
+ * runs out of memory lose its workload, never the agent. Its commands start at 0 again
+ * (agent-exec.c). */
+static void protect_from_oom(void)
+{
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+        if (fd < 0 || write(fd, "-1000", 5) != 5)
+                fprintf(stderr, "forklet-agent: oom_score_adj -1000: %m\n");
+        if (fd >= 0)
+                close(fd);
+}
+
 static int agent_main(const char *listen_path)
 {
         struct ga a = {.port_fd = -1, .listen_fd = -1, .inject_fd = -1};
@@ -372,6 +385,7 @@ static int agent_main(const char *listen_path)
                         return 1;
                 }
         } else {
+                protect_from_oom();
                 a.port_fd = open_port();
                 ga_inject_open(&a);
         }

@@ -149,7 +149,9 @@ int vmm_agent_guest_version(struct vmm_agent *a, char *buf, size_t size)
         return r;
 }
 
-int vmm_agent_ping(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)
+/* One request of type with a raw payload whose only good answer is a frame of type want. */
+static int raw_call(struct vmm_agent *a, uint16_t type, const void *data, size_t size,
+                    uint16_t want, unsigned timeout_ms, const char *what, struct fk_error *err)
 {
         struct guest_buf b = {0};
         struct agent_frame *f = NULL;
@@ -158,41 +160,29 @@ int vmm_agent_ping(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *er
 
         p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
         if (!p)
-                return call_error(err, r, "ping");
-        r = guest_proto_put_raw(&b, GUEST_MSG_PING, p->id, "alive?", 6);
+                return call_error(err, r, what);
+        r = guest_proto_put_raw(&b, type, p->id, data, size);
         if (r == 0)
-                r = request(a, p, &b, timeout_ms, &f, err, "ping");
+                r = request(a, p, &b, timeout_ms, &f, err, what);
         else
-                r = call_error(err, r, "ping");
-        if (r == 0 && f->type != GUEST_MSG_PONG)
-                r = protocol_violation(a, p, err, "ping");
+                r = call_error(err, r, what);
+        if (r == 0 && f->type != want)
+                r = protocol_violation(a, p, err, what);
         free(f);
         vmm_agent_pending_end(a, p);
         return r;
+}
+
+int vmm_agent_ping(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)
+{
+        return raw_call(a, GUEST_MSG_PING, "alive?", 6, GUEST_MSG_PONG, timeout_ms, "ping", err);
 }
 
 /* ---- power --------------------------------------------------------------------------------- */
 
 int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err)
 {
-        struct guest_buf b = {0};
-        struct agent_frame *f = NULL;
-        struct agent_pending *p;
-        int r;
-
-        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
-        if (!p)
-                return call_error(err, r, "poweroff");
-        r = guest_proto_put_raw(&b, GUEST_MSG_POWEROFF, p->id, NULL, 0);
-        if (r == 0)
-                r = request(a, p, &b, timeout_ms, &f, err, "poweroff");
-        else
-                r = call_error(err, r, "poweroff");
-        if (r == 0 && f->type != GUEST_MSG_OK)
-                r = protocol_violation(a, p, err, "poweroff");
-        free(f);
-        vmm_agent_pending_end(a, p);
-        return r;
+        return raw_call(a, GUEST_MSG_POWEROFF, NULL, 0, GUEST_MSG_OK, timeout_ms, "poweroff", err);
 }
 
 /* ---- identity, freeze ---------------------------------------------------------------------- */

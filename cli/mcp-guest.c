@@ -19,25 +19,40 @@
 static const char *const encodings[] = {"utf-8", "base64", NULL};
 
 #define P_SESSION                                                                                  \
-        {.name = "session", .type = MCP_T_NAME, .required = true,                                  \
-         .description = "the session's name (metadata.name); it must be Running"}
+        {                                                                                          \
+                .name = "session", .type = MCP_T_NAME, .required = true,                           \
+                .description = "the session's name (metadata.name); it must be Running"            \
+        }
 #define P_NAMESPACE                                                                                \
-        {.name = "namespace", .type = MCP_T_NAME,                                                  \
-         .description = "the session's namespace (default: forklet's -n, else \"default\")"}
+        {                                                                                          \
+                .name = "namespace", .type = MCP_T_NAME,                                           \
+                .description = "the session's namespace (default: forklet's -n, else \"default\")" \
+        }
 #define P_PATH(what)                                                                               \
-        {.name = "path", .type = MCP_T_STRING, .required = true,                                   \
-         .description = "the absolute guest path of the file to " what}
+        {                                                                                          \
+                .name = "path", .type = MCP_T_STRING, .required = true,                            \
+                .description = "the absolute guest path of the file to " what                      \
+        }
 
 const struct mcp_param mcp_exec_params[] = {
         P_SESSION,
-        {.name = "argv", .type = MCP_T_STRINGS, .required = true,
+        {.name = "argv",
+         .type = MCP_T_STRINGS,
+         .required = true,
          .description = "the program and its arguments, e.g. [\"uname\", \"-s\"]"},
-        {.name = "stdin", .type = MCP_T_STRING,
+        {.name = "stdin",
+         .type = MCP_T_STRING,
          .description = "text for the command's standard input (default: none)"},
-        {.name = "timeout_seconds", .type = MCP_T_INTEGER, .min = 0, .max = 86400,
+        {.name = "timeout_seconds",
+         .type = MCP_T_INTEGER,
+         .min = 0,
+         .max = 86400,
          .def = EXEC_DEFAULT_TIMEOUT_S,
          .description = "kill the command after this many seconds (0: no limit)"},
-        {.name = "output_cap_bytes", .type = MCP_T_INTEGER, .min = 1, .max = EXEC_MAX_CAP,
+        {.name = "output_cap_bytes",
+         .type = MCP_T_INTEGER,
+         .min = 1,
+         .max = EXEC_MAX_CAP,
          .def = EXEC_DEFAULT_CAP,
          .description = "bytes of stdout and stderr together to keep; the rest is dropped and "
                         "output_capped says so"},
@@ -48,7 +63,9 @@ const struct mcp_param mcp_exec_params[] = {
 const struct mcp_param mcp_read_file_params[] = {
         P_SESSION,
         P_PATH("read"),
-        {.name = "encoding", .type = MCP_T_STRING, .choices = encodings,
+        {.name = "encoding",
+         .type = MCP_T_STRING,
+         .choices = encodings,
          .description = "utf-8: the content as text (a file that is not UTF-8 is refused); "
                         "base64: any bytes"},
         P_NAMESPACE,
@@ -58,11 +75,16 @@ const struct mcp_param mcp_read_file_params[] = {
 const struct mcp_param mcp_write_file_params[] = {
         P_SESSION,
         P_PATH("write (created or replaced)"),
-        {.name = "content", .type = MCP_T_STRING, .required = true,
+        {.name = "content",
+         .type = MCP_T_STRING,
+         .required = true,
          .description = "the file's content, as text or base64 (see encoding)"},
-        {.name = "encoding", .type = MCP_T_STRING, .choices = encodings,
+        {.name = "encoding",
+         .type = MCP_T_STRING,
+         .choices = encodings,
          .description = "how content is given: utf-8 text or base64 bytes"},
-        {.name = "mode", .type = MCP_T_STRING,
+        {.name = "mode",
+         .type = MCP_T_STRING,
          .description = "octal permission bits, e.g. \"0755\" (default \"0644\")"},
         P_NAMESPACE,
         {0},
@@ -135,8 +157,7 @@ static int on_line(const char *line, void *userdata)
         return o->err;
 }
 
-static int exec_body(const struct mcp_tool *t, const json_t *args, char **ret,
-                     struct mcp_result *r)
+static int exec_body(const struct mcp_tool *t, const json_t *args, char **ret, struct mcp_result *r)
 {
         const char *in = mcp_arg_string(args, "stdin", NULL);
         cleanup_decref json_t *b = NULL;
@@ -208,8 +229,8 @@ int mcp_tool_exec(const struct cli *c, json_t *args, struct mcp_result *r)
 /* ---- files ---------------------------------------------------------------------------------- */
 
 /* The files path of args.path, with &mode= when mode is given. */
-static int files_path(const struct cli *c, const json_t *args, const unsigned *mode,
-                      struct cli *c2, char **ret)
+static int files_path(const struct cli *c, const json_t *args, const unsigned *mode, struct cli *c2,
+                      char **ret)
 {
         cleanup_free char *esc = NULL, *suffix = NULL;
 
@@ -295,8 +316,9 @@ int mcp_tool_write_file(const struct cli *c, json_t *args, struct mcp_result *r)
         int k;
 
         if (parse_mode(args, &mode) < 0)
-                return mcp_result_error(r, "write_file: mode: \"%.16s\" is not octal permission "
-                                           "bits such as \"0644\"",
+                return mcp_result_error(r,
+                                        "write_file: mode: \"%.16s\" is not octal permission "
+                                        "bits such as \"0644\"",
                                         mcp_arg_string(args, "mode", ""));
         if (b64 && fk_base64_decode(content, size, &bytes, &size) < 0)
                 return mcp_result_error(r, "write_file: content: not valid base64 (encoding is "

@@ -164,6 +164,5 @@ struct mcp_fd_transport {
         size_t scanned; /* buf[0..scanned) holds no newline */
         bool eof, skipping;
 };
-void mcp_fd_transport_init(struct mcp_fd_transport *ft, int in, int out,
-                           struct mcp_transport *ret);
+void mcp_fd_transport_init(struct mcp_fd_transport *ft, int in, int out, struct mcp_transport *ret);
 void mcp_fd_transport_done(struct mcp_fd_transport *ft);

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#define NAME_PATTERN   "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-#define WAIT_POLL_NS   250000000L
-#define NAME_HINT      "lowercase letters, digits and '-', at most 63, a letter or digit at both ends"
+#define NAME_PATTERN "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+#define WAIT_POLL_NS 250000000L
+#define NAME_HINT    "lowercase letters, digits and '-', at most 63, a letter or digit at both ends"
 
 const struct mcp_tool *mcp_tool_find(const char *name)
 {
@@ -29,7 +29,7 @@ const struct mcp_tool *mcp_tool_find(const char *name)
 static json_t *param_schema(const struct mcp_param *p)
 {
         static const char *const types[] = {
-                [MCP_T_STRING] = "string", [MCP_T_NAME] = "string", [MCP_T_INTEGER] = "integer",
+                [MCP_T_STRING] = "string",   [MCP_T_NAME] = "string",   [MCP_T_INTEGER] = "integer",
                 [MCP_T_BOOLEAN] = "boolean", [MCP_T_STRINGS] = "array",
         };
         json_t *j = json_pack("{s:s, s:s}", "type", types[p->type], "description", p->description);
@@ -77,8 +77,8 @@ json_t *mcp_tool_json(const struct mcp_tool *t)
         j = json_pack("{s:s, s:s, s:s, s:{s:s, s:o, s:o, s:b}, s:{s:s, s:b, s:b, s:b, s:b}}",
                       "name", t->name, "title", t->title, "description", t->description,
                       "inputSchema", "type", "object", "properties", props, "required", req,
-                      "additionalProperties", 0, "annotations", "title", t->title,
-                      "readOnlyHint", (t->hints & MCP_HINT_READ_ONLY) != 0, "destructiveHint",
+                      "additionalProperties", 0, "annotations", "title", t->title, "readOnlyHint",
+                      (t->hints & MCP_HINT_READ_ONLY) != 0, "destructiveHint",
                       (t->hints & MCP_HINT_DESTRUCTIVE) != 0, "idempotentHint",
                       (t->hints & MCP_HINT_IDEMPOTENT) != 0, "openWorldHint", 0);
         return j;
@@ -132,8 +132,8 @@ static int check_string(const struct mcp_param *p, const json_t *v, char *msg, s
         for (const char *const *c = p->choices; *c; c++)
                 if (strcmp(*c, s) == 0)
                         return 0;
-        return bad(msg, size, "%s: \"%.64s\" is not one of the values inputSchema allows",
-                   p->name, s);
+        return bad(msg, size, "%s: \"%.64s\" is not one of the values inputSchema allows", p->name,
+                   s);
 }
 
 static int check_one(const struct mcp_param *p, const json_t *v, char *msg, size_t size)
@@ -146,12 +146,12 @@ static int check_one(const struct mcp_param *p, const json_t *v, char *msg, size
                         return bad(msg, size, "%s: must be an integer", p->name);
                 n = (long long)json_integer_value(v);
                 if (n < p->min || n > p->max)
-                        return bad(msg, size, "%s: %lld is out of range (%lld..%lld)", p->name,
-                                   n, p->min, p->max);
+                        return bad(msg, size, "%s: %lld is out of range (%lld..%lld)", p->name, n,
+                                   p->min, p->max);
                 return 0;
         case MCP_T_BOOLEAN:
-                return json_is_boolean(v) ? 0 : bad(msg, size, "%s: must be true or false",
-                                                    p->name);
+                return json_is_boolean(v) ? 0
+                                          : bad(msg, size, "%s: must be true or false", p->name);
         case MCP_T_STRINGS:
                 return check_strings(p, v, msg, size);
         default:
@@ -286,7 +286,7 @@ int mcp_api_call(const struct cli *c, const char *what, const char *method, cons
                 k = (rep->body = json_object()) ? 0 : -ENOMEM;
         else if (!(rep->body = json_loads(resp.body, 0, NULL)))
                 k = mcp_result_error(r, "%s: unreadable reply from forkletd", what) < 0 ? -ENOMEM
-                                                                                      : 1;
+                                                                                        : 1;
         rep->apply = TAKE_PTR(resp.apply);
         cli_response_done(&resp);
         return k;
@@ -352,8 +352,7 @@ int mcp_wait_running(const struct cli *c, const json_t *names, unsigned timeout_
                         json_object_set_new(phases, json_string_value(v), json_string(ph));
                         running += strcmp(ph, "Running") == 0;
                 }
-                if (failed || running == json_array_size(names) ||
-                    fk_now_mono_ns() >= deadline)
+                if (failed || running == json_array_size(names) || fk_now_mono_ns() >= deadline)
                         break;
                 nanosleep(&(struct timespec){.tv_nsec = WAIT_POLL_NS}, NULL);
         }
@@ -365,8 +364,11 @@ int mcp_wait_running(const struct cli *c, const json_t *names, unsigned timeout_
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
         static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-        size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
-                                 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+        size_t len = s[0] < 0x80             ? 1
+                     : (s[0] & 0xe0) == 0xc0 ? 2
+                     : (s[0] & 0xf0) == 0xe0 ? 3
+                     : (s[0] & 0xf8) == 0xf0 ? 4
+                                             : 0;
         uint32_t cp;
 
         if (len <= 1 || len > n)

@@ -13,21 +13,29 @@
 #define MCP_MAX_WAIT_S 900
 
 #define P_SESSION                                                                                  \
-        {.name = "session", .type = MCP_T_NAME, .required = true,                                  \
-         .description = "the session's name (metadata.name)"}
+        {                                                                                          \
+                .name = "session", .type = MCP_T_NAME, .required = true,                           \
+                .description = "the session's name (metadata.name)"                                \
+        }
 #define P_NAMESPACE                                                                                \
-        {.name = "namespace", .type = MCP_T_NAME,                                                  \
-         .description = "the session's namespace (default: forklet's -n, else \"default\")"}
+        {                                                                                          \
+                .name = "namespace", .type = MCP_T_NAME,                                           \
+                .description = "the session's namespace (default: forklet's -n, else \"default\")" \
+        }
 #define P_CHECKPOINT(what)                                                                         \
-        {.name = "checkpoint", .type = MCP_T_STRING, .required = true,                             \
-         .description = "the checkpoint id (ck_...) or name to " what}
-#define P_WAIT(dflt, what)                                                                          \
-        {.name = "wait_seconds", .type = MCP_T_INTEGER, .min = 0, .max = MCP_MAX_WAIT_S,          \
-         .def = (dflt), .description = "how long to wait until " what "; 0 returns at once"}
+        {                                                                                          \
+                .name = "checkpoint", .type = MCP_T_STRING, .required = true,                      \
+                .description = "the checkpoint id (ck_...) or name to " what                       \
+        }
+#define P_WAIT(dflt, what)                                                                         \
+        {                                                                                          \
+                .name = "wait_seconds", .type = MCP_T_INTEGER, .min = 0, .max = MCP_MAX_WAIT_S,    \
+                .def = (dflt), .description = "how long to wait until " what "; 0 returns at once" \
+        }
 
 /* The session path of args.session in args.namespace, with suffix. */
-static int session_path(const struct cli *c, const json_t *args, const char *suffix,
-                        struct cli *c2, char **ret)
+static int session_path(const struct cli *c, const json_t *args, const char *suffix, struct cli *c2,
+                        char **ret)
 {
         mcp_cli_for(c, args, c2);
         return cli_session_path(c2, mcp_arg_string(args, "session", ""), suffix, ret);
@@ -41,9 +49,9 @@ static json_t *summary(const json_t *s)
 
         return json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O*}", "name",
                          json_object_get(meta, "name"), "namespace",
-                         json_object_get(meta, "namespace"), "phase",
-                         json_object_get(st, "phase"), "image", json_object_get(spec, "image"),
-                         "sizeClass", json_object_get(spec, "sizeClass"), "created",
+                         json_object_get(meta, "namespace"), "phase", json_object_get(st, "phase"),
+                         "image", json_object_get(spec, "image"), "sizeClass",
+                         json_object_get(spec, "sizeClass"), "created",
                          json_object_get(meta, "creationTimestamp"), "forkOf",
                          json_object_get(st, "forkOf"));
 }
@@ -161,8 +169,8 @@ static int t_create(const struct cli *c, json_t *args, struct mcp_result *r)
         c2.namespace = m->namespace;
         k = fk_asprintf(&path, "/api/v1alpha1/namespaces/%s/sessions", m->namespace) < 0
                     ? -ENOMEM
-                    : mcp_api_call(c, "create_session", "POST", path,
-                                   session_manifest_to_json(m), &rep, r);
+                    : mcp_api_call(c, "create_session", "POST", path, session_manifest_to_json(m),
+                                   &rep, r);
         out = k == 0 ? json_pack("{s:s, s:s, s:s, s:O?}", "name", m->name, "namespace",
                                  m->namespace, "result", rep.apply ?: "configured", "phase",
                                  json_object_get(json_object_get(rep.body, "status"), "phase"))
@@ -212,16 +220,15 @@ static int action(const struct cli *c, const char *verb, json_t *args, struct mc
         struct cli c2;
         int k;
 
-        if (fk_asprintf(&suffix, "/%s?wait=%lld", verb, mcp_arg_int(t, args, "wait_seconds")) <
-                    0 ||
+        if (fk_asprintf(&suffix, "/%s?wait=%lld", verb, mcp_arg_int(t, args, "wait_seconds")) < 0 ||
             session_path(c, args, suffix, &c2, &path) < 0)
                 return -ENOMEM;
         k = mcp_api_call(&c2, verb, "POST", path, NULL, &rep, r);
         if (k == 0)
                 k = mcp_result_ok(
                         r, json_pack("{s:s, s:s, s:O?, s:b}", "name",
-                                     mcp_arg_string(args, "session", ""), "namespace",
-                                     c2.namespace, "phase",
+                                     mcp_arg_string(args, "session", ""), "namespace", c2.namespace,
+                                     "phase",
                                      json_object_get(json_object_get(rep.body, "status"), "phase"),
                                      "changed", !rep.apply || strcmp(rep.apply, "unchanged") != 0));
         mcp_reply_done(&rep);
@@ -278,8 +285,8 @@ static int t_checkpoint_list(const struct cli *c, json_t *args, struct mcp_resul
                 json_object_set_new(v, "created", json_string(created));
         }
         if (k == 0)
-                k = mcp_result_ok(r, json_pack("{s:O}", "checkpoints",
-                                               items ? items : json_array()));
+                k = mcp_result_ok(r,
+                                  json_pack("{s:O}", "checkpoints", items ? items : json_array()));
         mcp_reply_done(&rep);
         return k < 0 ? k : 0;
 }
@@ -323,8 +330,8 @@ static int t_rollback(const struct cli *c, json_t *args, struct mcp_result *r)
 
         if (session_path(c, args, "/rollback", &c2, &path) < 0)
                 return -ENOMEM;
-        k = mcp_api_call(&c2, "rollback", "POST", path, json_pack("{s:s}", "checkpoint", ck),
-                         &rep, r);
+        k = mcp_api_call(&c2, "rollback", "POST", path, json_pack("{s:s}", "checkpoint", ck), &rep,
+                         r);
         if (k == 0)
                 k = mcp_result_ok(r, json_pack("{s:s, s:s, s:s, s:s}", "name",
                                                mcp_arg_string(args, "session", ""), "namespace",
@@ -335,13 +342,16 @@ static int t_rollback(const struct cli *c, json_t *args, struct mcp_result *r)
 }
 
 static const struct mcp_param p_namespace_only[] = {
-        {.name = "namespace", .type = MCP_T_NAME,
+        {.name = "namespace",
+         .type = MCP_T_NAME,
          .description = "only the sessions of this namespace (default: every namespace)"},
         {0},
 };
 static const struct mcp_param p_session[] = {P_SESSION, P_NAMESPACE, {0}};
 static const struct mcp_param p_create[] = {
-        {.name = "manifest", .type = MCP_T_STRING, .required = true,
+        {.name = "manifest",
+         .type = MCP_T_STRING,
+         .required = true,
          .description = "one Session manifest as YAML text (apiVersion: forklet.dev/v1alpha1, "
                         "kind: Session, metadata.name, spec.sizeClass, spec.image, ...); an "
                         "existing session of that name is updated"},
@@ -353,7 +363,11 @@ static const struct mcp_param p_action[] = {
 static const struct mcp_param p_fork[] = {
         P_SESSION,
         P_CHECKPOINT("start the forks from"),
-        {.name = "count", .type = MCP_T_INTEGER, .min = 1, .max = 1000, .def = 1,
+        {.name = "count",
+         .type = MCP_T_INTEGER,
+         .min = 1,
+         .max = 1000,
+         .def = 1,
          .description = "how many forks (the node's capacity.maxForksPerSession caps it)"},
         P_WAIT(0, "every fork is Running"),
         P_NAMESPACE,
@@ -388,8 +402,7 @@ const struct mcp_tool mcp_tools[] = {
          MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT, mcp_tool_read_file},
         {"write_file", "Write a guest file",
          "Write (create or replace) a file in a Running session's guest (up to 64 MiB).",
-         mcp_write_file_params, MCP_HINT_DESTRUCTIVE | MCP_HINT_IDEMPOTENT,
-         mcp_tool_write_file},
+         mcp_write_file_params, MCP_HINT_DESTRUCTIVE | MCP_HINT_IDEMPOTENT, mcp_tool_write_file},
         {"checkpoint_create", "Checkpoint a session",
          "Save a Running session's memory and disk as a checkpoint (the guest pauses briefly) "
          "and return its id, for fork and rollback.",

@@ -21,9 +21,9 @@
 
 #define MCP_INSTRUCTIONS                                                                           \
         "forklet runs sessions: small QEMU microVMs on this node, described by Session "           \
-        "manifests. Create one with create_session (wait_seconds waits until it is Running), "    \
-        "run commands in it with exec, move files with read_file and write_file. "                \
-        "checkpoint_create saves a running session's memory and disk; fork starts copies of it "  \
+        "manifests. Create one with create_session (wait_seconds waits until it is Running), "     \
+        "run commands in it with exec, move files with read_file and write_file. "                 \
+        "checkpoint_create saves a running session's memory and disk; fork starts copies of it "   \
         "from a checkpoint, rollback returns the session to one."
 
 /* A JSON-RPC error to send instead of a result. */
@@ -61,8 +61,8 @@ static int m_initialize(struct mcp_server *s, json_t *params, json_t **ret, stru
         /* Only one revision is spoken: a client asking for another gets ours and decides. */
         *ret = json_pack("{s:s, s:{s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
                          MCP_PROTOCOL_VERSION, "capabilities", "tools", "serverInfo", "name",
-                         "forklet", "title", "forklet microVM sessions", "version",
-                         FORKLET_VERSION, "instructions", MCP_INSTRUCTIONS);
+                         "forklet", "title", "forklet microVM sessions", "version", FORKLET_VERSION,
+                         "instructions", MCP_INSTRUCTIONS);
         if (!*ret)
                 return -ENOMEM;
         s->initialized = true;
@@ -96,10 +96,9 @@ static int m_tools_list(struct mcp_server *s, json_t *params, json_t **ret, stru
  * structured content itself (the spec asks for both for clients of either kind). */
 static json_t *call_result(const struct mcp_result *r)
 {
-        cleanup_free char *text = r->structured
-                                          ? json_dumps(r->structured, JSON_INDENT(2) |
-                                                                              JSON_PRESERVE_ORDER)
-                                          : NULL;
+        cleanup_free char *text =
+                r->structured ? json_dumps(r->structured, JSON_INDENT(2) | JSON_PRESERVE_ORDER)
+                              : NULL;
         json_t *j;
 
         if (!r->error && !text)
@@ -235,8 +234,8 @@ int mcp_server_handle(struct mcp_server *s, const char *text, size_t size, char 
                                    ret_reply);
         id = json_object_get(msg, "id");
         if (id && !json_is_string(id) && !json_is_integer(id))
-                return reply_error(NULL, MCP_INVALID_REQUEST,
-                                   "id must be a string or an integer", ret_reply);
+                return reply_error(NULL, MCP_INVALID_REQUEST, "id must be a string or an integer",
+                                   ret_reply);
         if (!json_is_object(msg) ||
             strcmp(json_string_value(json_object_get(msg, "jsonrpc")) ?: "", "2.0") != 0)
                 return reply_error(id, MCP_INVALID_REQUEST,
@@ -269,8 +268,7 @@ int mcp_serve(struct mcp_server *s, const struct mcp_transport *t)
                         return 0;
                 if (r == -EMSGSIZE)
                         r = reply_error(NULL, MCP_PARSE_ERROR,
-                                        "message longer than the limit of 96 MiB: skipped",
-                                        &reply);
+                                        "message longer than the limit of 96 MiB: skipped", &reply);
                 else if (r > 0)
                         r = mcp_server_handle(s, msg, size, &reply);
                 free(msg);
@@ -386,8 +384,7 @@ static int fd_write(void *userdata, const char *data, size_t size)
         return fk_write_all(ft->out, data, size);
 }
 
-void mcp_fd_transport_init(struct mcp_fd_transport *ft, int in, int out,
-                           struct mcp_transport *ret)
+void mcp_fd_transport_init(struct mcp_fd_transport *ft, int in, int out, struct mcp_transport *ret)
 {
         *ft = (struct mcp_fd_transport){.in = in, .out = out};
         *ret = (struct mcp_transport){.read = fd_read, .write = fd_write, .userdata = ft};

@@ -18,6 +18,10 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-privileges-test SOURCES unit/agent-privileges-test.c LIBS fk_agent)
   fk_unit_test(agent-jail-test SOURCES unit/agent-jail-test.c LIBS fk_agent)
   fk_unit_test(agent-tls-test SOURCES unit/agent-tls-test.c LIBS fk_cluster fk_agent)
+  # forklet mcp: JSON-RPC framing and dispatch (fake transport, a pipe), then every tool
+  # against the REST server with the fake VM backend
+  fk_unit_test(cli-mcp-test SOURCES unit/cli-mcp-test.c LIBS fk_cli)
+  fk_unit_test(cli-mcp-tools-test SOURCES unit/cli-mcp-tools-test.c LIBS fk_cli fk_agent)
 endif()
 
 fk_forkletd_test(agent-hello TIMEOUT 600)

@@ -44,3 +44,6 @@ target_link_libraries(hostile-frames PRIVATE fk_vmm)
 fk_forkletd_test(agent-hostile TIMEOUT 1200 ARGS $<TARGET_FILE:hostile-frames>)
 # The TLS listener and cross-host routing (netns, TEST-NET-1, openssl certs, etcd; no VMs).
 fk_forkletd_test(api-tls TIMEOUT 300)
+# forklet mcp with the official MCP TypeScript SDK client (npm, installed into BUILD/npm-mcp;
+# skips with 77 when node, npm or the registry is missing) against a real forkletd and VM.
+fk_forkletd_test(mcp-sdk TIMEOUT 1200)

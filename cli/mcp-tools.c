@@ -25,7 +25,8 @@
 #define P_CHECKPOINT(what)                                                                         \
         {                                                                                          \
                 .name = "checkpoint", .type = MCP_T_STRING, .required = true,                      \
-                .description = "the checkpoint id (ck_...) or name to " what                       \
+                .description = "the checkpoint id (ck_..., from checkpoint_create or "             \
+                               "checkpoint_list) to " what                                         \
         }
 #define P_WAIT(dflt, what)                                                                         \
         {                                                                                          \

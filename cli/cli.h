@@ -243,3 +243,4 @@ int cli_fork_engine(const struct cli *c, int argc, char **argv); /* the verbs ab
 int cli_action(const struct cli *c, int argc, char **argv);      /* pause|resume|stop|start */
 int cli_cp(const struct cli *c, int argc, char **argv);
 int cli_portforward(const struct cli *c, int argc, char **argv);
+int cli_mcp(const struct cli *c, int argc, char **argv); /* cli/mcp.c */

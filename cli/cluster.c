@@ -267,7 +267,7 @@ int cli_cluster_run(const struct cli *c, const struct cli_command *cmd, int argc
         bool reported = false;
         int ret;
 
-        if (strcmp(cmd->name, "validate") == 0)
+        if (strcmp(cmd->name, "validate") == 0 || strcmp(cmd->name, "mcp") == 0)
                 return cmd->run(c, argc, argv);
         if (cli_cluster_open(c, &k) < 0)
                 return CLI_EXIT_FAILURE;

@@ -29,6 +29,7 @@ const struct cli_command cli_commands[] = {
         {"start", cli_action, "start NAME [--no-wait] [--timeout=SECONDS]"},
         {"cp", cli_cp, "cp NAME:/PATH LOCAL | LOCAL NAME:/PATH   (LOCAL - : stdin/stdout)"},
         {"port-forward", cli_portforward, "port-forward NAME LOCAL:REMOTE"},
+        {"mcp", cli_mcp, "mcp   (an MCP server on stdin/stdout for AI agents: docs/mcp.md)"},
         {},
 };
 

@@ -22,3 +22,10 @@ if [ -n "$missing" ]; then
         # shellcheck disable=SC2086
         apt-get install -y --no-install-recommends $missing
 fi
+# node and npm for the MCP SDK client test (tests/integration/mcp-sdk.sh). Only when node is
+# absent: a node installed another way (a nodejs package that carries npm itself) conflicts
+# with Debian's npm package.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        apt-get update
+        apt-get install -y --no-install-recommends nodejs npm
+fi

@@ -21,6 +21,10 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-jail-test SOURCES unit/agent-jail-test.c LIBS fk_agent)
   fk_unit_test(agent-runfs-test SOURCES unit/agent-runfs-test.c LIBS fk_agent)
   fk_unit_test(agent-tls-test SOURCES unit/agent-tls-test.c LIBS fk_cluster fk_agent)
+  # forklet mcp: JSON-RPC framing and dispatch (fake transport, a pipe), then every tool
+  # against the REST server with the fake VM backend
+  fk_unit_test(cli-mcp-test SOURCES unit/cli-mcp-test.c LIBS fk_cli)
+  fk_unit_test(cli-mcp-tools-test SOURCES unit/cli-mcp-tools-test.c LIBS fk_cli fk_agent)
 endif()
 
 fk_forkletd_test(agent-hello TIMEOUT 600)
@@ -45,3 +49,6 @@ target_link_libraries(hostile-frames PRIVATE fk_vmm)
 fk_forkletd_test(agent-hostile TIMEOUT 1200 ARGS $<TARGET_FILE:hostile-frames>)
 # The TLS listener and cross-host routing (netns, TEST-NET-1, openssl certs, etcd; no VMs).
 fk_forkletd_test(api-tls TIMEOUT 300)
+# forklet mcp with the official MCP TypeScript SDK client (npm, installed into BUILD/npm-mcp;
+# skips with 77 when node, npm or the registry is missing) against a real forkletd and VM.
+fk_forkletd_test(mcp-sdk TIMEOUT 1200)

@@ -4,7 +4,8 @@
 # and microVM: apply YAML (created, unchanged, an invalid manifest's line:column), wait Running,
 # exec (stdout, stderr, exit code, stdin, env, timeout, a missing binary), write/read files,
 # checkpoint, fork 1 (the fork answers exec and has the file), `forklet tree` lists the fork
-# under its checkpoint and describe shows its place, rollback, pause/resume, the TLS listener
+# under its checkpoint and describe shows its place, rollback (a later checkpoint hangs under
+# the one rolled back to), pause/resume, a fork of the fork in the tree, the TLS listener
 # (token, CA; a wrong token is APIError 401, an untrusted CA a TransportError), APIError for an
 # unknown session, delete. The TLS listener is on 127.0.0.1 with a throwaway CA (openssl).
 # Usage: client-python.sh FORKLETD FORKLET   (root; 77 without the image, QEMU, python3 or openssl)

@@ -9,7 +9,7 @@ tests/integration/client-python.sh, which starts forkletd and sets the environme
   FK_PY_BOOT_TIMEOUT      seconds a boot or fork may take (TCG on a loaded host)
 
 The steps build on each other (one guest is booted for all of them), so they run in order
-with --failfast: test_01 ... test_10.
+with --failfast: test_01 ... test_11.
 """
 
 import os
@@ -48,6 +48,7 @@ class IntegrationTest(unittest.TestCase):
     web = None
     ck = None
     fork = None
+    fork2 = None
 
     @classmethod
     def setUpClass(cls):
@@ -182,10 +183,36 @@ class IntegrationTest(unittest.TestCase):
         self.assertEqual(fork.resume()["status"]["phase"], "Running")
         self.assertEqual(fork.exec(["cat", "/workspace/note.txt"]).stdout, NOTE)
 
-    def test_09_tls_listener(self):
+    def test_09_fork_of_fork(self):
+        fork = self.fork
+        ck = fork.checkpoint()  # a fork's RAM is private: forkletd materializes it
+        (ff,) = fork.fork(ck, 1)
+        self.assertEqual(ff.name, fork.name + "-fork-0")
+        ff.wait("Running", BOOT_S)
+        self.assertEqual(ff.read_file("/workspace/note.txt"), NOTE)
+        self.assertEqual(ff.status()["forkOf"], {"session": fork.name, "checkpoint": ck})
+        r = cli("tree", NAME)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        print(r.stdout, file=sys.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[2], r"^└─Checkpoint/%s " % self.ck)
+        self.assertRegex(lines[3], r"^  ├─Session/%s +Running " % fork.name)
+        self.assertRegex(lines[4], r"^  │ └─Checkpoint/%s +- " % ck)
+        self.assertRegex(lines[5], r"^  │   └─Session/%s +Running " % ff.name)
+        self.assertRegex(lines[6], r"^  └─Checkpoint/ck_")
+        self.assertEqual(len(lines), 7)
+        r = cli("describe", ff.name)
+        self.assertRegex(r.stdout, r"\nFork of: +%s, checkpoint %s\n" % (fork.name, ck))
+        self.assertRegex(r.stdout, r"\n  Session/%s +Running " % NAME)  # from the top
+        self.assertRegex(r.stdout, r"\n    │   └─Session/%s +Running +\S+  <- this session\n"
+                         % re.escape(ff.name))
+        type(self).fork2 = ff
+
+    def test_10_tls_listener(self):
         tls = forklet.Client(server=os.environ["FK_PY_SERVER"],
                              token_file=os.environ["FK_PY_TOKEN_FILE"], ca=os.environ["FK_PY_CA"])
-        self.assertEqual(sorted(s.name for s in tls.sessions()), [NAME, self.fork.name])
+        self.assertEqual(sorted(s.name for s in tls.sessions()),
+                         [NAME, self.fork.name, self.fork2.name])
         r = tls.session(NAME).exec(["sh", "-c", "head -c 100000 /dev/zero; echo done >&2"])
         self.assertEqual((len(r.stdout), r.stderr, r.exit_code), (100000, b"done\n", 0))
         with self.assertRaises(forklet.APIError) as cm:
@@ -203,10 +230,11 @@ class IntegrationTest(unittest.TestCase):
         with self.assertRaisesRegex(forklet.TransportError, "certificate verify failed"):
             untrusted.sessions()
 
-    def test_10_delete(self):
+    def test_11_delete(self):
         with self.assertRaises(forklet.APIError) as cm:
             self.client.session("nosuch").exec(["true"])
         self.assertEqual(cm.exception.status, 404)
+        self.fork2.delete(wait=True, timeout=120)
         self.fork.delete(wait=True, timeout=120)
         self.web.delete(wait=True, timeout=120)
         self.web.delete()  # gone already: still fine

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Session resources: list, get, apply (POST/PUT with a JSON manifest), delete, and the
- * console log. */
+/* Session resources: list, get, apply (POST/PUT with a JSON manifest, or one YAML document
+ * with Content-Type: application/yaml), delete, and the console log. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -12,6 +12,7 @@
 #include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #define API_LOG_TAIL (1024 * 1024)
@@ -53,22 +54,85 @@ static int match_url(struct MHD_Connection *c, struct api_request *req, json_t *
         return MHD_YES;
 }
 
+static bool body_is_yaml(struct MHD_Connection *c)
+{
+        static const char *const types[] = {"application/yaml", "application/x-yaml", "text/yaml"};
+        const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+        size_t n;
+
+        if (!ct)
+                return false;
+        n = strcspn(ct, "; \t");
+        for (size_t i = 0; i < ARRAY_SIZE(types); i++)
+                if (strlen(types[i]) == n && strncasecmp(ct, types[i], n) == 0)
+                        return true;
+        return false;
+}
+
+/* One Session document of a YAML body, parsed by the manifest parser (errors say
+ * "manifest:LINE:COL: field: message"), as the JSON the apply path takes. NULL: the error
+ * reply is queued in *reply. The namespace is the document's (default "default"). */
+static json_t *yaml_body(struct MHD_Connection *c, struct api_request *req, int *reply)
+{
+        struct manifest_diag diag = {0};
+        struct session_manifest **ms = NULL;
+        json_t *j = NULL;
+        size_t n = 0;
+        int r;
+
+        r = manifest_parse_sessions(req->body ? req->body : "", req->body_size, "manifest",
+                                    req->cfg, &ms, &n, &diag);
+        if (r == -ENOMEM)
+                *reply = reply_errno(c, r, NULL);
+        else if (r < 0)
+                *reply =
+                        api_reply_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "Invalid", diag.messages,
+                                        "%s", diag.n ? diag.messages[0] : "invalid manifest");
+        else if (n != 1)
+                *reply = api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
+                                         "a YAML body holds exactly one Session document (this "
+                                         "one has %zu): send one request per document",
+                                         n);
+        else if (!(j = session_manifest_to_json(ms[0])))
+                *reply = reply_errno(c, -ENOMEM, NULL);
+        manifest_diag_done(&diag);
+        for (size_t i = 0; i < n; i++)
+                session_manifest_free(ms[i]);
+        free(ms);
+        return j;
+}
+
+/* The request's manifest as a JSON object, from a JSON or YAML body; NULL: *reply is queued. */
+static json_t *body_manifest(struct MHD_Connection *c, struct api_request *req, int *reply)
+{
+        json_error_t jerr;
+        json_t *j;
+
+        if (body_is_yaml(c))
+                return yaml_body(c, req, reply);
+        j = json_loadb(req->body ? req->body : "", req->body_size, 0, &jerr);
+        if (!j) {
+                *reply = api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
+                                         "invalid JSON at line %d column %d: %s", jerr.line,
+                                         jerr.column, jerr.text);
+                return NULL;
+        }
+        return j;
+}
+
 static int handle_apply(struct MHD_Connection *c, struct api_request *req)
 {
         struct manifest_diag diag = {0};
         struct session_manifest *m = NULL;
         enum agent_apply_result res;
         struct fk_error err = {0};
-        json_error_t jerr;
         json_t *j, *out = NULL;
         bool ok;
-        int r;
+        int r = MHD_NO;
 
-        j = json_loadb(req->body ? req->body : "", req->body_size, 0, &jerr);
+        j = body_manifest(c, req, &r);
         if (!j)
-                return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
-                                       "invalid JSON at line %d column %d: %s", jerr.line,
-                                       jerr.column, jerr.text);
+                return r;
         if (!json_is_object(j)) {
                 json_decref(j);
                 return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,

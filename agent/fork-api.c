@@ -407,13 +407,17 @@ int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, jso
         json_array_foreach(all, i, m)
         {
                 char buf[64];
+                json_t *c = json_pack("{s:O, s:O, s:s}", "id", json_object_get(m, "id"), "name",
+                                      json_object_get(m, "name") ?: json_null(), "created",
+                                      fk_format_rfc3339((uint64_t)json_integer_value(
+                                                                json_object_get(m, "createdNs")),
+                                                        buf, sizeof(buf)));
 
-                json_array_append_new(
-                        cks, json_pack("{s:O, s:O, s:s}", "id", json_object_get(m, "id"), "name",
-                                       json_object_get(m, "name") ?: json_null(), "created",
-                                       fk_format_rfc3339((uint64_t)json_integer_value(
-                                                                 json_object_get(m, "createdNs")),
-                                                         buf, sizeof(buf))));
+                /* the checkpoint the machine came from (its own, or the parent's for a fork's
+                 * first one): what `forklet tree` hangs checkpoints under */
+                if (c && json_is_string(json_object_get(m, "parent")))
+                        json_object_set(c, "parent", json_object_get(m, "parent"));
+                json_array_append_new(cks, c);
         }
         json_object_set_new(st, "forks", forks);
         json_object_set_new(st, "checkpoints", cks);

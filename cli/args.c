@@ -253,7 +253,8 @@ int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_ar
                     struct fk_error *err)
 {
         struct cli_files_args a = {0};
-        bool name_only = strcmp(verb, "logs") == 0 || strcmp(verb, "describe") == 0;
+        bool name_only = strcmp(verb, "logs") == 0 || strcmp(verb, "describe") == 0 ||
+                         strcmp(verb, "tree") == 0;
         bool takes_name = name_only || strcmp(verb, "delete") == 0;
         bool takes_files = !name_only;
         const char *v;

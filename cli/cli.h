@@ -106,7 +106,7 @@ struct cli_files_args {
         bool previous;      /* logs --previous: the log before the current one */
 };
 /* validate -f F... [--config C]; apply -f F...; delete NAME | -f F...; logs [-p] NAME;
- * describe NAME.
+ * describe NAME; tree NAME.
  * verb selects what is allowed. Caller frees ret->files. */
 int cli_parse_files(int argc, char **argv, const char *verb, struct cli_files_args *ret,
                     struct fk_error *err);
@@ -218,6 +218,27 @@ int cli_get_session(const struct cli *c, const char *name, json_t **ret, struct 
 /* Age of an RFC 3339 timestamp relative to now_s ("42s", "5m", "3h", "2d"); "-" if unknown. */
 void cli_format_age(const char *rfc3339, long long now_s, char *buf, size_t size);
 
+/* ---- lineage (cli/tree.c) ------------------------------------------------------------------ */
+
+struct cli_tree_opts {
+        const char *ns;     /* the namespace whose sessions are drawn */
+        const char *root;   /* the session at the top */
+        const char *mark;   /* a session whose row says "<- this session", or NULL */
+        const char *indent; /* put before every line, or NULL */
+        long long now_s;    /* for the AGE column */
+};
+/* Draws the lineage under o->root from a SessionList (the API's list reply) as a NAME PHASE AGE
+ * table with ├─ └─ │ connectors: a session's checkpoints under the checkpoint they came from
+ * (status.checkpoints[].parent) or under the session, forks under the checkpoint they were
+ * made from (status.forkOf), their checkpoints and forks below them, oldest first. *ret is an
+ * owned string. -ENOENT: o->root is not in the list; -ENOMEM. Pure, does not log. */
+int cli_tree_render(const json_t *list, const struct cli_tree_opts *o, char **ret);
+/* The topmost ancestor of name in the list (following status.forkOf while the parent is
+ * listed), borrowed from list; NULL when name is not listed. */
+const char *cli_tree_root(const json_t *list, const char *ns, const char *name);
+/* GET the SessionList of c->namespace (new reference); errors in err. */
+int cli_get_namespace_list(const struct cli *c, json_t **ret, struct fk_error *err);
+
 /* Cluster mode: apply/get/delete/wait against etcd; node-local verbs (exec, logs, ...) run
  * against the API of the node the named session is placed on. */
 int cli_cluster_run(const struct cli *c, const struct cli_command *cmd, int argc, char **argv);
@@ -235,6 +256,7 @@ int cli_logs(const struct cli *c, int argc, char **argv);
  * \xNN, so a guest cannot drive the user's terminal. Returns 0 or -errno. */
 int cli_write_for_terminal(int fd, const void *data, size_t size);
 int cli_describe(const struct cli *c, int argc, char **argv);
+int cli_tree(const struct cli *c, int argc, char **argv);
 int cli_audit(const struct cli *c, int argc, char **argv);
 int cli_node(const struct cli *c, int argc, char **argv);
 /* node [-o json|yaml]. Pure. */

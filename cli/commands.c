@@ -14,6 +14,7 @@ const struct cli_command cli_commands[] = {
         {"delete", cli_delete, "delete NAME | -f FILE..."},
         {"logs", cli_logs, "logs [--previous|-p] NAME"},
         {"describe", cli_describe, "describe NAME"},
+        {"tree", cli_tree, "tree NAME   (checkpoints and forks, forks of forks too)"},
         {"audit", cli_audit, "audit verify [--file PATH] [-o json|yaml]"},
         {"node", cli_node, "node [-o json|yaml]"},
         {"checkpoint", cli_fork_engine,

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* forklet describe NAME: the session's metadata, spec summary, status and conditions in a form
- * meant for people (get -o json is the one meant for programs). */
+/* forklet describe NAME: the session's metadata, spec summary, status, conditions and its place
+ * in its lineage, in a form meant for people (get -o json is the one meant for programs). */
 #include "cli/cli.h"
+#include "common/cleanup.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *str(const json_t *obj, const char *key)
 {
@@ -136,6 +138,41 @@ static void describe(const json_t *s)
         print_events(st);
 }
 
+/* Where the session stands in its lineage: what it was forked from, its forks, and the tree
+ * from its topmost ancestor with its own row marked. Best effort: a failed list prints no tree. */
+static void print_lineage(const struct cli *c, const json_t *s)
+{
+        json_t *st = json_object_get(s, "status"), *of = json_object_get(st, "forkOf"), *f;
+        const char *name = str(json_object_get(s, "metadata"), "name");
+        cleanup_free char *text = NULL;
+        struct fk_error err = {0};
+        json_t *list = NULL;
+        size_t i;
+
+        if (json_is_object(of))
+                printf("Fork of:      %s, checkpoint %s\n", str(of, "session"),
+                       str(of, "checkpoint"));
+        printf("Forks:       ");
+        json_array_foreach(json_object_get(st, "forks"), i, f)
+                printf("%s %s", i ? "," : "", json_string_value(f));
+        printf("%s\n", json_array_size(json_object_get(st, "forks")) ? "" : " -");
+        if (!json_is_object(of) && !json_array_size(json_object_get(st, "checkpoints")))
+                return; /* nothing to draw but the session itself */
+        if (cli_get_namespace_list(c, &list, &err) < 0) {
+                printf("Lineage:      - (%s)\n", err.msg);
+                return;
+        }
+        if (cli_tree_render(list,
+                            &(struct cli_tree_opts){.ns = c->namespace,
+                                                    .root = cli_tree_root(list, c->namespace, name),
+                                                    .mark = name,
+                                                    .indent = "  ",
+                                                    .now_s = (long long)time(NULL)},
+                            &text) >= 0)
+                printf("Lineage:\n%s", text);
+        json_decref(list);
+}
+
 int cli_describe(const struct cli *c, int argc, char **argv)
 {
         struct cli_files_args a = {0};
@@ -152,6 +189,7 @@ int cli_describe(const struct cli *c, int argc, char **argv)
                 return CLI_EXIT_FAILURE;
         }
         describe(j);
+        print_lineage(c, j);
         json_decref(j);
         return CLI_EXIT_OK;
 }

@@ -55,8 +55,7 @@ cond_within 180 retry AfterStart '^True Succeeded' || fail "afterStart did not s
 boots=$(grep -c 'session default.retry: running (pid' "$T/forkletd.log")
 [ "$boots" -ge 2 ] || fail "restartPolicy OnFailure did not boot the session again ($boots boots)"
 cond_within 60 retry CheckpointsTaken '^True Taken' || fail "checkpoint not taken after the retry"
-for _ in $(seq 60); do "$FORKLET" get session retry-fork-0 >/dev/null 2>&1 && break; sleep 1; done
-"$FORKLET" wait retry-fork-0 --for=Running --timeout=180 >/dev/null || fail "the declared fork did not run"
+exists_within 60 retry-fork-0 && "$FORKLET" wait retry-fork-0 --for=Running --timeout=180 >/dev/null || fail "the declared fork did not run"
 cond_within 20 retry ForksReady '^True Created' || fail "ForksReady not True"
 [ "$(field retry phase)" = Running ] || fail "retry is not Running"
 echo "PASS"

@@ -208,6 +208,17 @@ gsh() {
         "$FORKLET" exec "$1" -- sh -c "$2"
 }
 
+# exists_within SECONDS NAME: the session NAME exists (forklet wait fails at once on a session
+# that is not there yet, e.g. a fork spec.forks is about to make)
+exists_within() {
+        local i
+        for i in $(seq $(($1 * 2))); do
+                "$FORKLET" get session "$2" >/dev/null 2>&1 && return 0
+                sleep 0.5
+        done
+        return 1
+}
+
 # gone_within SECONDS PATH...: the paths disappear
 gone_within() {
         local s=$1 i p left

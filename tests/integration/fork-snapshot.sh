@@ -16,8 +16,10 @@ session app \
 "$FORKLET" wait app --for=Running --timeout=240 || fail "app not Running"
 
 # ---- spec.forks: two forks of the declarative checkpoint, then scaled down to one ------------
-"$FORKLET" wait app-fork-0 --for=Running --timeout=240 || fail "spec.forks: app-fork-0"
-"$FORKLET" wait app-fork-1 --for=Running --timeout=240 || fail "spec.forks: app-fork-1"
+for f in app-fork-0 app-fork-1; do
+        exists_within 240 "$f" && "$FORKLET" wait "$f" --for=Running --timeout=240 ||
+                fail "spec.forks: $f"
+done
 [ "$(gsh app-fork-1 'cat /workspace/starts')" = started ] || fail "fork lacks the parent's file"
 sed -i 's/count: 2/count: 1/' "$T/app.yaml"
 "$FORKLET" apply -f "$T/app.yaml" >/dev/null || fail "apply count: 1"

@@ -240,4 +240,3 @@ json_t *agent_identity_ledger(const char *fork_id, const char *checkpoint,
                          checkpoint, "inheritedSecrets", inh, "mintedSecrets", minted,
                          "kernelReseeded", reseeded);
 }
-

@@ -39,7 +39,8 @@ struct qemu_vm {
 };
 
 /* Builds a vmm_config for q's devices (strings borrowed from q) and spawns QEMU with it:
- * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap). */
+ * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap);
+ * its stderr goes to dir/helper-qemu.log (dir in stateDir, not the jail uid's run dir). */
 int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
                       const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
                       struct fk_error *err);

@@ -317,8 +317,10 @@ static void remove_temps(int dfd)
         closedir(dp);
 }
 
-/* Reads key's state.json: 1 loaded, 0 none, -EPROTO (refuse to run), else damaged (logged). */
-static int load_one(struct agent_store *st, const char *key, struct fk_error *err)
+/* Reads key's state.json: 1 loaded, 0 none, -EPROTO (refuse to run), else damaged (logged);
+ * without one after a failed upgrade, damaged too: the old files stay as they are. */
+static int load_one(struct agent_store *st, const char *key, bool upgrade_failed,
+                    struct fk_error *err)
 {
         cleanup_close int dfd = -1, fd = -1;
         cleanup_free char *buf = NULL;
@@ -332,24 +334,29 @@ static int load_one(struct agent_store *st, const char *key, struct fk_error *er
                 return 0; /* not a directory: not a session's */
         remove_temps(dfd);
         fd = openat(dfd, AGENT_STORE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT)
+        if (fd < 0 && errno == ENOENT && !upgrade_failed)
                 return 0;
         r = fd < 0 ? -errno : fk_read_fd(fd, STORE_MAX_SIZE, &buf, &size);
         if (r >= 0)
                 r = agent_store_decode(buf, size, &doc, err);
         else
                 fk_error_set(err, r, "%s", strerror(-r));
-        if (r == -EPROTO)
+        if (r == -EPROTO) {
+                char why[FK_ERROR_MSG_MAX];
+
+                snprintf(why, sizeof(why), "%s", err->msg);
                 return fk_error_set(err, r, "%s/sessions/%s/" AGENT_STORE_FILE ": %s",
-                                    st->state_dir, key, err->msg);
+                                    st->state_dir, key, why);
+        }
         if (!(rec = rec_add(st, key))) {
                 json_decref(doc);
                 return fk_error_set(err, -ENOMEM, "out of memory");
         }
-        if (r < 0) {
+        if (r < 0 && !(r == -ENOENT && upgrade_failed)) /* that failure is logged already */
                 log_error("%s/sessions/%s/" AGENT_STORE_FILE ": %s; session %s not loaded, its "
                           "state dir is kept",
                           st->state_dir, key, err->msg, key);
+        if (r < 0) {
                 rec->damaged = true;
                 return 0;
         }
@@ -383,7 +390,7 @@ static int store_scan(struct agent_store *st, const char *run_dir, struct fk_err
                 else if (k < 0)
                         log_error("session %s: upgrade of the old state files failed: %s",
                                   de->d_name, uerr.msg);
-                r = load_one(st, de->d_name, err);
+                r = load_one(st, de->d_name, k < 0, err);
         }
         closedir(dp);
         return r < 0 ? r : 0;

@@ -29,6 +29,8 @@ if(CMOCKA_FOUND)
 endif()
 
 fk_forkletd_test(agent-hello TIMEOUT 600)
+fk_forkletd_test(agent-store-immutable TIMEOUT 600)
+fk_forkletd_test(agent-store-upgrade TIMEOUT 1800)
 fk_forkletd_test(agent-ops TIMEOUT 1200)
 fk_forkletd_test(agent-lifecycle TIMEOUT 900)
 fk_forkletd_test(agent-afterstart TIMEOUT 900)

@@ -335,9 +335,10 @@ static void test_store_failure_undoes(void **state)
         assert_int_equal(generation_of(e), 1);
         assert_int_equal(unlink(store), 0);
         assert_int_equal(mkdir(store, 0700), 0); /* rename onto it fails */
-        assert_true(req(e, "POST", "/api/v1alpha1/sessions", changed, NULL) >= 500);
-        assert_true(req(e, "POST", "/api/v1alpha1/namespaces/default/sessions/hello/stop", NULL,
-                        NULL) >= 500);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", changed, NULL), 500);
+        assert_int_equal(
+                req(e, "POST", "/api/v1alpha1/namespaces/default/sessions/hello/stop", NULL, NULL),
+                500);
         assert_int_equal(generation_of(e), 1);
         pthread_mutex_lock(&e->d->lock);
         assert_string_equal(e->d->sessions[0]->spec->env[0].value, "hi");

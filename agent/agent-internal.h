@@ -399,8 +399,7 @@ int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char
                               struct agent_session **ret, struct fk_error *err);
 int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s);
 /* Under d->lock: s's desired state goes (removed from the store first; on failure nothing
- * changes and err, may be NULL, says why; logged either way on failure), its VM is destroyed by
- * the next pass. */
+ * changes and err, may be NULL, says why), its VM is destroyed by the next pass. Does not log. */
 int agent_daemon_mark_deleted(struct agent_daemon *d, struct agent_session *s,
                               struct fk_error *err);
 void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s);

@@ -467,6 +467,8 @@ int agent_daemon_checkpoint_list(struct agent_daemon *d, const char *ns, const c
 /* Under the lock: marks s and every fork descending from it deleted (cascade). */
 static void delete_tree(struct agent_daemon *d, struct agent_session *s)
 {
+        struct fk_error err = {0};
+
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *f = d->sessions[i];
 
@@ -474,8 +476,10 @@ static void delete_tree(struct agent_daemon *d, struct agent_session *s)
                     !strcmp(f->namespace, s->namespace) && f->spec)
                         delete_tree(d, f);
         }
-        if (s->spec && agent_daemon_mark_deleted(d, s, NULL) >= 0)
+        if (s->spec && agent_daemon_mark_deleted(d, s, &err) >= 0)
                 log_info("session %s: deleted (cascade)", s->key);
+        else if (s->spec)
+                log_error("session %s: not deleted (cascade): %s", s->key, err.msg);
 }
 
 static int delete_locked(struct agent_daemon *d, struct agent_session *s, const char *id,

@@ -59,7 +59,7 @@ static int sync_one(struct agent_daemon *d, struct session_manifest *m, bool *re
                 s->generation--;
                 if (created)
                         agent_daemon_remove(d, s);
-                return r;
+                return -EBUSY; /* logged: tried again on the next sync */
         }
         session_manifest_free(old);
         log_info("session %s: %s by the control plane (generation %" PRIu64 ")", s->key,
@@ -85,8 +85,12 @@ int agent_daemon_sync_cluster(struct agent_daemon *d, struct session_manifest **
 
                 if (s->source != AGENT_SOURCE_CLUSTER || !s->spec || wanted(v, n, s))
                         continue;
-                if (agent_daemon_mark_deleted(d, s, NULL) >= 0)
+                struct fk_error err = {0};
+
+                if (agent_daemon_mark_deleted(d, s, &err) >= 0)
                         log_info("session %s: no longer assigned to this node; deleting", s->key);
+                else
+                        log_error("session %s: not deleted: %s", s->key, err.msg);
         }
         for (size_t i = 0; i < n; i++) {
                 int r = sync_one(d, v[i], &ret_conflict[i]);

@@ -148,16 +148,11 @@ int agent_daemon_apply(struct agent_daemon *d, struct session_manifest *m,
 
 int agent_daemon_mark_deleted(struct agent_daemon *d, struct agent_session *s, struct fk_error *err)
 {
-        struct fk_error e = {0};
         int r;
 
         /* what is stored is what runs: a delete the store did not take did not happen */
-        if (s->source != AGENT_SOURCE_FILE && (r = agent_store_remove(d->store, s->key, &e)) < 0) {
-                log_error("session %s: not deleted: %s", s->key, e.msg);
-                if (err)
-                        *err = e;
+        if (s->source != AGENT_SOURCE_FILE && (r = agent_store_remove(d->store, s->key, err)) < 0)
                 return r;
-        }
         s->spec = session_manifest_free(s->spec);
         s->deleted_ns = now_real(d);
         s->cancel = true;

@@ -296,6 +296,8 @@ static long fork_index(const char *parent, const char *name)
 
 static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, unsigned count)
 {
+        struct fk_error err = {0};
+
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *f = d->sessions[i];
                 long idx;
@@ -306,9 +308,12 @@ static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, un
                 idx = fork_index(p->name, f->name);
                 if (idx >= 0 && (unsigned long)idx < count)
                         continue;
-                if (agent_daemon_mark_deleted(d, f, NULL) >= 0)
+                if (agent_daemon_mark_deleted(d, f, &err) >= 0)
                         log_info("session %s: removed (spec.forks of %s scaled down)", f->key,
                                  p->key);
+                else
+                        log_error("session %s: not removed (spec.forks of %s): %s", f->key, p->key,
+                                  err.msg);
         }
 }
 

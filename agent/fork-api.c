@@ -152,7 +152,7 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                                  count, ns, name, have, max, have < max ? max - have : 0);
         else
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
-        /* each fork: links (no data), its session.json and, at its start, a new overlay */
+        /* each fork: links (no data), its state.json and, at its start, a new overlay */
         if (r >= 0)
                 r = agent_space_check(d->cfg->state_dir, "stateDir", count * AGENT_SPACE_OVERLAY,
                                       "fork", err);

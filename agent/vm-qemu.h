@@ -25,7 +25,7 @@ struct qemu_vm {
         struct vmm_console *console; /* NULL when the console socket could not be reached */
         struct qmp_client *qmp;      /* used by one job at a time (the session is busy) */
         struct vmm_agent *agent;
-        /* what QEMU runs with (owned), recorded in vm.json for adoption */
+        /* what QEMU runs with (owned), in its record (state.json's vm) for adoption */
         char *run_dir, *mem_path, *kernel, *initrd, *disk, *tap, *mac, *append;
         char *console_log; /* the session's console log file (state dir) */
         char *rootfs;      /* the image's read-only root disk or NULL */

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "agent/agent.h"
+#include "agent/store.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
@@ -174,20 +175,11 @@ int agent_dir_watch(const char *dir, bool create);
  * directory itself went away (the watch is dead; rescan and watch again). */
 int agent_dir_watch_drain(int fd);
 
-/* The API session store under <stateDir>/sessions/<key>/session.json. */
-/* agent_store_save: err (may be NULL) gets "store session KEY: ..." (ENOSPC: the space
- * message). */
-int agent_store_save(const char *state_dir, const struct agent_session *s, struct fk_error *err);
-int agent_store_remove(const char *state_dir, const char *key);
-/* Loads all stored sessions; invalid entries are logged and skipped. */
-int agent_store_load(const char *state_dir, const struct node_config *cfg,
-                     struct agent_session ***ret, size_t *ret_n);
-
 /* ---- free space (space.c) -------------------------------------------------------------------- */
 
 /* Margins, not measurements: what a checkpoint or snapshot writes besides RAM and disk data
  * (device state, a new qcow2 overlay, meta.json), and a fork or rollback (an overlay, about
- * 200 KiB, and session.json). */
+ * 200 KiB, and state.json). */
 #define AGENT_SPACE_SLACK   ((uint64_t)8 * 1024 * 1024)
 #define AGENT_SPACE_OVERLAY ((uint64_t)1024 * 1024)
 /* Bytes an unprivileged writer may still use on the filesystem holding path (statvfs). */
@@ -211,10 +203,12 @@ int agent_space_explain(int r, const char *path, const char *what, uint64_t need
 
 /* <state>/disk (caller frees). */
 int agent_disk_dir(const char *state_dir, char **ret);
-/* The active overlay of the session (caller frees); -ENOENT when none was made yet. */
-int agent_disk_active(const char *state_dir, char **ret);
-/* Records path (a file in <state>/disk) as the active overlay, atomically. */
-int agent_disk_set_active(const char *state_dir, const char *path);
+/* The active overlay of session key whose state dir is sd (a path in sd/disk, caller frees),
+ * from its state record; -ENOENT when none was made yet (or the file is gone). */
+int agent_disk_active(struct agent_store *st, const char *sd, const char *key, char **ret);
+/* Records path (a file in key's disk dir) as its active overlay (err as agent_store_update). */
+int agent_disk_set_active(struct agent_store *st, const char *key, const char *path,
+                          struct fk_error *err);
 /* A free name <state>/disk/PREFIX-N.qcow2 (creates the dir; caller frees). */
 int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret);
 /* Virtual size of a qcow2 image (its header) or size of a raw file. */
@@ -238,9 +232,10 @@ int agent_disk_link_chain(const char *layer, const char *dst_dir, char **ret, st
 
 /* qemu-img convert -U -O qcow2 src dst: a standalone copy of a (read-only) chain. */
 int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
-/* The active overlay, created over base (the image's raw workspace.img) the first time.
- * *ret is a heap path. err set on failure. */
-int agent_disk_prepare(const char *state_dir, const char *base, char **ret, struct fk_error *err);
+/* The active overlay, created over base (the image's raw workspace.img) the first time and
+ * recorded in key's state record. *ret is a heap path. err set on failure. */
+int agent_disk_prepare(struct agent_store *st, const char *sd, const char *key, const char *base,
+                       char **ret, struct fk_error *err);
 
 /* ---- secrets (secrets.c): spec.secrets values for one boot ---------------------------------- */
 
@@ -274,10 +269,6 @@ int agent_secrets_run(char *const *argv, size_t max, unsigned timeout_ms, unsign
  * on a cold boot; restored: the guest accepted a new identity). New reference or NULL. */
 json_t *agent_identity_ledger(const char *fork_id, const char *checkpoint,
                               const struct agent_secret_set *secrets, bool restored, bool reseeded);
-/* <state_dir>/identity.json (names only, 0600): kept for a VM adopted after a restart. The
- * save is best effort; load returns a new reference or NULL. */
-void agent_identity_save(const char *state_dir, const json_t *id);
-json_t *agent_identity_load(const char *state_dir);
 int agent_secrets_resolve(const struct node_config *cfg, const struct session_manifest *m,
                           const char *key, const char *parent, const char *fork_id,
                           struct agent_secret_set *ret, struct fk_error *err);
@@ -297,8 +288,9 @@ void agent_restore_done(struct agent_restore *r);
 int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct agent_restore *r,
                        struct fk_error *err);
 /* In the boot job: new overlay, RAM copy. *ret_disk / *ret_mem: heap paths (mem NULL: default). */
-int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
-                          char **ret_disk, char **ret_mem, struct fk_error *err);
+int agent_restore_prepare(const struct agent_restore *r, struct agent_store *st, const char *key,
+                          const char *state_dir, const char *run_dir, char **ret_disk,
+                          char **ret_mem, struct fk_error *err);
 /* In the boot job after a cold boot: afterStart, then spec.checkpoints. Logs. */
 /* afterStart and spec.checkpoints of a cold boot; s is busy, called without the lock. Their
  * outcome is a condition (AfterStart, CheckpointsTaken); afterStart's failure sets Ready False
@@ -310,6 +302,10 @@ void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const c
 /* Takes a checkpoint of s (busy marked by the caller) with vm; *ret_id (41 bytes). */
 int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
                           const char *name, char *ret_id, struct fk_error *err);
+/* After the VM moved onto overlay disk: records it as the active one with the VM's record
+ * (ops.record) in the session's state record. Logs a failure (the switch cannot be undone). */
+void agent_checkpoint_record_disk(struct agent_daemon *d, const char *key, struct agent_vm_ref *vm,
+                                  const char *disk);
 /* Removes partial checkpoints left by a crash (".*.partial" dirs) of the session state dir. */
 void agent_checkpoint_clean_partial(const char *state_dir);
 /* Removes the ".*.partial" entries of dir root (rm -rf). Logs what it removed. */
@@ -368,6 +364,7 @@ struct agent_daemon {
         atomic_bool quit;
         uint64_t last_scan_ns;
         struct agent_audit *audit;       /* owned, NULL when the log cannot be opened */
+        struct agent_store *store;       /* owned: every session's state record */
         pthread_cond_t watch_cond;       /* broadcast after each reconcile pass (API watchers) */
         uint64_t revision;               /* counts reconcile passes, under lock */
         struct cg_manager *cg;           /* borrowed, NULL: no resource control */
@@ -401,6 +398,10 @@ struct agent_session *agent_daemon_find(struct agent_daemon *d, const char *ns, 
 int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char *name,
                               struct agent_session **ret, struct fk_error *err);
 int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s);
+/* Under d->lock: s's desired state goes (removed from the store first; on failure nothing
+ * changes and err, may be NULL, says why), its VM is destroyed by the next pass. Does not log. */
+int agent_daemon_mark_deleted(struct agent_daemon *d, struct agent_session *s,
+                              struct fk_error *err);
 void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s);
 /* Merges a manifest-dir scan into the table (under the lock). */
 void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan);
@@ -412,7 +413,9 @@ void agent_executor_check_exits(struct agent_daemon *d);
  * with reason and msg (restartPolicy decides about a new boot). */
 void agent_executor_vm_gone(struct agent_daemon *d, struct agent_session *s, const char *reason,
                             const char *msg);
-/* Re-attaches to VMs a previous forkletd left in runDir (before the thread starts). */
+/* Removes the VM record from key's state record (its QEMU is gone); logs a failure. */
+void agent_vm_record_clear(struct agent_daemon *d, const char *key);
+/* Re-attaches to the VMs the state records name (before the thread starts). */
 void agent_executor_adopt_all(struct agent_daemon *d);
 
 /* ---- guest health (health.c, disk-pressure.c) -------------------------------------------- */

@@ -53,8 +53,10 @@ struct agent_boot_params {
         int accel;                   /* enum vmm_accel */
         unsigned boot_timeout_ms;    /* agent readiness */
         const volatile bool *cancel; /* set when the session is deleted meanwhile */
-        /* Called once QEMU runs (before the guest is ready), so status can show its pid. */
-        void (*spawned)(void *ctx, pid_t pid);
+        /* Called once QEMU runs (before the guest is ready) with what identifies it (the record
+         * adopt takes, borrowed): it is stored and status shows its pid. A failure (-errno)
+         * ends the boot: nothing runs that the state store does not know. */
+        int (*spawned)(void *ctx, pid_t pid, const json_t *record);
         void *spawned_ctx;
         /* Run in QEMU's child between fork and exec, in order (join the session's cgroup, enter
          * its netns, drop privileges, ...). Each must be async-signal-safe; the first failure
@@ -127,9 +129,13 @@ struct agent_vm_ops {
         /* Boots and waits for the guest agent. On failure cleans up what it started. */
         int (*boot)(void *userdata, const struct agent_boot_params *p, void **ret_vm,
                     struct fk_error *err);
-        /* Re-attaches to a VM left running by a previous forkletd (-ESRCH: gone). */
-        int (*adopt)(void *userdata, const char *run_dir, int accel, void **ret_vm,
-                     struct fk_error *err);
+        /* Re-attaches to a VM left running by a previous forkletd, from the record boot gave
+         * (spawned) or record returned, kept in the state store (-ESRCH: gone). */
+        int (*adopt)(void *userdata, const char *run_dir, const json_t *record, int accel,
+                     void **ret_vm, struct fk_error *err);
+        /* What identifies vm now (pid, start time, paths; new reference), after something
+         * changed it (a checkpoint moves the disk); NULL in backends without records. */
+        json_t *(*record)(void *vm);
         /* Graceful stop; returns once the process is gone. */
         int (*stop)(void *userdata, void *vm, unsigned timeout_ms);
         int (*pause)(void *userdata, void *vm, struct fk_error *err);

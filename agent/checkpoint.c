@@ -89,39 +89,15 @@ static json_t *read_meta(const char *dir)
         return json_loads(buf, 0, NULL);
 }
 
-/* The lineage: the checkpoint the running machine last came from or was saved as. */
-static int lineage_path(const char *state_dir, char **ret)
-{
-        return fk_asprintf(ret, "%s/lineage", state_dir);
-}
-
-static void lineage_set(const char *state_dir, const char *id)
-{
-        cleanup_free char *p = NULL;
-
-        if (lineage_path(state_dir, &p) >= 0)
-                (void)fk_write_file_atomic(p, id, strlen(id), 0600);
-}
-
-static char *lineage_get(const char *state_dir)
-{
-        cleanup_free char *p = NULL;
-        char *buf = NULL;
-
-        if (lineage_path(state_dir, &p) < 0 || fk_read_file(p, 128, &buf, NULL) < 0)
-                return NULL;
-        return buf;
-}
-
 /* The disk half before the VM pauses: the active overlay gets a second name (the layer) and a
  * new overlay over it is made for the VM to continue on. */
-static int disk_prepare(const char *sd, const char *id, char **active, char **layer, char **next,
-                        struct fk_error *err)
+static int disk_prepare(struct agent_store *st, const char *sd, const char *key, const char *id,
+                        char **active, char **layer, char **next, struct fk_error *err)
 {
         cleanup_free char *dir = NULL;
         int r;
 
-        r = agent_disk_active(sd, active);
+        r = agent_disk_active(st, sd, key, active);
         if (r == -ENOENT)
                 return 0; /* the image has no workspace disk */
         if (r < 0)
@@ -134,6 +110,21 @@ static int disk_prepare(const char *sd, const char *id, char **active, char **la
         if (r < 0)
                 return fk_error_set(err, r, "new overlay in %s: %s", dir, strerror(-r));
         return agent_disk_create_overlay(*next, *layer, err);
+}
+
+void agent_checkpoint_record_disk(struct agent_daemon *d, const char *key, struct agent_vm_ref *vm,
+                                  const char *disk)
+{
+        const char *base = strrchr(disk, '/') ? strrchr(disk, '/') + 1 : disk;
+        struct agent_store_change c[2] = {{AGENT_STORE_DISK, json_string(base)}};
+        struct fk_error err = {0};
+        size_t n = 1;
+
+        if (d->ops.record)
+                c[n++] = (struct agent_store_change){AGENT_STORE_VM, d->ops.record(vm->vm)};
+        if (agent_store_update(d->store, key, c, n, &err) < 0)
+                log_error("session %s: the VM writes %s now, but that is not stored: %s", key, disk,
+                          err.msg);
 }
 
 static json_t *meta_new(const char *id, const char *key, const char *name, const char *parent,
@@ -152,8 +143,10 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                          struct fk_error *err)
 {
         cleanup_free char *partial = NULL, *final = NULL, *active = NULL, *layer = NULL,
-                          *next = NULL, *parent = lineage_get(sd);
+                          *next = NULL,
+                          *parent = agent_store_get_string(d->store, key, AGENT_STORE_LINEAGE);
         struct agent_checkpoint_result res = {0};
+        struct fk_error lerr = {0};
         uint64_t need = AGENT_SPACE_SLACK;
         json_t *meta;
         int r, k;
@@ -168,7 +161,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
         if (r >= 0 && (r = fk_mkdir_p(partial, 0700)) < 0)
                 fk_error_set(err, r, "create %s: %s", partial, strerror(-r));
         if (r >= 0)
-                r = disk_prepare(sd, id, &active, &layer, &next, err);
+                r = disk_prepare(d->store, sd, key, id, &active, &layer, &next, err);
         if (r >= 0) {
                 struct agent_checkpoint_params p = {.dir = partial,
                                                     .new_disk = next,
@@ -177,7 +170,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                 r = d->ops.checkpoint(d->ops.userdata, vm->vm, &p, &res, err);
         }
         if (res.disk_switched) {
-                (void)agent_disk_set_active(sd, next);
+                agent_checkpoint_record_disk(d, key, vm, next);
                 unlink(active); /* still reachable as the layer */
         } else {
                 if (next)
@@ -199,7 +192,9 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                 return agent_space_explain(r, d->cfg->state_dir, "stateDir", need, "checkpoint",
                                            err);
         }
-        lineage_set(sd, id);
+        if (agent_store_set_string(d->store, key, AGENT_STORE_LINEAGE, id, &lerr) < 0)
+                log_warning("session %s: checkpoint %s taken, its lineage not stored: %s", key, id,
+                            lerr.msg);
         agent_metrics_add_checkpoint_bytes(res.ram_bytes + res.state_bytes);
         log_info("session %s: checkpoint %s (paused %.1f ms, %.1f MiB RAM%s)", key, id,
                  (double)res.pause_ns / 1e6, (double)res.ram_bytes / 1048576.0,
@@ -472,6 +467,8 @@ int agent_daemon_checkpoint_list(struct agent_daemon *d, const char *ns, const c
 /* Under the lock: marks s and every fork descending from it deleted (cascade). */
 static void delete_tree(struct agent_daemon *d, struct agent_session *s)
 {
+        struct fk_error err = {0};
+
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *f = d->sessions[i];
 
@@ -479,13 +476,10 @@ static void delete_tree(struct agent_daemon *d, struct agent_session *s)
                     !strcmp(f->namespace, s->namespace) && f->spec)
                         delete_tree(d, f);
         }
-        if (!s->spec)
-                return;
-        s->spec = session_manifest_free(s->spec);
-        s->deleted_ns = d->clock.now_real_ns(d->clock.userdata);
-        s->cancel = true;
-        (void)agent_store_remove(d->cfg->state_dir, s->key);
-        log_info("session %s: deleted (cascade)", s->key);
+        if (s->spec && agent_daemon_mark_deleted(d, s, &err) >= 0)
+                log_info("session %s: deleted (cascade)", s->key);
+        else if (s->spec)
+                log_error("session %s: not deleted (cascade): %s", s->key, err.msg);
 }
 
 static int delete_locked(struct agent_daemon *d, struct agent_session *s, const char *id,

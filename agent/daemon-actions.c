@@ -50,7 +50,7 @@ static int set_state_locked(struct agent_daemon *d, struct agent_session *s, int
         old = s->spec->state;
         s->spec->state = (enum session_state)state;
         s->generation++;
-        r = agent_store_save(d->cfg->state_dir, s, err);
+        r = agent_store_save(d->store, s, err);
         if (r < 0) { /* what runs is what is stored */
                 s->spec->state = old;
                 s->generation--;

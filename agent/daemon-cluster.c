@@ -14,15 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
 /* Creates or updates the cluster session for m (taken on success). */
 static int sync_one(struct agent_daemon *d, struct session_manifest *m, bool *ret_conflict)
 {
         struct agent_session *s = agent_daemon_find(d, m->namespace, m->name);
+        struct session_manifest *old;
+        struct fk_error err = {0};
         bool created = false;
         int r;
 
@@ -52,12 +49,19 @@ static int sync_one(struct agent_daemon *d, struct session_manifest *m, bool *re
                 session_manifest_free(m);
                 return 0;
         }
-        session_manifest_free(s->spec);
+        old = s->spec;
         s->spec = m;
         s->generation++;
-        r = agent_store_save(d->cfg->state_dir, s, NULL);
-        if (r < 0)
-                log_warning_errno(r, "session %s: store: %m", s->key);
+        r = agent_store_save(d->store, s, &err);
+        if (r < 0) { /* nothing runs that is not stored: tried again on the next sync */
+                log_error("session %s: %s", s->key, err.msg);
+                s->spec = old;
+                s->generation--;
+                if (created)
+                        agent_daemon_remove(d, s);
+                return -EBUSY; /* logged: tried again on the next sync */
+        }
+        session_manifest_free(old);
         log_info("session %s: %s by the control plane (generation %" PRIu64 ")", s->key,
                  created ? "assigned" : "updated", s->generation);
         return 0;
@@ -81,11 +85,12 @@ int agent_daemon_sync_cluster(struct agent_daemon *d, struct session_manifest **
 
                 if (s->source != AGENT_SOURCE_CLUSTER || !s->spec || wanted(v, n, s))
                         continue;
-                s->spec = session_manifest_free(s->spec);
-                s->deleted_ns = now_real(d);
-                s->cancel = true;
-                (void)agent_store_remove(d->cfg->state_dir, s->key);
-                log_info("session %s: no longer assigned to this node; deleting", s->key);
+                struct fk_error err = {0};
+
+                if (agent_daemon_mark_deleted(d, s, &err) >= 0)
+                        log_info("session %s: no longer assigned to this node; deleting", s->key);
+                else
+                        log_error("session %s: not deleted: %s", s->key, err.msg);
         }
         for (size_t i = 0; i < n; i++) {
                 int r = sync_one(d, v[i], &ret_conflict[i]);

@@ -119,7 +119,7 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
         old_generation = s->generation;
         s->spec = m;
         s->generation++;
-        r = agent_store_save(d->cfg->state_dir, s, err);
+        r = agent_store_save(d->store, s, err);
         if (r < 0) {
                 apply_undo(d, s, *ret == AGENT_APPLY_CREATED, old, old_generation);
                 return r;
@@ -146,6 +146,19 @@ int agent_daemon_apply(struct agent_daemon *d, struct session_manifest *m,
         return 0;
 }
 
+int agent_daemon_mark_deleted(struct agent_daemon *d, struct agent_session *s, struct fk_error *err)
+{
+        int r;
+
+        /* what is stored is what runs: a delete the store did not take did not happen */
+        if (s->source != AGENT_SOURCE_FILE && (r = agent_store_remove(d->store, s->key, err)) < 0)
+                return r;
+        s->spec = session_manifest_free(s->spec);
+        s->deleted_ns = now_real(d);
+        s->cancel = true;
+        return 0;
+}
+
 int agent_daemon_delete(struct agent_daemon *d, const char *ns, const char *name,
                         struct fk_error *err)
 {
@@ -165,14 +178,8 @@ int agent_daemon_delete(struct agent_daemon *d, const char *ns, const char *name
                                  "session %s/%s is assigned by the control plane; delete it "
                                  "with forklet --etcd instead",
                                  ns, name);
-        else if (s->spec) {
-                s->spec = session_manifest_free(s->spec);
-                s->deleted_ns = now_real(d);
-                s->cancel = true;
-                r = agent_store_remove(d->cfg->state_dir, s->key);
-                if (r < 0)
-                        fk_error_set(err, r, "remove stored session %s: %s", s->key, strerror(-r));
-        }
+        else if (s->spec)
+                r = agent_daemon_mark_deleted(d, s, err);
         pthread_mutex_unlock(&d->lock);
         if (r >= 0) {
                 log_info("session %s/%s: deleted", ns, name);

@@ -121,10 +121,14 @@ static int daemon_make_dirs(const struct node_config *cfg)
 static int daemon_load_store(struct agent_daemon *d)
 {
         struct agent_session **v = NULL;
+        struct fk_error err = {0};
         size_t n = 0;
         int r;
 
-        r = agent_store_load(d->cfg->state_dir, d->cfg, &v, &n);
+        r = agent_store_open(d->cfg->state_dir, d->cfg->run_dir, &d->store, &err);
+        if (r < 0)
+                return log_error_errno(r, "state store: %s", err.msg);
+        r = agent_store_load_sessions(d->store, d->cfg, &v, &n);
         if (r < 0)
                 return log_error_errno(r, "load sessions from %s: %m", d->cfg->state_dir);
         for (size_t i = 0; i < n; i++) {
@@ -444,6 +448,7 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
         pthread_cond_destroy(&d->watch_cond);
         pthread_cond_destroy(&d->health_wake);
         agent_audit_close(d->audit);
+        agent_store_free(d->store);
         pthread_mutex_destroy(&d->lock);
         pthread_mutex_destroy(&d->fwd_lock);
         pthread_cond_destroy(&d->fwd_done);

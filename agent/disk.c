@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A session's workspace disk: qcow2 overlays under <state>/disk over the image's raw
- * workspace.img or over a checkpoint's frozen layer, the "active" pointer, and qemu-img. */
+ * workspace.img or over a checkpoint's frozen layer, the active one (a field of the session's
+ * state record), and qemu-img. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -16,8 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DISK_ACTIVE_FILE "active"
-#define QCOW2_MAGIC      "QFI\xfb"
+#define QCOW2_MAGIC "QFI\xfb"
 
 extern char **environ;
 
@@ -126,25 +126,18 @@ int agent_disk_create_overlay(const char *path, const char *backing, struct fk_e
         return run_tool(argv, err);
 }
 
-int agent_disk_active(const char *state_dir, char **ret)
+int agent_disk_active(struct agent_store *st, const char *sd, const char *key, char **ret)
 {
-        cleanup_free char *dir = NULL, *ptr = NULL, *name = NULL;
+        cleanup_free char *name = agent_store_get_string(st, key, AGENT_STORE_DISK);
         char *path;
-        int r;
 
-        if (agent_disk_dir(state_dir, &dir) < 0 ||
-            fk_asprintf(&ptr, "%s/" DISK_ACTIVE_FILE, dir) < 0)
-                return -ENOMEM;
-        r = fk_read_file(ptr, 4096, &name, NULL);
-        if (r < 0)
-                return r;
-        name[strcspn(name, "\n")] = '\0';
-        if (!name[0] || strchr(name, '/'))
-                return -EINVAL;
-        if (fk_asprintf(&path, "%s/%s", dir, name) < 0)
+        if (!name)
+                return -ENOENT;
+        if (fk_asprintf(&path, "%s/disk/%s", sd, name) < 0)
                 return -ENOMEM;
         if (access(path, F_OK) < 0) {
-                r = -errno;
+                int r = -errno;
+
                 free(path);
                 return r;
         }
@@ -152,15 +145,12 @@ int agent_disk_active(const char *state_dir, char **ret)
         return 0;
 }
 
-int agent_disk_set_active(const char *state_dir, const char *path)
+int agent_disk_set_active(struct agent_store *st, const char *key, const char *path,
+                          struct fk_error *err)
 {
-        cleanup_free char *dir = NULL, *ptr = NULL;
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 
-        if (agent_disk_dir(state_dir, &dir) < 0 ||
-            fk_asprintf(&ptr, "%s/" DISK_ACTIVE_FILE, dir) < 0)
-                return -ENOMEM;
-        return fk_write_file_atomic(ptr, base, strlen(base), 0600);
+        return agent_store_set_string(st, key, AGENT_STORE_DISK, base, err);
 }
 
 int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret)
@@ -187,26 +177,26 @@ int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret)
         return -ENOSPC;
 }
 
-int agent_disk_prepare(const char *state_dir, const char *base, char **ret, struct fk_error *err)
+int agent_disk_prepare(struct agent_store *st, const char *sd, const char *key, const char *base,
+                       char **ret, struct fk_error *err)
 {
         cleanup_free char *path = NULL;
         int r;
 
-        r = agent_disk_active(state_dir, ret);
+        r = agent_disk_active(st, sd, key, ret);
         if (r != -ENOENT)
-                return r < 0 ? fk_error_set(err, r, "workspace disk of %s: %s", state_dir,
-                                            strerror(-r))
+                return r < 0 ? fk_error_set(err, r, "workspace disk of %s: %s", key, strerror(-r))
                              : 0;
-        r = agent_disk_next_path(state_dir, "workspace", &path);
+        r = agent_disk_next_path(sd, "workspace", &path);
         if (r < 0)
-                return fk_error_set(err, r, "workspace disk in %s: %s", state_dir, strerror(-r));
+                return fk_error_set(err, r, "workspace disk in %s: %s", sd, strerror(-r));
         r = agent_disk_create_overlay(path, base, err);
         if (r < 0)
                 return r;
-        r = agent_disk_set_active(state_dir, path);
+        r = agent_disk_set_active(st, key, path, err);
         if (r < 0) {
                 unlink(path);
-                return fk_error_set(err, r, "record active disk: %s", strerror(-r));
+                return r;
         }
         *ret = TAKE_PTR(path);
         return 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Using a session's VM from outside the reconcile loop: exec (holding a VM reference so a
- * concurrent stop cannot free it) and re-adopting VMs after a restart. */
+ * concurrent stop cannot free it) and re-adopting the VMs the state records name after a
+ * restart. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -8,7 +9,6 @@
 #include "manifest/manifest.h"
 #include "vmm/vmm.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -100,19 +100,9 @@ static bool split_key(const char *key, char *ns, size_t ns_size, const char **na
         return manifest_name_is_valid(ns) && manifest_name_is_valid(*name);
 }
 
-/* status.identity of the machine that keeps running (saved at its boot). */
-static void adopt_identity(struct agent_daemon *d, struct agent_session *s)
+static void adopt_one(struct agent_daemon *d, const char *key, const json_t *record)
 {
-        cleanup_free char *sd = NULL;
-
-        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0)
-                return;
-        json_decref(s->identity);
-        s->identity = agent_identity_load(sd);
-}
-
-static void adopt_one(struct agent_daemon *d, const char *key, const char *run_dir)
-{
+        cleanup_free char *run_dir = NULL;
         struct fk_error err = {0};
         struct agent_session *s;
         const char *name;
@@ -120,13 +110,15 @@ static void adopt_one(struct agent_daemon *d, const char *key, const char *run_d
         void *vm = NULL;
         int r;
 
-        if (!split_key(key, ns, sizeof(ns), &name))
+        if (!split_key(key, ns, sizeof(ns), &name) ||
+            agent_session_run_dir(d->cfg->run_dir, key, &run_dir) < 0)
                 return;
-        r = d->ops.adopt(d->ops.userdata, run_dir, d->accel, &vm, &err);
+        r = d->ops.adopt(d->ops.userdata, run_dir, record, d->accel, &vm, &err);
         if (r < 0) {
                 log_info("session %s: no VM to adopt (%s); cleaning %s", key,
                          err.msg[0] ? err.msg : strerror(-r), run_dir);
                 (void)fk_rm_rf(run_dir);
+                agent_vm_record_clear(d, key);
                 return;
         }
         s = agent_daemon_find(d, ns, name);
@@ -148,7 +140,11 @@ static void adopt_one(struct agent_daemon *d, const char *key, const char *run_d
         s->phase = SESSION_PHASE_RUNNING;
         s->observed_generation = s->generation;
         agent_health_reset(s);
-        adopt_identity(d, s);
+        /* status.identity of the machine that keeps running (stored at its boot) */
+        json_decref(s->identity);
+        s->identity = agent_store_get(d->store, key, AGENT_STORE_IDENTITY);
+        if (!s->fork_id)
+                s->fork_id = agent_store_get_string(d->store, key, AGENT_STORE_RESTORED);
         s->started_ns = d->clock.now_real_ns(d->clock.userdata);
         agent_session_set_condition(s, AGENT_COND_READY, "True", "Adopted", s->started_ns,
                                     "re-attached to QEMU pid %d", (int)s->pid);
@@ -158,23 +154,18 @@ static void adopt_one(struct agent_daemon *d, const char *key, const char *run_d
 
 void agent_executor_adopt_all(struct agent_daemon *d)
 {
-        cleanup_free char *dir = NULL;
-        struct dirent *de;
-        DIR *dp;
+        char **keys = NULL;
 
-        if (fk_asprintf(&dir, "%s/sessions", d->cfg->run_dir) < 0)
-                return;
-        dp = opendir(dir);
-        if (!dp)
+        if (agent_store_keys(d->store, &keys) < 0)
                 return;
         pthread_mutex_lock(&d->lock);
-        while ((de = readdir(dp))) {
-                cleanup_free char *path = NULL;
+        for (size_t i = 0; keys[i]; i++) {
+                json_t *rec = agent_store_get(d->store, keys[i], AGENT_STORE_VM);
 
-                if (de->d_name[0] == '.' || fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0)
-                        continue;
-                adopt_one(d, de->d_name, path);
+                if (rec)
+                        adopt_one(d, keys[i], rec);
+                json_decref(rec);
         }
         pthread_mutex_unlock(&d->lock);
-        closedir(dp);
+        fk_strv_free(keys);
 }

@@ -152,13 +152,33 @@ static int job_prepare_dirs(struct job *j, bool fresh_run_dir)
         return r;
 }
 
-static void job_spawned(void *ctx, pid_t pid)
+static int job_spawned(void *ctx, pid_t pid, const json_t *record)
 {
         struct job *j = ctx;
+        struct fk_error err = {0};
+        json_t *rec = record ? json_deep_copy(record) : json_pack("{s:i}", "pid", (int)pid);
+        int r = agent_store_set(j->d->store, j->key, AGENT_STORE_VM, rec, &err);
 
+        if (r < 0) {
+                log_error("session %s: QEMU pid %d ends: %s", j->key, (int)pid, err.msg);
+                return r;
+        }
         pthread_mutex_lock(&j->d->lock);
         j->s->pid = pid;
         pthread_mutex_unlock(&j->d->lock);
+        return 0;
+}
+
+/* The VM of key is gone: its record goes too (a stale one is harmless: adopt checks the start
+ * time). */
+void agent_vm_record_clear(struct agent_daemon *d, const char *key)
+{
+        struct fk_error err = {0};
+        json_t *vm = agent_store_get(d->store, key, AGENT_STORE_VM);
+
+        if (vm && agent_store_set(d->store, key, AGENT_STORE_VM, NULL, &err) < 0)
+                log_warning("session %s: %s", key, err.msg);
+        json_decref(vm);
 }
 
 /* ops.boot inside a journal entry, so a restart finds a boot the crash interrupted. */
@@ -225,6 +245,7 @@ static int job_secrets(struct job *j, struct agent_secret_set *ret, struct agent
  * kernel seeded itself and copied nothing. */
 static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
 {
+        struct fk_error err = {0};
         bool restored = j->restore.ck_dir != NULL;
         json_t *id =
                 agent_identity_ledger(restored && j->restore.fork_id[0] ? j->restore.fork_id : NULL,
@@ -233,7 +254,9 @@ static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
 
         json_decref(j->s->identity);
         j->s->identity = id;
-        agent_identity_save(j->state_dir, id);
+        if (id &&
+            agent_store_set(j->d->store, j->key, AGENT_STORE_IDENTITY, json_incref(id), &err) < 0)
+                log_warning("session %s: %s", j->key, err.msg);
         if (j->restore.private_ram && json_array_size(json_object_get(id, "inheritedSecrets")))
                 agent_metrics_add_forks_inherited_secrets(1);
 }
@@ -270,9 +293,10 @@ static void job_boot(struct job *j)
                 fk_error_set(&err, r, "create %s: %s", j->run_dir, strerror(-r));
         agent_checkpoint_clean_partial(j->state_dir);
         if (r >= 0 && (j->restore.ck_dir || j->restore.layer))
-                r = agent_restore_prepare(&j->restore, j->state_dir, j->run_dir, &disk, &mem, &err);
+                r = agent_restore_prepare(&j->restore, d->store, j->key, j->state_dir, j->run_dir,
+                                          &disk, &mem, &err);
         if (r >= 0 && !disk && j->base_disk)
-                r = agent_disk_prepare(j->state_dir, j->base_disk, &disk, &err);
+                r = agent_disk_prepare(d->store, j->state_dir, j->key, j->base_disk, &disk, &err);
         if (r >= 0 && disk && (r = agent_disk_compact(disk, AGENT_DISK_MAX_DEPTH, &err)) > 0)
                 log_info("session %s: disk chain compacted onto its base", j->key);
         p.disk = disk;
@@ -311,6 +335,7 @@ static void job_boot(struct job *j)
         }
         if (r < 0) {
                 j->s->pid = 0;
+                agent_vm_record_clear(d, j->key);
                 session_failed(d, j->s, agent_restore_reason(&j->restore, true),
                                err.msg[0] ? err.msg : strerror(-r));
                 return;
@@ -366,10 +391,14 @@ static void job_stop(struct job *j, bool destroy)
         if (destroy && (r = agent_jail_forget(j->state_dir)) < 0)
                 log_warning_errno(r, "session %s: revoke the jail's file grants: %m", j->key);
         r = fk_rm_rf(j->run_dir);
+        if (!destroy)
+                agent_vm_record_clear(d, j->key);
         if (r >= 0 && destroy)
                 r = fk_rm_rf(j->state_dir);
         if (r < 0)
                 log_warning_errno(r, "session %s: remove files: %m", j->key);
+        if (destroy && r >= 0)
+                agent_store_forget(d->store, j->key);
         if (destroy)
                 agent_daemon_net_destroy(d, j->s);
         pthread_mutex_lock(&d->lock);
@@ -610,6 +639,7 @@ void agent_executor_vm_gone(struct agent_daemon *d, struct agent_session *s, con
                             const char *msg)
 {
         session_detach_vm(s);
+        agent_vm_record_clear(d, s->key);
         agent_fwd_close_key(d, s->key);
         session_failed(d, s, reason, msg);
         agent_resources_teardown(d, s->key);

@@ -98,11 +98,12 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
         /* stored before it is in the table: a fork that would not survive a restart is none */
         r = fork_link_origin(d, p, f->key, id, err);
         if (r >= 0)
-                r = agent_store_save(d->cfg->state_dir, f, err);
+                r = agent_store_save(d->store, f, err);
         if (r >= 0 && (r = agent_daemon_insert(d, f)) < 0)
                 fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
         if (r < 0) {
-                (void)fk_rm_rf(sd); /* the origin links and session.json: nothing stays */
+                (void)fk_rm_rf(sd); /* the origin links and state.json: nothing stays */
+                agent_store_forget(d->store, f->key);
                 agent_session_free(f);
                 return agent_space_explain(r, d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY,
                                            "fork", err);
@@ -151,7 +152,7 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                                  count, ns, name, have, max, have < max ? max - have : 0);
         else
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
-        /* each fork: links (no data), its session.json and, at its start, a new overlay */
+        /* each fork: links (no data), its state.json and, at its start, a new overlay */
         if (r >= 0)
                 r = agent_space_check(d->cfg->state_dir, "stateDir", count * AGENT_SPACE_OVERLAY,
                                       "fork", err);
@@ -245,6 +246,12 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
                 r = rollback_space(d, dir, err); /* before the VM stops */
         if (r >= 0 && !(s->rollback_to = strdup(id)))
                 r = -ENOMEM;
+        /* stored before the VM stops: a restart meanwhile still rolls back */
+        if (r >= 0 && s->source != AGENT_SOURCE_FILE &&
+            (r = agent_store_save(d->store, s, err)) < 0) {
+                free(s->rollback_to);
+                s->rollback_to = NULL;
+        }
         if (r < 0) {
                 pthread_mutex_unlock(&d->lock);
                 return r;
@@ -289,6 +296,8 @@ static long fork_index(const char *parent, const char *name)
 
 static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, unsigned count)
 {
+        struct fk_error err = {0};
+
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *f = d->sessions[i];
                 long idx;
@@ -299,11 +308,12 @@ static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, un
                 idx = fork_index(p->name, f->name);
                 if (idx >= 0 && (unsigned long)idx < count)
                         continue;
-                f->spec = session_manifest_free(f->spec);
-                f->deleted_ns = d->clock.now_real_ns(d->clock.userdata);
-                f->cancel = true;
-                (void)agent_store_remove(d->cfg->state_dir, f->key);
-                log_info("session %s: removed (spec.forks of %s scaled down)", f->key, p->key);
+                if (agent_daemon_mark_deleted(d, f, &err) >= 0)
+                        log_info("session %s: removed (spec.forks of %s scaled down)", f->key,
+                                 p->key);
+                else
+                        log_error("session %s: not removed (spec.forks of %s): %s", f->key, p->key,
+                                  err.msg);
         }
 }
 

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #define AFTER_START_TIMEOUT_MS 120000
-#define RESTORED_MARK          "restored"
 
 void agent_restore_done(struct agent_restore *r)
 {
@@ -66,11 +65,12 @@ static int restore_from(const char *dir, const char *layer_dir, bool private_ram
         return k;
 }
 
-static bool restored_once(const char *state_dir)
+static bool restored_once(struct agent_daemon *d, const char *key)
 {
-        cleanup_free char *p = NULL;
+        json_t *v = agent_store_get(d->store, key, AGENT_STORE_RESTORED);
 
-        return fk_asprintf(&p, "%s/" RESTORED_MARK, state_dir) >= 0 && access(p, F_OK) == 0;
+        json_decref(v);
+        return v != NULL;
 }
 
 int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct agent_restore *r,
@@ -86,7 +86,7 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
                 k = agent_checkpoint_own_dir(d, s, s->rollback_to, &dir, err);
                 return k < 0 ? k : restore_from(dir, NULL, false, s->name, r, err);
         }
-        if (s->fork_parent && !restored_once(sd)) {
+        if (s->fork_parent && !restored_once(d, s->key)) {
                 cleanup_free char *origin = NULL, *disk = NULL;
 
                 /* the links made when the fork was created (see fork_link_origin) */
@@ -102,7 +102,7 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
                                             s->fork_checkpoint, s->fork_parent);
                 return restore_from(dir, NULL, true, s->name, r, err);
         }
-        if (s->from_snapshot && agent_disk_active(sd, &dir) == -ENOENT) {
+        if (s->from_snapshot && agent_disk_active(d->store, sd, s->key, &dir) == -ENOENT) {
                 if (fk_asprintf(&r->layer, "%s/snapshots/%s/disk.qcow2", d->cfg->state_dir,
                                 s->from_snapshot) < 0)
                         return -ENOMEM;
@@ -111,8 +111,8 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
 }
 
 /* A new overlay over r->layer becomes the active disk; *ret: its path. */
-static int restore_disk(const struct agent_restore *r, const char *state_dir, char **ret,
-                        struct fk_error *err)
+static int restore_disk(const struct agent_restore *r, struct agent_store *st, const char *key,
+                        const char *state_dir, char **ret, struct fk_error *err)
 {
         cleanup_free char *next = NULL, *old = NULL;
         int k;
@@ -126,11 +126,10 @@ static int restore_disk(const struct agent_restore *r, const char *state_dir, ch
                 return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",
                                            err);
         }
-        (void)agent_disk_active(state_dir, &old);
-        k = agent_disk_set_active(state_dir, next);
+        (void)agent_disk_active(st, state_dir, key, &old);
+        k = agent_disk_set_active(st, key, next, err);
         if (k < 0) {
                 unlink(next);
-                fk_error_set(err, k, "record active disk: %s", strerror(-k));
                 return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",
                                            err);
         }
@@ -140,8 +139,9 @@ static int restore_disk(const struct agent_restore *r, const char *state_dir, ch
         return 0;
 }
 
-int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
-                          char **ret_disk, char **ret_mem, struct fk_error *err)
+int agent_restore_prepare(const struct agent_restore *r, struct agent_store *st, const char *key,
+                          const char *state_dir, const char *run_dir, char **ret_disk,
+                          char **ret_mem, struct fk_error *err)
 {
         cleanup_free char *next = NULL, *mem = NULL, *src = NULL;
         /* Rollback owns its RAM again (a copy into runDir), so later checkpoints need no
@@ -159,7 +159,7 @@ int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, 
         if (r->layer &&
             (k = agent_space_check(state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore", err)) < 0)
                 return k;
-        if (r->layer && (k = restore_disk(r, state_dir, &next, err)) < 0)
+        if (r->layer && (k = restore_disk(r, st, key, state_dir, &next, err)) < 0)
                 return k;
         if (copy) {
                 if (fk_asprintf(&mem, "%s/mem.ram", run_dir) < 0)
@@ -172,7 +172,7 @@ int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, 
         } else if (src)
                 mem = TAKE_PTR(src);
         if (!next)
-                (void)agent_disk_active(state_dir, &next);
+                (void)agent_disk_active(st, state_dir, key, &next);
         *ret_disk = TAKE_PTR(next);
         *ret_mem = TAKE_PTR(mem);
         return 0;
@@ -206,6 +206,27 @@ void agent_restore_describe(const struct agent_session *s, const struct agent_re
                 snprintf(buf, size, "booting a %u MiB, %u vCPU microVM", mib, vcpus);
 }
 
+/* The restore in the state record: the guest's new identity, the checkpoint it came from, and
+ * the rollback done. Logged on failure (the VM runs already). */
+static int restore_record(struct agent_daemon *d, struct agent_session *s,
+                          const struct agent_restore *r)
+{
+        struct agent_store_change c[3] = {{AGENT_STORE_RESTORED, json_string(r->fork_id)}};
+        struct fk_error err = {0};
+        size_t n = 1;
+        int k;
+
+        if (r->ck_id[0])
+                c[n++] = (struct agent_store_change){AGENT_STORE_LINEAGE, json_string(r->ck_id)};
+        if (s->source != AGENT_SOURCE_FILE && s->spec)
+                c[n++] = (struct agent_store_change){AGENT_STORE_SESSION,
+                                                     agent_store_session_json(s)};
+        k = agent_store_update(d->store, s->key, c, n, &err);
+        if (k < 0)
+                log_error("session %s: restored, but that is not stored: %s", s->key, err.msg);
+        return k;
+}
+
 /* Called by the boot job after a successful restore (under the lock). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r)
@@ -222,11 +243,9 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);
         s->rollback_to = NULL;
-        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) >= 0 &&
-            fk_asprintf(&mark, "%s/" RESTORED_MARK, sd) >= 0)
-                (void)fk_write_file_atomic(mark, r->fork_id, strlen(r->fork_id), 0600);
-        free(mark);
-        mark = NULL;
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0 ||
+            restore_record(d, s, r) < 0)
+                return;
         /* A fork's RAM links are no longer needed once it runs (QEMU keeps its mapping), nor
          * is its uid's grant on them: they are the checkpoint's files, shared by every fork. */
         if (r->private_ram && fk_asprintf(&mark, "%s/origin", sd) >= 0) {
@@ -237,10 +256,6 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                                           mark);
                 (void)fk_rm_rf(mark);
         }
-        free(mark);
-        mark = NULL;
-        if (r->ck_id[0] && fk_asprintf(&mark, "%s/lineage", sd) >= 0)
-                (void)fk_write_file_atomic(mark, r->ck_id, strlen(r->ck_id), 0600);
 }
 
 /* The last bytes afterStart wrote to stderr, for the condition that reports its failure. */

@@ -121,7 +121,7 @@ static size_t kill_orphan_qemus(struct agent_daemon *d)
 }
 
 /* Entries of <base>/sessions that no session owns. */
-static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base)
+static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base, bool state)
 {
         cleanup_free char *dir = NULL;
         struct dirent *de;
@@ -136,20 +136,21 @@ static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base)
         while ((de = readdir(dp))) {
                 cleanup_free char *path = NULL;
 
-                cleanup_free char *stored = NULL;
-
                 if (de->d_name[0] == '.' || find_key(d, de->d_name))
                         continue;
-                if (fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0 ||
-                    fk_asprintf(&stored, "%s/session.json", path) < 0)
+                if (fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0)
                         continue;
-                /* A stored session that failed to load: keep it for the operator. */
-                if (access(stored, F_OK) == 0)
+                /* A stored session that failed to load, or a record that could not be read:
+                 * keep it for the operator. */
+                if (state && agent_store_keeps(d->store, de->d_name))
                         continue;
                 log_notice("removing %s (belongs to no session)", path);
-                (void)agent_jail_forget(path); /* its uid may go to a new session */
+                if (state)
+                        (void)agent_jail_forget(path); /* its uid may go to a new session */
                 if (fk_rm_rf(path) >= 0)
                         n++;
+                if (state)
+                        agent_store_forget(d->store, de->d_name);
         }
         closedir(dp);
         return n;
@@ -175,12 +176,12 @@ void agent_recover_at_start(struct agent_daemon *d)
         pthread_mutex_lock(&d->lock);
         agent_journal_recover_all(d);
         procs = kill_orphan_qemus(d);
-        dirs = remove_orphan_dirs(d, d->cfg->run_dir);
+        dirs = remove_orphan_dirs(d, d->cfg->run_dir, false);
         /* An invalid manifest file hides its sessions: their disks are not orphans. */
         if (d->dir_errors && d->dir_errors[0])
                 log_notice("invalid manifest files: not removing unowned state dirs this time");
         else
-                dirs += remove_orphan_dirs(d, d->cfg->state_dir);
+                dirs += remove_orphan_dirs(d, d->cfg->state_dir, true);
         remove_partials(d);
         pthread_mutex_unlock(&d->lock);
         if (procs || dirs)

@@ -240,30 +240,3 @@ json_t *agent_identity_ledger(const char *fork_id, const char *checkpoint,
                          checkpoint, "inheritedSecrets", inh, "mintedSecrets", minted,
                          "kernelReseeded", reseeded);
 }
-
-#define IDENTITY_FILE "identity.json"
-
-void agent_identity_save(const char *state_dir, const json_t *id)
-{
-        cleanup_free char *path = NULL, *text = NULL;
-
-        if (!id || fk_asprintf(&path, "%s/" IDENTITY_FILE, state_dir) < 0 ||
-            !(text = json_dumps(id, JSON_COMPACT)))
-                return;
-        (void)fk_write_file_atomic(path, text, strlen(text), 0600);
-}
-
-json_t *agent_identity_load(const char *state_dir)
-{
-        cleanup_free char *path = NULL;
-        json_t *id;
-
-        if (fk_asprintf(&path, "%s/" IDENTITY_FILE, state_dir) < 0)
-                return NULL;
-        id = json_load_file(path, 0, NULL);
-        if (id && !json_is_object(id)) {
-                json_decref(id);
-                return NULL;
-        }
-        return id;
-}

@@ -36,12 +36,12 @@ void agent_snapshot_clean_partial(const char *state_dir)
 
 /* Moves the running VM onto a new overlay; *ret_layer: the frozen former overlay. */
 static int freeze_layer(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,
-                        const char *id, char **ret_layer, struct fk_error *err)
+                        const char *key, const char *id, char **ret_layer, struct fk_error *err)
 {
         cleanup_free char *active = NULL, *layer = NULL, *next = NULL, *dir = NULL;
         int r;
 
-        r = agent_disk_active(sd, &active);
+        r = agent_disk_active(d->store, sd, key, &active);
         if (r < 0)
                 return fk_error_set(err, r == -ENOENT ? -EINVAL : r,
                                     "the session has no workspace disk to snapshot");
@@ -60,7 +60,7 @@ static int freeze_layer(struct agent_daemon *d, struct agent_vm_ref *vm, const c
                 unlink(layer);
                 return r;
         }
-        (void)agent_disk_set_active(sd, next);
+        agent_checkpoint_record_disk(d, key, vm, next);
         unlink(active);
         *ret_layer = TAKE_PTR(layer);
         return 0;
@@ -96,12 +96,12 @@ static int export_snapshot(struct agent_daemon *d, const char *layer, const char
 
 /* Before the guest's filesystem freezes: the export (qemu-img convert of the disk's chain)
  * writes at most the chain's allocated bytes into stateDir. */
-static int snapshot_space(struct agent_daemon *d, const char *sd, uint64_t *need,
+static int snapshot_space(struct agent_daemon *d, const char *sd, const char *key, uint64_t *need,
                           struct fk_error *err)
 {
         cleanup_free char *active = NULL;
 
-        if (agent_disk_active(sd, &active) >= 0)
+        if (agent_disk_active(d->store, sd, key, &active) >= 0)
                 *need += agent_disk_chain_allocated(active);
         return agent_space_check(d->cfg->state_dir, "stateDir", *need, "snapshot", err);
 }
@@ -142,9 +142,9 @@ int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const c
         (void)fk_random_bytes(b, sizeof(b));
         fk_hex(b, sizeof(b), hex);
         snprintf(ret_id, SNAP_ID_MAX, "snap_%s", hex);
-        r = snapshot_space(d, sd, &need, err);
+        r = snapshot_space(d, sd, key, &need, err);
         if (r >= 0)
-                r = freeze_layer(d, vm, sd, ret_id, &layer, err);
+                r = freeze_layer(d, vm, sd, key, ret_id, &layer, err);
         if (r >= 0)
                 r = export_snapshot(d, layer, ret_id, key, spec, err);
         r = agent_space_explain(r, d->cfg->state_dir, "stateDir", need, "snapshot", err);
@@ -225,7 +225,7 @@ int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *sna
                 s->source = AGENT_SOURCE_API;
                 s->generation = 1;
                 s->created_ns = d->clock.now_real_ns(d->clock.userdata);
-                r = agent_store_save(d->cfg->state_dir, s, err);
+                r = agent_store_save(d->store, s, err);
                 if (r < 0) /* nothing runs that is not stored */
                         restore_undo(d, s);
                 else

@@ -113,12 +113,13 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
         char **argv = NULL;
         int r;
 
-        /* Sockets in the run dir: unix socket paths are short (108 bytes). */
-        (void)dir;
+        /* Sockets in the run dir: unix socket paths are short (108 bytes); QEMU makes them. Its
+         * stderr log is opened by forkletd, so it goes to dir (stateDir): the run dir belongs to
+         * the jail uid, which could have put a symlink there. */
         if (fk_asprintf(&qmp, "%s/helper-qmp.sock", q->run_dir) < 0 ||
             fk_asprintf(&agent, "%s/helper-agent.sock", q->run_dir) < 0 ||
             fk_asprintf(&console, "%s/helper-console.log", q->run_dir) < 0 ||
-            fk_asprintf(&log, "%s/helper-qemu.log", q->run_dir) < 0)
+            fk_asprintf(&log, "%s/helper-qemu.log", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         struct vmm_config c = {
                 .name = "materialize",
@@ -161,7 +162,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
 static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *p, const char *full,
                        struct fk_error *err)
 {
-        cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL;
+        cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL, *log = NULL;
         struct vmm_process *proc = NULL;
         struct qmp_client *qmp = NULL;
         int r, k;
@@ -196,6 +197,8 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
         if (disk)
                 unlink(disk);
         unlink(full);
+        if (fk_asprintf(&log, "%s/helper-qemu.log", p->dir) >= 0)
+                unlink(log);
         if (qmp_path) {
                 cleanup_free char *agent = NULL;
 

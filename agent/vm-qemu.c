@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
- * re-adopt one after a restart (vm.json in the run dir), stop, pause, resume and exec. */
+ * re-adopt one after a restart (from the record its boot stored), stop, pause, resume, exec. */
 #include "agent/agent-internal.h"
 #include "agent/jail.h"
 #include "agent/vm-qemu.h"
@@ -19,7 +19,6 @@
 
 #define VM_CONNECT_TIMEOUT_MS 15000
 #define VM_READY_STEP_MS      1000
-#define VM_STATE_FILE         "vm.json"
 #define VM_FILE_TIMEOUT_MS    120000
 
 static void qemu_free(void *userdata, void *vm)
@@ -60,27 +59,20 @@ static int vmgenid_new(char out[37])
         return 0;
 }
 
-static int write_vm_state(const struct qemu_vm *q)
+/* What identifies the VM and what it was started with, for the state store (adopt reads it). */
+static json_t *qemu_record(void *vm)
 {
-        cleanup_free char *path = NULL, *text = NULL;
-        json_t *j;
+        const struct qemu_vm *q = vm;
 
-        j = json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
-                      "s:i, s:s?, s:s?, s:I}",
-                      "pid", (int)vmm_process_pid(q->proc), "startTime",
-                      (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
-                      "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes, "kernel",
-                      q->kernel, "initrd", q->initrd, "disk", q->disk, "tap", q->tap, "mac", q->mac,
-                      "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB", (int)q->memory_mib,
-                      "accel", q->accel, "consoleLog", q->console_log, "rootfs", q->rootfs,
-                      "jailUid", (json_int_t)q->jail_uid);
-        if (!j)
-                return -ENOMEM;
-        text = json_dumps(j, JSON_INDENT(2));
-        json_decref(j);
-        if (!text || fk_asprintf(&path, "%s/" VM_STATE_FILE, q->run_dir) < 0)
-                return -ENOMEM;
-        return fk_write_file_atomic(path, text, strlen(text), 0600);
+        return json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
+                         "s:i, s:s?, s:s?, s:I}",
+                         "pid", (int)vmm_process_pid(q->proc), "startTime",
+                         (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
+                         "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes,
+                         "kernel", q->kernel, "initrd", q->initrd, "disk", q->disk, "tap", q->tap,
+                         "mac", q->mac, "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB",
+                         (int)q->memory_mib, "accel", q->accel, "consoleLog", q->console_log,
+                         "rootfs", q->rootfs, "jailUid", (json_int_t)q->jail_uid);
 }
 
 static int dup_str(char **dst, const char *src)
@@ -91,7 +83,7 @@ static int dup_str(char **dst, const char *src)
         return *dst ? 0 : -ENOMEM;
 }
 
-/* Records what QEMU is started with (for vm.json and the materialize helper). */
+/* Records what QEMU is started with (for its record and the materialize helper). */
 static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p, const char *mem)
 {
         q->mem_private = p->mem_private;
@@ -251,12 +243,15 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         fk_strv_free(argv);
         if (r < 0)
                 return r;
-        if (p->spawned)
-                p->spawned(p->spawned_ctx, vmm_process_pid(q->proc));
-        r = write_vm_state(q);
-        if (r < 0)
-                return fk_error_set(err, r, "write %s/" VM_STATE_FILE ": %s", p->run_dir,
-                                    strerror(-r));
+        if (p->spawned) {
+                json_t *rec = qemu_record(q);
+
+                r = rec ? p->spawned(p->spawned_ctx, vmm_process_pid(q->proc), rec) : -ENOMEM;
+                json_decref(rec);
+                if (r < 0)
+                        return fk_error_set(err, r, "QEMU pid %d not recorded: %s",
+                                            (int)vmm_process_pid(q->proc), strerror(-r));
+        }
         /* First, so the log starts with the kernel's first line; a fresh boot rotates the
          * previous boot's log to console.log.1. */
         r = vmm_console_start(console, q->console_log, AGENT_CONSOLE_MAX, true,
@@ -339,7 +334,7 @@ static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **r
         return 0;
 }
 
-static void read_vm_config(struct qemu_vm *q, json_t *j)
+static void read_vm_config(struct qemu_vm *q, const json_t *j)
 {
         q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
         q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
@@ -356,30 +351,6 @@ static void read_vm_config(struct qemu_vm *q, json_t *j)
         (void)dup_str(&q->append, json_string_value(json_object_get(j, "append")));
         (void)dup_str(&q->console_log, json_string_value(json_object_get(j, "consoleLog")));
         (void)dup_str(&q->rootfs, json_string_value(json_object_get(j, "rootfs")));
-}
-
-static int read_vm_state(const char *run_dir, struct qemu_vm *q, pid_t *ret_pid,
-                         uint64_t *ret_start)
-{
-        cleanup_free char *path = NULL, *buf = NULL;
-        json_t *j;
-        int r = 0;
-
-        if (fk_asprintf(&path, "%s/" VM_STATE_FILE, run_dir) < 0)
-                return -ENOMEM;
-        r = read_trusted(path, &buf);
-        if (r < 0)
-                return r;
-        j = json_loads(buf, 0, NULL);
-        if (!j || !json_is_integer(json_object_get(j, "pid")))
-                r = -EINVAL;
-        else {
-                *ret_pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
-                *ret_start = (uint64_t)json_integer_value(json_object_get(j, "startTime"));
-                read_vm_config(q, j);
-        }
-        json_decref(j);
-        return r;
 }
 
 /* A VM left behind by a killed forkletd may be mid-restore (a fork or rollback whose
@@ -404,8 +375,8 @@ static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
         return qemu_health_adopt_status(q, status, err);
 }
 
-static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret_vm,
-                      struct fk_error *err)
+static int qemu_adopt(void *userdata, const char *run_dir, const json_t *record, int accel,
+                      void **ret_vm, struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *agent = NULL, *con_sock = NULL;
         struct fk_error con_err = {0};
@@ -423,11 +394,13 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
                 free(q);
                 return fk_error_set(err, -ENOMEM, "out of memory");
         }
-        r = read_vm_state(run_dir, q, &pid, &start);
-        if (r < 0) {
+        if (!json_is_integer(json_object_get(record, "pid"))) {
                 qemu_free(NULL, q);
-                return fk_error_set(err, r, "no usable %s/" VM_STATE_FILE, run_dir);
+                return fk_error_set(err, -ESRCH, "the VM record names no QEMU pid");
         }
+        pid = (pid_t)json_integer_value(json_object_get(record, "pid"));
+        start = (uint64_t)json_integer_value(json_object_get(record, "startTime"));
+        read_vm_config(q, record);
         r = vmm_process_adopt(pid, start, &q->proc);
         if (r < 0)
                 fk_error_set(err, r, "QEMU pid %d is gone", (int)pid);
@@ -523,6 +496,7 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .jailable = true,
         .boot = qemu_boot,
         .adopt = qemu_adopt,
+        .record = qemu_record,
         .stop = qemu_stop,
         .pause = qemu_pause,
         .resume = qemu_resume,

@@ -25,7 +25,7 @@ struct qemu_vm {
         struct vmm_console *console; /* NULL when the console socket could not be reached */
         struct qmp_client *qmp;      /* used by one job at a time (the session is busy) */
         struct vmm_agent *agent;
-        /* what QEMU runs with (owned), recorded in vm.json for adoption */
+        /* what QEMU runs with (owned), in its record (state.json's vm) for adoption */
         char *run_dir, *mem_path, *kernel, *initrd, *disk, *tap, *mac, *append;
         char *console_log; /* the session's console log file (state dir) */
         char *rootfs;      /* the image's read-only root disk or NULL */
@@ -39,7 +39,8 @@ struct qemu_vm {
 };
 
 /* Builds a vmm_config for q's devices (strings borrowed from q) and spawns QEMU with it:
- * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap). */
+ * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap);
+ * its stderr goes to dir/helper-qemu.log (dir in stateDir, not the jail uid's run dir). */
 int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
                       const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
                       struct fk_error *err);

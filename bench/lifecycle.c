@@ -149,7 +149,8 @@ static void teardown(void)
                 kill(daemon_pid, SIGTERM);
                 waitpid(daemon_pid, NULL, 0);
         }
-        if (fk_asprintf(&rundir, "%s/run/sessions", dir) >= 0 && (dp = opendir(rundir))) {
+        /* the VMs the state records name (state.json's vm.pid) */
+        if (fk_asprintf(&rundir, "%s/state/sessions", dir) >= 0 && (dp = opendir(rundir))) {
                 while ((de = readdir(dp))) {
                         char p[512], cmd[512];
                         cleanup_free char *buf = NULL;
@@ -158,11 +159,12 @@ static void teardown(void)
                         FILE *f;
                         size_t n;
 
-                        snprintf(p, sizeof(p), "%s/%s/vm.json", rundir, de->d_name);
-                        if (fk_read_file(p, 65536, &buf, NULL) < 0 ||
+                        snprintf(p, sizeof(p), "%s/%s/state.json", rundir, de->d_name);
+                        if (fk_read_file(p, 4 * 1024 * 1024, &buf, NULL) < 0 ||
                             !(j = json_loads(buf, 0, NULL)))
                                 continue;
-                        pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+                        pid = (pid_t)json_integer_value(
+                                json_object_get(json_object_get(j, "vm"), "pid"));
                         json_decref(j);
                         snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
                         if (pid <= 0 || !(f = fopen(p, "re")))

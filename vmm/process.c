@@ -266,7 +266,9 @@ static int open_log(const char *path, struct fk_error *err)
         if (!path)
                 fd = open("/dev/null", O_WRONLY | O_CLOEXEC | O_NOCTTY);
         else
-                fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+                /* never through a symlink: the log may be in a directory QEMU's uid owns */
+                fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW,
+                          0640);
         if (fd < 0)
                 return fk_error_set(err, -errno, "spawn: open log %s: %s",
                                     path ? path : "/dev/null", strerror(errno));

@@ -78,7 +78,8 @@ with_state() {
 "$FORKLET" wait hello --for=Stopped --timeout=60 || fail "hello not Stopped"
 pid_gone_within 30 "$pid" || fail "QEMU $pid still alive after state: Stopped"
 [ -e "$T/run/sessions/default.hello" ] && fail "run dir left after state: Stopped"
-[ -e "$T/state/sessions/default.hello/session.json" ] || fail "stored session lost on stop"
+jq -e .session.manifest "$T/state/sessions/default.hello/state.json" >/dev/null || fail "stored session lost on stop"
+jq -e .vm "$T/state/sessions/default.hello/state.json" >/dev/null && fail "VM record kept after stop"
 "$FORKLET" apply -f "$SRC/examples/hello.yaml" >/dev/null || fail "apply state: Running again"
 "$FORKLET" wait hello --for=Running --timeout=180 || fail "hello not Running after stop"
 pid=$(field hello pid)

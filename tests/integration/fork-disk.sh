@@ -15,7 +15,7 @@ session wsb
 "$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running"
 "$FORKLET" wait wsb --for=Running --timeout=240 || fail "wsb not Running"
 sd=$T/state/sessions/default.wsa
-active=$(cat "$sd/disk/active") || fail "no active disk recorded"
+active=$(jq -er .disk "$sd/state.json") || fail "no active disk recorded"
 qemu-img info -U "$sd/disk/$active" | grep -q "backing file: $IMG/workspace.img" ||
         fail "overlay not backed by the image's workspace.img"
 gsh wsa 'grep -q " /workspace ext4" /proc/mounts' || fail "/workspace not mounted"
@@ -32,7 +32,7 @@ sed -i '/state: Stopped/d' "$T/wsa.yaml"
 [ "$(gsh wsa 'cat /workspace/note')" = kept-across-restart ] || fail "file lost across stop/start"
 
 # ---- chains deeper than 16 layers are compacted on the next start -----------------------------
-depth() { qemu-img info -U --backing-chain "$sd/disk/$(cat "$sd/disk/active")" | grep -c '^image:'; }
+depth() { qemu-img info -U --backing-chain "$sd/disk/$(jq -r .disk "$sd/state.json")" | grep -c '^image:'; }
 for i in $(seq 17); do
         gsh wsa "echo $i > /workspace/gen && sync" || fail "write gen $i"
         id=$("$FORKLET" checkpoint create wsa) || fail "checkpoint $i"

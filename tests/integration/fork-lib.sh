@@ -169,11 +169,11 @@ fk_check_start_log() {
                 fail "start log: guest RAM not on the expected tmpfs ($ram)"
 }
 
-# fk_check_ram NAME: the RAM file of the running session NAME (memPath in its vm.json, a booted
-# or rolled back VM: a fork maps its checkpoint's copy-on-write) is on a tmpfs under $T/run
+# fk_check_ram NAME: the RAM file of the running session NAME (vm.memPath in its state.json, a
+# booted or rolled back VM: a fork maps its checkpoint's copy-on-write) is on a tmpfs under $T/run
 fk_check_ram() {
-        local vm=$T/run/sessions/default.$1/vm.json mem
-        mem=$(sed -n 's/^ *"memPath": *"\([^"]*\)",*$/\1/p' "$vm" 2>/dev/null)
+        local vm=$T/state/sessions/default.$1/state.json mem
+        mem=$(jq -r '.vm.memPath // empty' "$vm" 2>/dev/null)
         [ -n "$mem" ] || fail "$1: no memPath in $vm"
         case $mem in "$T/run/sessions/default.$1/"*) ;; *) fail "$1: RAM file $mem not in its run dir" ;; esac
         [ "$(stat -f -c %T "$mem")" = tmpfs ] || fail "$1: RAM file $mem on $(stat -f -c %T "$mem")"

@@ -86,9 +86,11 @@ check_fds "$pa" default.a
 check_fds "$pb" default.b
 echo "ok: a runs as $ua, b as $ub: no capabilities, seccomp on, no_new_privs, rlimits"
 
-# The run dir belongs to the session's uid alone; forkletd's vm.json stays root's.
+# The run dir belongs to the session's uid alone and holds nothing of forkletd's: the VM's
+# record is in state.json, in the state dir (root's).
 [ "$(stat -c '%u %a' "$T/run/sessions/default.a")" = "$ua 700" ] || fail "run dir of a: $(stat -c '%u %a' "$T/run/sessions/default.a")"
-[ "$(stat -c %u "$T/run/sessions/default.a/vm.json")" = 0 ] || fail "vm.json not root's"
+[ -e "$T/run/sessions/default.a/vm.json" ] && fail "forkletd wrote vm.json into a's run dir"
+[ "$(jq -r .vm.pid "$T/state/sessions/default.a/state.json")" = "$pa" ] || fail "a's VM record does not name QEMU $pa"
 # QEMU's own mount namespace: a read-only tmpfs root holding /usr, a few device nodes, a
 # /proc of its own and exactly its session's files at their host paths.
 [ "$(readlink /proc/$pa/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || fail "a's QEMU shares our mount namespace"
@@ -97,7 +99,7 @@ R=/proc/$pa/root
 [ -e "$R/usr/bin/$(basename "$(readlink /proc/$pa/exe)")" ] || fail "QEMU's binary is not in its jail"
 for f in /etc/passwd /etc/shadow /home /root /var/log "$T/node.yaml" "$T/forkletd.log" \
         "$T/run/api.sock" "$T/run/sessions/default.b" "$T/state/sessions/default.b" \
-        "$T/state/sessions/default.a/session.json" "/dev/sda" "/dev/mem"; do
+        "$T/state/sessions/default.a/state.json" "/dev/sda" "/dev/mem"; do
         [ -e "$R$f" ] && fail "$f is visible in a's jail"
 done
 [ "$(ls -A "$R/etc")" = ld.so.cache ] || fail "a's jail /etc holds $(ls -A "$R/etc" | tr '\n' ' ')"

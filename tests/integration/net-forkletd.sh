@@ -225,7 +225,7 @@ ip netns list | grep -qw -- "$netns" && bad "netns $netns removed on delete" || 
 expect_not "host NAT table of web removed" "forklet_$netns\b" "$(nft list tables)"
 stop_daemon
 # forget web2 behind forkletd's back: its network is now an orphan
-w2pid=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$T"/run/sessions/default.web2/vm.json)
+w2pid=$(jq -r .vm.pid "$T"/state/sessions/default.web2/state.json)
 kill -9 "$w2pid" 2>/dev/null
 # (its jail's grants on host files, e.g. /dev/net/tun, go first: they would outlive the ledger)
 u2=$(cat "$T/state/sessions/default.web2/jail-uid" 2>/dev/null)

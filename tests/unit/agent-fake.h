@@ -5,6 +5,7 @@
 #pragma once
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,15 +70,14 @@ static inline int fake_boot(void *ud, const struct agent_boot_params *p, void **
 {
         struct fake_backend *f = ud;
         struct fake_vm *v;
-        char path[1024], pid[32];
 
         if (atomic_load(&f->fail_boot))
                 return fk_error_set(err, -EIO, "fake boot failure for %s", p->key);
         if (access(p->run_dir, W_OK) < 0 || access(p->state_dir, W_OK) < 0)
                 return fk_error_set(err, -ENOENT, "run/state dir missing");
         if (atomic_load(&f->slow_boot)) {
-                if (p->spawned)
-                        p->spawned(p->spawned_ctx, 4242);
+                if (p->spawned && p->spawned(p->spawned_ctx, 4242, NULL) < 0)
+                        return fk_error_set(err, -EIO, "spawned refused");
                 for (int i = 0; i < 500 && !*p->cancel; i++)
                         usleep(10000);
                 return fk_error_set(err, -ECANCELED, "boot cancelled");
@@ -91,29 +91,26 @@ static inline int fake_boot(void *ud, const struct agent_boot_params *p, void **
         snprintf(f->last_tap, sizeof(f->last_tap), "%s", p->tap ? p->tap : "");
         snprintf(f->last_append, sizeof(f->last_append), "%s", p->append ? p->append : "");
         f->last_n_pre_exec = p->n_pre_exec;
-        snprintf(path, sizeof(path), "%s/qmp.sock", p->run_dir);
-        snprintf(pid, sizeof(pid), "%d", (int)v->pid);
-        (void)fk_write_file_atomic(path, pid, strlen(pid), 0600);
-        if (p->spawned)
-                p->spawned(p->spawned_ctx, v->pid);
+        if (p->spawned && p->spawned(p->spawned_ctx, v->pid, NULL) < 0) {
+                free(v);
+                return fk_error_set(err, -EIO, "the VM record was not stored");
+        }
         atomic_fetch_add(&f->boots, 1);
         *ret_vm = v;
         return 0;
 }
 
-static inline int fake_adopt(void *ud, const char *run_dir, int accel, void **ret_vm,
-                             struct fk_error *err)
+/* Adopts the pid the record names when the run dir is still there (a host reboot empties it). */
+static inline int fake_adopt(void *ud, const char *run_dir, const json_t *record, int accel,
+                             void **ret_vm, struct fk_error *err)
 {
         struct fake_backend *f = ud;
-        char path[1024], *buf = NULL;
         struct fake_vm *v;
 
         (void)accel;
-        snprintf(path, sizeof(path), "%s/qmp.sock", run_dir);
-        if (fk_read_file(path, 64, &buf, NULL) < 0)
+        if (access(run_dir, F_OK) < 0 || !json_is_integer(json_object_get(record, "pid")))
                 return fk_error_set(err, -ESRCH, "nothing to adopt in %s", run_dir);
-        v = fake_vm_new(atoi(buf));
-        free(buf);
+        v = fake_vm_new((pid_t)json_integer_value(json_object_get(record, "pid")));
         if (!v)
                 return -ENOMEM;
         atomic_fetch_add(&f->adopts, 1);

@@ -117,8 +117,7 @@ static void test_verbs(void **state)
         assert_int_equal(action(e, "stop", apply, sizeof(apply), NULL, 0), 200);
         assert_string_equal(apply, "unchanged");
         /* The desired state is persisted like an apply. */
-        assert_true(fk_asprintf(&store, "%s/state/sessions/default.hello/session.json", e->dir) >
-                    0);
+        assert_true(fk_asprintf(&store, "%s/state/sessions/default.hello/state.json", e->dir) > 0);
         assert_int_equal(fk_read_file(store, 1 << 20, &text, NULL), 0);
         assert_non_null(strstr(text, "\"Stopped\""));
 

@@ -287,12 +287,19 @@ static void test_resolve_and_ledger(void **state)
         assert_string_equal(
                 json_string_value(json_array_get(json_object_get(id, "mintedSecrets"), 0)), "m");
         assert_true(json_is_true(json_object_get(id, "kernelReseeded")));
-        agent_identity_save(dir, id); /* names only, kept for an adopted VM */
-        json_t *back = agent_identity_load(dir);
+        /* names only, kept in the state record for an adopted VM */
+        struct agent_store *st = NULL;
+        assert_int_equal(agent_store_open(dir, dir, &st, &err), 0);
+        assert_int_equal(agent_store_set(st, "d.f", AGENT_STORE_IDENTITY, json_incref(id), &err),
+                         0);
+        st = agent_store_free(st);
+        assert_int_equal(agent_store_open(dir, dir, &st, &err), 0);
+        json_t *back = agent_store_get(st, "d.f", AGENT_STORE_IDENTITY);
         assert_true(json_equal(back, id));
         json_decref(back);
+        st = agent_store_free(st);
         char *saved = NULL, *p = NULL;
-        assert_true(fk_asprintf(&p, "%s/identity.json", dir) >= 0);
+        assert_true(fk_asprintf(&p, "%s/sessions/d.f/" AGENT_STORE_FILE, dir) >= 0);
         assert_int_equal(fk_read_file(p, 4096, &saved, NULL), 0);
         assert_null(strstr(saved, "filevalue"));
         assert_null(strstr(saved, "minted-for"));

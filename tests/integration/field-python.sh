@@ -55,7 +55,7 @@ expect "the overlay's layer is covered in /workspace (empty)" "^0$" "$hidden"
 expect "the overlay's layer is covered in /workspace (read-only)" "Read-only file system" "$hidden"
 
 # --- the app: python3 -m http.server in /workspace/app, an animated dot --------------------
-x web sh -c 'mkdir -p /workspace/app && cat >/workspace/app/index.html' <<'HTML' >/dev/null
+"$FORKLET" exec -i web -- sh -c 'mkdir -p /workspace/app && cat >/workspace/app/index.html' <<'HTML' >/dev/null
 <!doctype html>
 <html><head><meta charset="utf-8"><title>field</title><style>
 body { margin: 0; background: #ffffff; font: 32px sans-serif; }
@@ -77,6 +77,7 @@ for _ in $(seq 60); do
         sleep 0.5
 done
 [ -n "$served" ] || fail "http.server does not serve the page in the guest"
+x web grep -q "forklet field experiment" /workspace/app/index.html || fail "the page is not in /workspace/app"
 ok "http.server (guest pid $spid) serves /workspace/app"
 
 "$FORKLET" port-forward web "$PORT:8080" >"$T/pf.out" 2>&1 &
@@ -91,18 +92,24 @@ shot() { # shot FILE: a headless Chromium screenshot of the page through the tun
                 --disable-dev-shm-usage --user-data-dir="$T/chrome" --hide-scrollbars \
                 --window-size=800,600 --screenshot="$1" "http://127.0.0.1:$PORT/index.html" \
                 >"$T/chrome.log" 2>&1
-        [ -s "$1" ] || fail "chromium made no screenshot: $(tail -n 5 "$T/chrome.log")"
+        [ -s "$1" ] || fail "chromium made no screenshot: $(grep -v dbus "$T/chrome.log" | tail -n 5); port-forward: $(tail -n 5 "$T/pf.out")"
 }
 shot "$T/first.png"
 ok "chromium screenshot through the tunnel"
 
 # --- checkpoint, fork x3: same PID, same bytes -------------------------------------------------
+now() { date +%s%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
+t0=$(now)
 ck=$("$FORKLET" checkpoint create web) || fail "checkpoint create"
+t_ck=$(secs "$t0" "$(now)")
 ok "checkpoint $ck"
+t0=$(now)
 forks=$("$FORKLET" fork web --from "$ck" --count 3) || fail "fork x3"
 for f in $forks; do
         "$FORKLET" wait "$f" --for=Running --timeout=600 >/dev/null || fail "$f not Running"
 done
+t_fork=$(secs "$t0" "$(now)")
 [ "$(echo "$forks" | wc -w)" = 3 ] || fail "fork made: $forks"
 for f in $forks; do
         expect "$f: http.server at the parent's PID $spid" "^$spid\$" \
@@ -124,8 +131,10 @@ for _ in $(seq 20); do
 done
 expect_not "the tunnel fails once the server is killed and the app removed" "$served" \
         "$(via_tunnel | sha256sum)"
+t0=$(now)
 "$FORKLET" rollback web "$ck" >/dev/null || fail "rollback"
 "$FORKLET" wait web --for=Running --timeout=600 >/dev/null || fail "web not Running after rollback"
+t_rb=$(secs "$t0" "$(now)")
 expect "after rollback http.server runs at PID $spid again" "http.server" \
         "$(x web sh -c "tr '\\0' ' ' </proc/$spid/cmdline")"
 got=
@@ -145,6 +154,7 @@ echo "$cmp"
 expect "screenshots differ only inside the animated element" "^outside 0 " "$cmp"
 expect "the static block is drawn in both" "block yes" "$cmp"
 
+echo "timing: checkpoint $t_ck s, fork x3 to Running $t_fork s, rollback $t_rb s"
 for f in $forks; do "$FORKLET" delete "$f" >/dev/null; done
 "$FORKLET" delete web >/dev/null || bad "delete web"
 [ "$FAILS" = 0 ] || fail "$FAILS checks failed"

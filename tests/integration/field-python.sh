@@ -98,11 +98,14 @@ shot "$T/first.png"
 ok "chromium screenshot through the tunnel"
 
 # --- checkpoint, fork x3: same PID, same bytes -------------------------------------------------
+# a change to the root (outside /workspace) before the checkpoint, another one after it
+x web sh -c 'echo before-checkpoint >/etc/forklet-field' || fail "write /etc in the guest"
 now() { date +%s%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
 t0=$(now)
 ck=$("$FORKLET" checkpoint create web) || fail "checkpoint create"
 t_ck=$(secs "$t0" "$(now)")
+x web sh -c 'echo after-checkpoint >/etc/forklet-field; sync' || fail "write /etc after the checkpoint"
 ok "checkpoint $ck"
 t0=$(now)
 forks=$("$FORKLET" fork web --from "$ck" --count 3) || fail "fork x3"
@@ -121,6 +124,8 @@ for f in $forks; do
                 sleep 0.5
         done
         expect "$f serves the same bytes" "$served" "$got"
+        expect "$f has the root's state at the checkpoint" "^before-checkpoint$" \
+                "$(x "$f" cat /etc/forklet-field)"
 done
 
 # --- break the parent, then roll it back --------------------------------------------------------
@@ -135,6 +140,8 @@ t0=$(now)
 "$FORKLET" rollback web "$ck" >/dev/null || fail "rollback"
 "$FORKLET" wait web --for=Running --timeout=600 >/dev/null || fail "web not Running after rollback"
 t_rb=$(secs "$t0" "$(now)")
+expect "after rollback the root is back at the checkpoint" "^before-checkpoint$" \
+        "$(x web sh -c 'echo 3 >/proc/sys/vm/drop_caches; cat /etc/forklet-field')"
 expect "after rollback http.server runs at PID $spid again" "http.server" \
         "$(x web sh -c "tr '\\0' ' ' </proc/$spid/cmdline")"
 got=

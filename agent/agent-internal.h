@@ -236,6 +236,11 @@ int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
  * recorded in key's state record. *ret is a heap path. err set on failure. */
 int agent_disk_prepare(struct agent_store *st, const char *sd, const char *key, const char *base,
                        char **ret, struct fk_error *err);
+/* The empty ext4 workspace base of mib MiB (label "workspace") that size classes with diskMiB
+ * boot over: <node_state_dir>/disks/workspace-<mib>M.img, made once (sparse, mkfs.ext4 under a
+ * temp name, renamed into place) and shared read-only by every overlay. *ret is a heap path. */
+int agent_disk_workspace_base(const char *node_state_dir, unsigned mib, char **ret,
+                              struct fk_error *err);
 
 /* ---- secrets (secrets.c): spec.secrets values for one boot ---------------------------------- */
 

@@ -202,6 +202,49 @@ int agent_disk_prepare(struct agent_store *st, const char *sd, const char *key, 
         return 0;
 }
 
+int agent_disk_workspace_base(const char *node_state_dir, unsigned mib, char **ret,
+                              struct fk_error *err)
+{
+        cleanup_free char *dir = NULL, *path = NULL, *tmp = NULL;
+        char *argv[] = {
+                (char *)"mkfs.ext4", (char *)"-q", (char *)"-F", (char *)"-L", (char *)"workspace",
+                (char *)"-m",        (char *)"0",  NULL,         NULL};
+        uint64_t rnd = 0;
+        int fd, r;
+
+        /* Two boots of one class may race here: each makes its own temp file. */
+        (void)fk_random_bytes(&rnd, sizeof(rnd));
+        if (fk_asprintf(&dir, "%s/disks", node_state_dir) < 0 ||
+            fk_asprintf(&path, "%s/workspace-%uM.img", dir, mib) < 0 ||
+            fk_asprintf(&tmp, "%s/.workspace-%uM.img.%016" PRIx64, dir, mib, rnd) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (access(path, R_OK) == 0) {
+                *ret = TAKE_PTR(path);
+                return 0;
+        }
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return fk_error_set(err, -errno, "create %s: %m", dir);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return fk_error_set(err, -errno, "create %s: %m", tmp);
+        r = ftruncate(fd, (off_t)mib << 20) < 0 ? -errno : 0;
+        close(fd);
+        if (r < 0) {
+                unlink(tmp);
+                return fk_error_set(err, r, "size %s to %u MiB: %s", tmp, mib, strerror(-r));
+        }
+        argv[7] = tmp;
+        r = run_tool(argv, err);
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = fk_error_set(err, -errno, "rename %s: %m", tmp);
+        if (r < 0) {
+                unlink(tmp);
+                return r;
+        }
+        *ret = TAKE_PTR(path);
+        return 0;
+}
+
 int agent_disk_convert(const char *src, const char *dst, struct fk_error *err)
 {
         /* -U: src is a read-only layer a running QEMU holds open (nobody writes it). */

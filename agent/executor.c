@@ -122,6 +122,13 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
         if (access(j->base_disk, F_OK) < 0) {
                 free(j->base_disk);
                 j->base_disk = NULL;
+        } else if (sc->disk_mib) {
+                /* The class sizes the workspace (and the root overlay that lives on it). */
+                free(j->base_disk);
+                j->base_disk = NULL;
+                if (agent_disk_workspace_base(d->cfg->state_dir, sc->disk_mib, &j->base_disk, err) <
+                    0)
+                        return err->code;
         }
         if (fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");

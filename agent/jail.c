@@ -373,28 +373,42 @@ int agent_jail_open_trusted(const char *path)
         return fd;
 }
 
-/* Appends path to the ledger unless it is listed already. */
+/* Appends path to the ledger unless it is listed already. One write per entry; a write cut
+ * short (ENOSPC) is truncated away, and so is a torn last line an earlier one left, so the
+ * ledger only ever holds whole lines. */
 static int ledger_add(const char *ledger, const char *path)
 {
-        cleanup_free char *text = NULL;
+        cleanup_free char *text = NULL, *line = NULL;
         cleanup_close int fd = -1;
-        size_t n = strlen(path);
+        size_t n = strlen(path), size = 0, keep;
+        const char *last;
+        ssize_t k;
         int r;
 
         if (strchr(path, '\n'))
                 return -EINVAL;
-        r = fk_read_file(ledger, 1 << 20, &text, NULL);
+        r = fk_read_file(ledger, 1 << 20, &text, &size);
         if (r < 0 && r != -ENOENT)
                 return r;
-        for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+        /* whole lines only: what follows the last newline is a torn write */
+        last = size ? memrchr(text, '\n', size) : NULL;
+        keep = last ? (size_t)(last - text) + 1 : 0;
+        for (const char *l = text; l && l < text + keep; l = strchr(l, '\n') + 1)
                 if (strncmp(l, path, n) == 0 && l[n] == '\n')
                         return 0;
+        if (fk_asprintf(&line, "%s\n", path) < 0)
+                return -ENOMEM;
         fd = open(ledger, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
-        if (write(fd, path, n) != (ssize_t)n || write(fd, "\n", 1) != 1)
-                return -EIO;
-        return 0;
+        if (keep < size && ftruncate(fd, (off_t)keep) < 0)
+                return -errno;
+        k = write(fd, line, n + 1);
+        if (k == (ssize_t)n + 1)
+                return 0;
+        r = k < 0 ? -errno : -ENOSPC;
+        (void)ftruncate(fd, (off_t)keep);
+        return r;
 }
 
 int agent_jail_grant_logged(const char *state_dir, const char *path, uid_t uid, unsigned perm)
@@ -416,8 +430,8 @@ int agent_jail_grant_logged(const char *state_dir, const char *path, uid_t uid, 
 static int revoke_ledger(const char *state_dir, const char *prefix)
 {
         cleanup_free char *ledger = NULL, *uidf = NULL, *text = NULL;
-        size_t n = prefix ? strlen(prefix) : 0;
-        char *save = NULL;
+        size_t n = prefix ? strlen(prefix) : 0, size = 0;
+        char *save = NULL, *last;
         uid_t uid;
         int r, first = 0;
 
@@ -426,11 +440,14 @@ static int revoke_ledger(const char *state_dir, const char *prefix)
                 return -ENOMEM;
         if (read_uid(uidf, &uid) < 0)
                 return 0; /* never jailed */
-        r = fk_read_file(ledger, 1 << 20, &text, NULL);
+        r = fk_read_file(ledger, 1 << 20, &text, &size);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
                 return r;
+        /* a torn last line (no newline) names no path that was granted */
+        last = size ? memrchr(text, '\n', size) : NULL;
+        text[last ? (size_t)(last - text) + 1 : 0] = '\0';
         for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
                 if (prefix && (strncmp(l, prefix, n) != 0 || l[n] != '/'))
                         continue;

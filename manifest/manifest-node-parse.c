@@ -22,7 +22,7 @@ static const char *const api_fields[] = {"socket", "listen", "tokenFile",   "tls
                                          "tlsKey", "url",    "tlsClientCA", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
 static const char *const class_fields[] = {"name", "vcpus",    "memoryMiB", "cpu",
-                                           "pids", "ioWeight", NULL};
+                                           "pids", "ioWeight", "diskMiB",   NULL};
 static const char *const image_fields[] = {"name", "dir", NULL};
 static const char *const cap_fields[] = {"reserveMemoryMiB",
                                          "maxSessions",
@@ -369,6 +369,10 @@ static void decode_class(struct mctx *c, const struct mnode *it, const char *pat
         v = opt(it, "ioWeight");
         if (v && mget_uint(c, v, mpath_key(p, sizeof(p), path, "ioWeight"), 1, 10000, &x))
                 sc->io_weight = (unsigned)x;
+        v = opt(it, "diskMiB");
+        if (v && mget_uint(c, v, mpath_key(p, sizeof(p), path, "diskMiB"), SIZE_CLASS_DISK_MIB_MIN,
+                           SIZE_CLASS_DISK_MIB_MAX, &x))
+                sc->disk_mib = (unsigned)x;
 }
 
 static void decode_classes(struct nctx *n, const struct mnode *v)

@@ -174,7 +174,11 @@ int node_config_finish(struct node_config *c)
                 c->size_classes = calloc(1, sizeof(*c->size_classes));
                 if (!c->size_classes)
                         return -ENOMEM;
-                c->size_classes[0] = (struct size_class){strdup("small"), 1, 256, 1.0, 1024, 0};
+                c->size_classes[0] = (struct size_class){.name = strdup("small"),
+                                                         .vcpus = 1,
+                                                         .memory_mib = 256,
+                                                         .cpu = 1.0,
+                                                         .pids = 1024};
                 c->n_size_classes = 1;
                 if (!c->size_classes[0].name)
                         return -ENOMEM;

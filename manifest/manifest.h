@@ -103,6 +103,10 @@ struct session_manifest {
         unsigned source_line;
 };
 
+/* sizeClasses[].diskMiB bounds: 64 MiB .. 16 TiB. */
+#define SIZE_CLASS_DISK_MIB_MIN 64u
+#define SIZE_CLASS_DISK_MIB_MAX (16u << 20)
+
 struct size_class {
         char *name; /* owned */
         unsigned vcpus;
@@ -110,6 +114,9 @@ struct size_class {
         double cpu; /* CPU quota in cores, e.g. 0.5 */
         unsigned pids;
         unsigned io_weight; /* 0: unset */
+        /* diskMiB: size of the workspace disk (which also holds the root overlay of images with
+         * a root disk). 0: the image's workspace.img as it is. */
+        unsigned disk_mib;
 };
 
 struct image_spec {

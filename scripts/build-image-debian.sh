@@ -1,9 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Builds the "debian" guest image on demand (not in CI: it downloads ~150 MB of Debian
-# packages and takes minutes): a debootstrap of Debian 12 (bookworm, minbase) with python3, git,
+# Builds the "debian" guest image, the python image (the test suite's image-debian fixture runs
+# it; it downloads ~150 MB of Debian packages and takes a minute or two): a debootstrap of Debian 12 (bookworm, minbase) with python3, git,
 # curl and ca-certificates, the forklet agent and the kernel modules, as a read-only ext4
-# rootfs.img (the guest runs it under a tmpfs overlay; /workspace stays the session's disk).
+# rootfs.img (the guest runs it under an overlay whose writable layer is on the workspace disk).
 # The kernel and initrd (init + agent + modules) are the minimal image's, so build that first.
 # Usage (root): scripts/build-image-debian.sh [MINIMAL_DIR [OUT_DIR]]
 #   default MINIMAL_DIR build/images/minimal, OUT_DIR build/images/debian.

@@ -35,8 +35,16 @@ fk_forkletd_test(agent-ops TIMEOUT 1200)
 fk_forkletd_test(agent-lifecycle TIMEOUT 900)
 fk_forkletd_test(agent-afterstart TIMEOUT 900)
 fk_forkletd_test(agent-reads TIMEOUT 900)
-# Skips (77) unless scripts/build-image-debian.sh built build/images/debian (never in CI).
+# The python image (build/images/debian: Debian 12 with python3, git, curl), built once by the
+# image-debian fixture (debootstrap from the host's Debian mirror, a few minutes) and kept in
+# build/ while it is newer than its script and the minimal image.
+fk_integration_test(image-debian COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/image-debian.sh
+  TIMEOUT 1200)
+set_tests_properties(image-debian PROPERTIES FIXTURES_SETUP debian-image)
 fk_forkletd_test(agent-debian TIMEOUT 600)
+# The field experiment: http.server in a checkpoint, three forks, rollback, Chromium screenshots.
+fk_forkletd_test(field-python TIMEOUT 1200)
+set_tests_properties(agent-debian field-python PROPERTIES FIXTURES_REQUIRED debian-image)
 fk_forkletd_test(agent-resources TIMEOUT 900)
 # runDir and stateDir on tmpfs mounts of their own (cross-filesystem copies), stateDir filled.
 fk_forkletd_test(agent-enospc TIMEOUT 900)

@@ -247,7 +247,7 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
         }
         if (c->rootfs) {
                 /* The image's root filesystem, shared by every session of the image: raw and
-                 * read-only (the guest puts a tmpfs overlay on it). After disk0 so a VM without
+                 * read-only (the guest puts an overlay on it). After disk0 so a VM without
                  * one keeps its device order. */
                 arg(b, "-drive");
                 argf(b, "file=%s,format=raw,if=none,id=root0,readonly=on", e->rootfs);

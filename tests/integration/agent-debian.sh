@@ -1,9 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # The "debian" image through forkletd + forklet: boots from its read-only root disk, python3,
-# git and curl run, the root is writable (tmpfs overlay) and /workspace is still the session's
-# disk. The image is built on demand (scripts/build-image-debian.sh), never in CI: without it
-# this test skips (77).
+# git and curl run, the root is writable (an overlay on the workspace disk) and /workspace is
+# still the session's disk. The image-debian fixture builds the image (without it: skip, 77).
 # Usage: agent-debian.sh FORKLETD FORKLET   (root; FORKLET_DEBIAN_IMAGE_DIR overrides the dir)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}

@@ -101,7 +101,8 @@ pid0=$(json pvp | jq -r .status.vm.pid)
         >/dev/null || fail "detached pvpanic write"
 wait_for 30 "pvp GuestPanicked" failed_with pvp GuestPanicked
 json pvp | jq -r .status.lastFailure.message | grep -q pvpanic || fail "pvp: $(json pvp | jq -c .status.lastFailure)"
-phase_is pvp Failed || fail "pvp is $(field pvp phase), not Failed (restartPolicy Never)"
+# lastFailure is set when the failure is seen; the phase follows once the planner ended the VM
+wait_for 60 "pvp Failed (restartPolicy Never)" phase_is pvp Failed
 [ "$(metric 'forklet_guest_failures_total{reason="GuestPanicked"}')" = 2 ] ||
         fail "the two panics are not counted: $(metric 'forklet_guest_failures_total{reason="GuestPanicked"}')"
 pid_gone_within 10 "$pid0" || fail "the paused QEMU $pid0 was not ended"
@@ -166,7 +167,7 @@ session live
 t0=$(date +%s)
 wait_for $((INTERVAL * THRESHOLD + 30)) "live GuestUnresponsive" failed_with live GuestUnresponsive
 echo "unresponsive after $(($(date +%s) - t0)) s: $(json live | jq -r .status.lastFailure.message)"
-phase_is live Failed || fail "live is $(field live phase), not Failed"
+wait_for 60 "live Failed" phase_is live Failed
 curl -s --unix-socket "$FORKLET_SOCKET" http://x/metrics | grep -q '^forklet_guest_failures_total{reason="GuestUnresponsive"} [1-9]' ||
         fail "GuestUnresponsive not counted"
 "$FORKLET" delete live >/dev/null || fail "delete live"

@@ -9,11 +9,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -216,6 +218,63 @@ static void test_ledger_grant_revoke_forget(void **state)
         free(ledger);
 }
 
+/* The ledger holds whole lines only: a torn last line is dropped before the next entry, and a
+ * write cut short (here by RLIMIT_FSIZE, as ENOSPC would) is taken back, with no grant made. */
+static void test_ledger_whole_lines(void **state)
+{
+        struct fx *f = *state;
+        char *sd = path_in(f, "state"), *uidf = path_in(f, "state/jail-uid"),
+             *a = path_in(f, "a.qcow2"), *b = path_in(f, "b.qcow2"),
+             *ledger = path_in(f, "state/jail-grants");
+        char *text = NULL, *want = NULL, *real_a = NULL, *real_b = NULL;
+        struct rlimit old, lim;
+        struct stat st;
+        size_t size = 0;
+        int r;
+
+        assert_int_equal(mkdir(sd, 0700), 0);
+        touch(a);
+        touch(b);
+        real_a = realpath(a, NULL);
+        real_b = realpath(b, NULL);
+        assert_non_null(real_a);
+        assert_non_null(real_b);
+        assert_int_equal(fk_write_file_atomic(uidf, "4242424\n", 8, 0600), 0);
+        assert_int_equal(fk_write_file_atomic(ledger, "/gone/torn", 10, 0600), 0);
+        r = agent_jail_grant_logged(sd, a, TEST_UID, 6);
+        if (r == -EOPNOTSUPP)
+                skip(); /* /tmp without POSIX ACLs */
+        assert_int_equal(r, 0);
+        assert_int_equal(fk_read_file(ledger, 4096, &text, &size), 0);
+        assert_int_equal(asprintf(&want, "%s\n", real_a) > 0, 1);
+        assert_string_equal(text, want);
+        free(text);
+        /* room for 3 more bytes only: the entry for b is cut, then truncated away */
+        assert_int_equal(stat(ledger, &st), 0);
+        assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+        signal(SIGXFSZ, SIG_IGN);
+        lim = (struct rlimit){.rlim_cur = (rlim_t)st.st_size + 3, .rlim_max = old.rlim_max};
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+        r = agent_jail_grant_logged(sd, b, TEST_UID, 6);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+        signal(SIGXFSZ, SIG_DFL);
+        assert_true(r < 0);
+        assert_false(acl_names(b, TEST_UID));
+        assert_int_equal(fk_read_file(ledger, 4096, &text, NULL), 0);
+        assert_string_equal(text, want);
+        free(text);
+        assert_int_equal(agent_jail_forget(sd), 0);
+        assert_false(acl_names(a, TEST_UID));
+        free(want);
+        free(real_a);
+        free(real_b);
+        free(sd);
+        free(uidf);
+        free(a);
+        free(b);
+        free(ledger);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -224,6 +283,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_bind_table_full, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_mounts_init_checks_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ledger_grant_revoke_forget, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ledger_whole_lines, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -135,22 +135,23 @@ static void test_node_example(void **state)
 
 static void test_node_errors(void **state)
 {
-        const char *text = "apiVersion: forklet.dev/v1alpha1\n"
-                           "kind: NodeConfig\n"
-                           "nodeName: Node_A\n"
-                           "accel: kvmm\n"
-                           "stateDir: \"\"\n"
-                           "cgroupParent: ../escape\n"
-                           "api: {listen: \"localhost:80\", sockt: x}\n"
-                           "network: {uplinkPool: 198.18.0.1/16, uplinkInterface: "
-                           "a-very-long-interface-name, dns: [1.1.1.1, dns.example]}\n"
-                           "sizeClasses:\n"
-                           "  - {name: small, vcpus: 0, memoryMiB: 256, cpu: 0, pids: 1024}\n"
-                           "  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1}\n"
-                           "  - {name: big, memoryMiB: \"1G\", cpu: 1, pids: 1, ioWeight: 0}\n"
-                           "images: []\n"
-                           "capacity: {maxSessions: 0, maxForksPerSession: 2000}\n"
-                           "controlPlane: {etcd: [\"127.0.0.1:2379\"], prefix: forklet}\n";
+        const char *text =
+                "apiVersion: forklet.dev/v1alpha1\n"
+                "kind: NodeConfig\n"
+                "nodeName: Node_A\n"
+                "accel: kvmm\n"
+                "stateDir: \"\"\n"
+                "cgroupParent: ../escape\n"
+                "api: {listen: \"localhost:80\", sockt: x}\n"
+                "network: {uplinkPool: 198.18.0.1/16, uplinkInterface: "
+                "a-very-long-interface-name, dns: [1.1.1.1, dns.example]}\n"
+                "sizeClasses:\n"
+                "  - {name: small, vcpus: 0, memoryMiB: 256, cpu: 0, pids: 1024}\n"
+                "  - {name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1, diskMiB: 8}\n"
+                "  - {name: big, memoryMiB: \"1G\", cpu: 1, pids: 1, ioWeight: 0}\n"
+                "images: []\n"
+                "capacity: {maxSessions: 0, maxForksPerSession: 2000}\n"
+                "controlPlane: {etcd: [\"127.0.0.1:2379\"], prefix: forklet}\n";
         static const char *const want[] = {
                 ("n.yaml:3:11: nodeName: invalid node name \"Node_A\": expected a lowercase DNS "
                  "name"),
@@ -170,6 +171,7 @@ static void test_node_errors(void **state)
                 "n.yaml:10:26: sizeClasses[0].vcpus: 0 is out of range (1..255)",
                 "n.yaml:10:50: sizeClasses[0].cpu: 0 is out of range (0.01..1024)",
                 "n.yaml:11:12: sizeClasses[1].name: duplicate name \"small\"",
+                "n.yaml:11:73: sizeClasses[1].diskMiB: 8 is out of range (64..16777216)",
                 "n.yaml:12:5: sizeClasses[2].vcpus: required field missing",
                 ("n.yaml:12:28: sizeClasses[2].memoryMiB: expected an integer, got a string "
                  "\"1G\""),
@@ -240,7 +242,7 @@ static void test_node_labels(void **state)
 static void test_config_limits(void **state)
 {
         const char *cfg_text = NHDR "sizeClasses:\n  - {name: tiny, vcpus: 1, memoryMiB: 64, "
-                                    "cpu: 0.5, pids: 64, ioWeight: 100}\n"
+                                    "cpu: 0.5, pids: 64, ioWeight: 100, diskMiB: 2048}\n"
                                     "capacity: {maxForksPerSession: 64}\n";
         const char *m50 = HDR "metadata: {name: a}\nspec:\n  sizeClass: tiny\n  checkpoints: "
                               "[{name: c}]\n  forks: {from: c, count: 50}\n";
@@ -251,6 +253,7 @@ static void test_config_limits(void **state)
         (void)state;
         assert_int_equal(node_config_parse(cfg_text, strlen(cfg_text), "/n.yaml", &c, &d), 0);
         assert_int_equal(node_config_find_size_class(c, "tiny")->io_weight, 100);
+        assert_int_equal(node_config_find_size_class(c, "tiny")->disk_mib, 2048);
         assert_true(node_config_find_size_class(c, "tiny")->cpu == 0.5);
         assert_int_equal(mt_parse(m50, c, &m, &d), 0);
         assert_int_equal(m->forks_count, 50);

@@ -79,6 +79,11 @@ void ga_inject_read(struct ga *a);
 int ga_init_main(void);
 /* init-root.c: the virtio disk with this ext4 label ("/dev/vdX" into dev), -ENOENT if none. */
 int ga_init_find_label(const char *label, char *dev, size_t size);
-/* Mounts the disk labelled label read-only under a tmpfs overlay and makes it the root (the
- * API filesystems move along); busybox_copy receives the initramfs' busybox first. -errno. */
+/* The root overlay's writable layer on the workspace disk (a directory at its top). */
+#define GA_ROOT_UPPER_DIR ".forklet-root"
+/* Mounts the disk labelled label read-only under an overlay whose writable layer is on the
+ * workspace disk (a tmpfs without one) and makes it the root (the API filesystems move
+ * along); busybox_copy receives the initramfs' busybox first. -errno. */
 int ga_init_switch_root(const char *label, const char *busybox_copy);
+/* Covers workspace/GA_ROOT_UPPER_DIR with an empty read-only tmpfs. 1 covered, 0 none, -errno. */
+int ga_init_hide_upper(const char *workspace);

@@ -142,12 +142,15 @@ static void mount_workspace(void)
 {
         struct stat st;
         char dev[64];
+        int r;
 
         (void)mkdir("/workspace", 0755);
         /* By label first: with a root disk attached, /dev/vda need not be the workspace. */
         if (ga_init_find_label("workspace", dev, sizeof(dev)) == 0) {
                 if (mount(dev, "/workspace", "ext4", MS_NOATIME, NULL) < 0)
                         say(errno, "mount %s on /workspace", dev);
+                else if ((r = ga_init_hide_upper("/workspace")) < 0)
+                        say(-r, "cover /workspace/%s", GA_ROOT_UPPER_DIR);
                 return;
         }
         /* virtio_blk probes synchronously on load, but give devtmpfs a moment. */
@@ -226,7 +229,7 @@ static pid_t spawn_agent(void)
         return pid;
 }
 
-/* forklet.root=LABEL: run from that disk (read-only, tmpfs overlay) instead of the initramfs. */
+/* forklet.root=LABEL: run from that disk (read-only, under an overlay) instead of the initramfs. */
 static void switch_root(const char *cmdline)
 {
         char label[32];

@@ -300,27 +300,38 @@ static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char
         return fk_error_set(err, -EIO, "afterStart %s%s%s", how, text[0] ? "; stderr: " : "", text);
 }
 
-/* Whether a checkpoint named name exists in state dir sd. */
-static bool named_checkpoint_exists(const char *sd, const char *name)
-{
-        json_t *a = agent_checkpoints_list(sd), *m;
-        bool found = false;
-        size_t i;
-
-        json_array_foreach(a, i, m)
-        {
-                const char *n = json_string_value(json_object_get(m, "name"));
-
-                if (n && strcmp(n, name) == 0)
-                        found = true;
-        }
-        json_decref(a);
-        return found;
-}
-
 static uint64_t now_real(struct agent_daemon *d)
 {
         return d->clock.now_real_ns(d->clock.userdata);
+}
+
+int agent_checkpoints_missing(struct agent_daemon *d, struct agent_session *s, char ***ret)
+{
+        json_t *a = agent_ck_cache(d, s), *m;
+        char **names = NULL;
+        int r = 0;
+
+        for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_checkpoints; i++) {
+                const char *want = s->spec->checkpoints[i].name;
+                bool found = false;
+                size_t k;
+
+                json_array_foreach(a, k, m)
+                {
+                        const char *n = json_string_value(json_object_get(m, "name"));
+
+                        if (n && strcmp(n, want) == 0)
+                                found = true;
+                }
+                if (!found)
+                        r = fk_strv_push(&names, want);
+        }
+        if (r < 0) {
+                fk_strv_free(names);
+                return r;
+        }
+        *ret = names;
+        return 0;
 }
 
 /* Under the lock: afterStart failed (err). The failure is a state: AfterStart False with the
@@ -345,39 +356,24 @@ static void after_start_failed(struct agent_daemon *d, struct agent_session *s,
                                             "%s", err->msg);
 }
 
-/* Takes the declared checkpoints not taken yet; returns how many failed (err: the last). */
-static unsigned take_declared(struct agent_daemon *d, struct agent_session *s,
-                              struct agent_vm_ref *vm, const char *sd, char **names,
-                              struct fk_error *err)
+enum core_post_start agent_post_start_first(const struct session_manifest *m)
 {
-        unsigned failed = 0;
-
-        for (size_t i = 0; names && names[i]; i++) {
-                char id[48];
-
-                if (named_checkpoint_exists(sd, names[i]))
-                        continue;
-                if (agent_checkpoint_take_flight(d, s, vm, names[i], id, err) < 0) {
-                        log_error("session %s: checkpoint %s: %s", s->key, names[i], err->msg);
-                        failed++;
-                }
-        }
-        return failed;
+        if (m && m->after_start)
+                return CORE_POST_START_AFTER_START;
+        if (m && m->n_checkpoints)
+                return CORE_POST_START_CHECKPOINTS;
+        return CORE_POST_START_NONE;
 }
 
-void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm)
+int agent_after_start_run(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
+                          struct fk_error *err)
 {
-        cleanup_free char *sd = NULL;
-        char **after = NULL, **names = NULL, **env = NULL;
-        struct fk_error err = {0};
-        unsigned failed = 0;
+        char **after = NULL, **env = NULL;
         int r = 0;
 
         pthread_mutex_lock(&d->lock);
         if (s->spec && s->spec->after_start)
                 r = fk_strv_copy(s->spec->after_start, &after);
-        for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_checkpoints; i++)
-                r = fk_strv_push(&names, s->spec->checkpoints[i].name);
         for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_env; i++) {
                 cleanup_free char *kv = NULL;
 
@@ -385,31 +381,26 @@ void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct ag
                 if (r >= 0)
                         r = fk_strv_push(&env, kv);
         }
-        if (r >= 0)
-                r = agent_session_state_dir(d->cfg->state_dir, s->key, &sd);
+        pthread_mutex_unlock(&d->lock);
         if (r < 0)
-                fk_error_set(&err, r, "afterStart: %s", strerror(-r));
-        pthread_mutex_unlock(&d->lock);
-        if (r >= 0 && after)
-                r = run_after_start(d, vm, after, env, &err);
-        if (r >= 0)
-                failed = take_declared(d, s, vm, sd, names, &err);
-        pthread_mutex_lock(&d->lock);
-        if (r < 0) {
-                after_start_failed(d, s, &err);
-        } else {
-                if (after)
-                        agent_session_set_condition(s, AGENT_COND_AFTER_START, "True", "Succeeded",
-                                                    now_real(d), "%s", "afterStart exited 0");
-                if (names && failed)
-                        agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False",
-                                                    "CheckpointFailed", now_real(d), "%s", err.msg);
-                else if (names)
-                        agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "True", "Taken",
-                                                    now_real(d), "%s", "");
-        }
-        pthread_mutex_unlock(&d->lock);
+                fk_error_set(err, r, "afterStart: %s", strerror(-r));
+        else if (after && vm)
+                r = run_after_start(d, vm, after, env, err);
         fk_strv_free(after);
-        fk_strv_free(names);
         fk_strv_free(env);
+        return r;
+}
+
+void agent_after_start_done(struct agent_daemon *d, struct agent_session *s, int r,
+                            const struct fk_error *err)
+{
+        if (r < 0) {
+                s->post_start = CORE_POST_START_FAILED;
+                after_start_failed(d, s, err);
+                return;
+        }
+        s->post_start = s->spec && s->spec->n_checkpoints ? CORE_POST_START_CHECKPOINTS
+                                                          : CORE_POST_START_NONE;
+        agent_session_set_condition(s, AGENT_COND_AFTER_START, "True", "Succeeded", now_real(d),
+                                    "%s", "afterStart exited 0");
 }

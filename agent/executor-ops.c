@@ -247,8 +247,8 @@ static void job_done(struct run_job *j, int r, const char *what)
         if (j->in && !j->chained && !j->in->done)
                 agent_intent_complete(d, j->s, j->in, r, &j->err);
         else if (!j->in)
-                agent_daemon_audit(d, j->s->namespace, j->s->name, what, r >= 0 ? "ok" : j->err.msg,
-                                   0);
+                agent_daemon_audit(d, j->s->namespace, j->s->name, what,
+                                   r >= 0 ? "ok" : strerror(-r), 0);
 }
 
 struct run_thread_arg {

@@ -77,6 +77,10 @@ int agent_runner_plan(struct agent_daemon *d, bool all)
 
                 if (!all && !core_action_serves_intent(a->kind))
                         continue;
+                /* deleted by an earlier action of this pass (fork-trim, a cascade): the next
+                 * pass plans it again */
+                if (want[a->index].present && !snap[a->index]->spec)
+                        continue;
                 r = agent_runner_execute(d, snap[a->index], a);
                 if (r < 0) {
                         agent_metrics_reconcile_error();

@@ -69,7 +69,7 @@ void agent_intent_complete(struct agent_daemon *d, struct agent_session *s, stru
                 agent_metrics_op_done(AGENT_OP_ROLLBACK, r, in->t0_mono_ns);
         if (in->ran)
                 agent_daemon_audit(d, s->namespace, s->name, core_intent_to_string(in->kind),
-                                   r >= 0 ? "ok" : in->err.msg, latency);
+                                   r >= 0 ? "ok" : strerror(-r), latency);
         intent_unlink(s, in);
         pthread_cond_broadcast(&d->changed);
 }

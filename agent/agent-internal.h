@@ -300,8 +300,8 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
 /* In the boot job: new overlay, RAM copy. *ret_disk / *ret_mem: heap paths (mem NULL: default). */
 int agent_restore_prepare(const struct agent_restore *r, const char *state_dir, const char *run_dir,
                           char **ret_disk, char **ret_mem, struct fk_error *err);
-/* After a cold boot (the runner's afterStart job): what is due first for spec m; run
- * lifecycle.afterStart in vm (no lock held; copies the spec under it); under the lock, its
+/* After a cold boot (executor-poststart.c, the runner's afterStart job): what is due first for spec
+ * m; run lifecycle.afterStart in vm (no lock held; copies the spec under it); under the lock, its
  * outcome: AfterStart True and the declared checkpoints next, or the failure as a state
  * (AfterStart False, Ready False or Failed with restartPolicy OnFailure, post_start FAILED). */
 enum core_post_start agent_post_start_first(const struct session_manifest *m);

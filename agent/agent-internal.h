@@ -433,6 +433,11 @@ void agent_runner_dispatch(struct agent_daemon *d);
 /* Under the lock: runs one planned action (new kinds here, the VM lifecycle in executor.c). */
 int agent_runner_execute(struct agent_daemon *d, struct agent_session *s,
                          const struct core_action *a);
+/* Under the lock: runs body(ctx) in a worker thread with s busy and d->workers counted; body is
+ * called without the lock and returns holding it, its job ended (agent_runner_job_end); then
+ * release(ctx) runs unlocked. The one place jobs get threads. */
+int agent_runner_spawn(struct agent_daemon *d, struct agent_session *s, void (*body)(void *ctx),
+                       void (*release)(void *ctx), void *ctx);
 /* Under the lock, from a job's end: s is idle again; intents waiting on it are decided. */
 void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s);
 /* Under the lock, from the boot job's end: the rollback intent it served ends (0 when s is

@@ -26,6 +26,7 @@ struct run_job {
         struct agent_daemon *d;
         struct agent_session *s; /* busy while the job runs, so never freed under it */
         const struct run_ops *ops;
+        enum core_action_kind kind;
         struct agent_intent *in; /* the intent served (a reference), NULL: spec work */
         struct agent_vm_ref *vm; /* owned */
         char key[160];
@@ -240,26 +241,20 @@ static const struct run_ops dc_ops = {
 
 /* Under the lock, at a job's end: the served intent ends unless finish passed it on; spec work
  * is audited here as intents are in agent_intent_complete. */
-static void job_done(struct run_job *j, int r, const char *what)
+static void job_done(struct run_job *j, int r)
 {
         struct agent_daemon *d = j->d;
 
         if (j->in && !j->chained && !j->in->done)
                 agent_intent_complete(d, j->s, j->in, r, &j->err);
         else if (!j->in)
-                agent_daemon_audit(d, j->s->namespace, j->s->name, what,
+                agent_daemon_audit(d, j->s->namespace, j->s->name, core_action_to_string(j->kind),
                                    r >= 0 ? "ok" : strerror(-r), 0);
 }
 
-struct run_thread_arg {
-        struct run_job *j;
-        const char *what;
-};
-
-static void *run_thread(void *userdata)
+static void run_body(void *userdata)
 {
-        struct run_thread_arg *a = userdata;
-        struct run_job *j = a->j;
+        struct run_job *j = userdata;
         struct agent_daemon *d = j->d;
         uint64_t t0 = fk_now_mono_ns();
         int r;
@@ -269,20 +264,15 @@ static void *run_thread(void *userdata)
                 agent_metrics_op_done(j->ops->op, r, t0);
         pthread_mutex_lock(&d->lock);
         j->ops->finish(j, r);
-        job_done(j, r, a->what);
+        job_done(j, r);
         /* a chained job (rollback's boot) keeps the session busy and ends it itself */
         if (!j->chained || !j->s->busy)
                 agent_runner_job_end(d, j->s);
-        pthread_mutex_unlock(&d->lock);
-        job_free(j);
-        free(a);
-        /* wake before the count drops: once it is 0 the daemon may be freed */
-        agent_daemon_wake(d);
-        pthread_mutex_lock(&d->lock);
-        d->workers--;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
-        return NULL;
+}
+
+static void run_release(void *userdata)
+{
+        job_free(userdata);
 }
 
 static const struct run_ops *ops_for(enum core_action_kind k)
@@ -313,6 +303,7 @@ static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_ac
         j->d = d;
         j->s = s;
         j->ops = ops_for(k);
+        j->kind = k;
         snprintf(j->key, sizeof(j->key), "%s", s->key);
         j->vm = agent_vm_ref_get(s->vm);
         if (!j->ops || agent_session_state_dir(d->cfg->state_dir, s->key, &j->sd) < 0) {
@@ -329,47 +320,24 @@ static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_ac
 
 int agent_runner_op(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k)
 {
-        struct run_thread_arg *a = calloc(1, sizeof(*a));
-        pthread_attr_t attr;
         struct run_job *j = NULL;
-        pthread_t t;
         int r;
 
-        if (!a)
-                return -ENOMEM;
-        a->what = core_action_to_string(k);
         r = job_new(d, s, k, &j);
-        if (r < 0) {
-                free(a);
+        if (r < 0)
                 return r;
-        }
-        a->j = j;
         if (j->in) {
                 j->in->running = true;
                 j->in->ran = true;
         }
         r = j->ops->prepare ? j->ops->prepare(j) : 0;
-        if (r < 0) {
-                job_done(j, r, a->what);
-                if (k == CORE_ACTION_DECLARED_CHECKPOINTS)
-                        s->post_start = CORE_POST_START_NONE; /* not again on this VM */
-                job_free(j);
-                free(a);
+        if (r >= 0 && (r = agent_runner_spawn(d, s, run_body, run_release, j)) >= 0)
                 return 0;
-        }
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        s->busy = true;
-        d->workers++;
-        r = -pthread_create(&t, &attr, run_thread, a);
-        pthread_attr_destroy(&attr);
-        if (r < 0) {
-                s->busy = false;
-                d->workers--;
+        if (!j->err.msg[0])
                 fk_error_set(&j->err, r, "start a worker: %s", strerror(-r));
-                job_done(j, r, a->what);
-                job_free(j);
-                free(a);
-        }
-        return r;
+        job_done(j, r);
+        if (k == CORE_ACTION_DECLARED_CHECKPOINTS)
+                s->post_start = CORE_POST_START_NONE; /* not again on this VM */
+        job_free(j);
+        return 0;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The job runner's front: what the planner is told about each session (desired, observed),
  * the pass that runs its actions (all of them from the reconcile thread, only the intent ones
- * from a request's thread), the actions that take no job, and a job's end. */
+ * from a request's thread), the actions that take no job, and the worker threads every job
+ * runs in (the session busy, d->workers counted, a job's end). */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -178,4 +179,54 @@ void agent_runner_boot_done(struct agent_daemon *d, struct agent_session *s)
         fk_error_set(&err, -EIO, "rollback of %s/%s failed: %s", s->namespace, s->name,
                      s->conditions[AGENT_COND_READY].message);
         agent_intent_complete(d, s, in, -EIO, &err);
+}
+
+struct spawn {
+        struct agent_daemon *d;
+        void (*body)(void *ctx);
+        void (*release)(void *ctx);
+        void *ctx;
+};
+
+static void *spawn_thread(void *userdata)
+{
+        struct spawn *sp = userdata;
+        struct agent_daemon *d = sp->d;
+
+        sp->body(sp->ctx); /* returns holding d->lock, the session's job ended */
+        pthread_mutex_unlock(&d->lock);
+        sp->release(sp->ctx);
+        free(sp);
+        /* wake before the count drops: once it is 0 the daemon may be freed */
+        agent_daemon_wake(d);
+        pthread_mutex_lock(&d->lock);
+        d->workers--;
+        pthread_cond_broadcast(&d->changed);
+        pthread_mutex_unlock(&d->lock);
+        return NULL;
+}
+
+int agent_runner_spawn(struct agent_daemon *d, struct agent_session *s, void (*body)(void *ctx),
+                       void (*release)(void *ctx), void *ctx)
+{
+        struct spawn *sp = calloc(1, sizeof(*sp));
+        pthread_attr_t attr;
+        pthread_t t;
+        int r;
+
+        if (!sp)
+                return -ENOMEM;
+        *sp = (struct spawn){d, body, release, ctx};
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        s->busy = true;
+        d->workers++;
+        r = -pthread_create(&t, &attr, spawn_thread, sp);
+        pthread_attr_destroy(&attr);
+        if (r < 0) {
+                s->busy = false;
+                d->workers--;
+                free(sp);
+        }
+        return r;
 }

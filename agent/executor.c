@@ -435,8 +435,8 @@ static void job_pause_resume(struct job *j)
                                     pause ? "Paused" : "Running", now_real(d), "%s", "");
 }
 
-/* Runs in its own thread; every branch ends holding d->lock. */
-static void *job_thread(void *userdata)
+/* The runner's worker body (agent_runner_spawn); every branch ends holding d->lock. */
+static void job_body(void *userdata)
 {
         struct job *j = userdata;
         struct agent_daemon *d = j->d;
@@ -454,15 +454,11 @@ static void *job_thread(void *userdata)
                         agent_runner_boot_done(d, j->s);
         }
         agent_runner_job_end(d, j->s);
-        pthread_mutex_unlock(&d->lock);
-        job_free(j);
-        /* wake before the count drops: once it is 0 the daemon may be freed */
-        agent_daemon_wake(d);
-        pthread_mutex_lock(&d->lock);
-        d->workers--;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
-        return NULL;
+}
+
+static void job_release(void *userdata)
+{
+        job_free(userdata);
 }
 
 static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k,
@@ -490,21 +486,10 @@ static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_ac
 
 static int job_start(struct agent_daemon *d, struct job *j)
 {
-        pthread_attr_t attr;
-        pthread_t t;
-        int r;
+        int r = agent_runner_spawn(d, j->s, job_body, job_release, j);
 
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        j->s->busy = true;
-        d->workers++;
-        r = -pthread_create(&t, &attr, job_thread, j);
-        pthread_attr_destroy(&attr);
-        if (r < 0) {
-                j->s->busy = false;
-                d->workers--;
+        if (r < 0)
                 job_free(j);
-        }
         return r;
 }
 

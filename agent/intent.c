@@ -188,7 +188,7 @@ int agent_daemon_intent(struct agent_daemon *d, const char *ns, const char *name
 
         pthread_mutex_lock(&d->lock);
         s = agent_daemon_find(d, ns, name);
-        if (!s || (!s->spec && a->kind != CORE_INTENT_CHECKPOINT))
+        if (!s || !s->spec)
                 r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
         else if ((r = intent_record(d, s, a, &in)) < 0)
                 fk_error_set(err, r, "out of memory");

@@ -131,8 +131,9 @@ struct agent_session {
         char *fork_id;         /* owned: identity the guest got on its last restore */
         char *rollback_to;     /* owned: own checkpoint id the next boot restores */
         char *from_snapshot;   /* owned: snapshot id whose disk the first boot starts on */
-        struct agent_ck_flight *ck_flight; /* the checkpoint being taken (coalesces requests) */
-        bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
+        struct agent_intent *intents;    /* owned queue: requests not ended yet, oldest first */
+        enum core_post_start post_start; /* what is left after the VM's cold boot */
+        bool fork_by_spec;               /* made by the parent's spec.forks (scaled by it) */
         json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
         json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
         struct agent_session_health health;
@@ -296,15 +297,25 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
 int agent_restore_prepare(const struct agent_restore *r, struct agent_store *st, const char *key,
                           const char *state_dir, const char *run_dir, char **ret_disk,
                           char **ret_mem, struct fk_error *err);
-/* In the boot job after a cold boot: afterStart, then spec.checkpoints. Logs. */
-/* afterStart and spec.checkpoints of a cold boot; s is busy, called without the lock. Their
- * outcome is a condition (AfterStart, CheckpointsTaken); afterStart's failure sets Ready False
- * or, with restartPolicy OnFailure, fails the session. */
-void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm);
+/* After a cold boot (executor-poststart.c, the runner's afterStart job): what is due first for spec
+ * m; run lifecycle.afterStart in vm (no lock held; copies the spec under it); under the lock, its
+ * outcome: AfterStart True and the declared checkpoints next, or the failure as a state
+ * (AfterStart False, Ready False or Failed with restartPolicy OnFailure, post_start FAILED). */
+enum core_post_start agent_post_start_first(const struct session_manifest *m);
+int agent_after_start_run(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
+                          struct fk_error *err);
+void agent_after_start_done(struct agent_daemon *d, struct agent_session *s, int r,
+                            const struct fk_error *err);
+/* Under the lock: the spec.checkpoints names s has no checkpoint of (strv, NULL: none). */
+int agent_checkpoints_missing(struct agent_daemon *d, struct agent_session *s, char ***ret);
+/* Starts the job for k (CHECKPOINT, SNAPSHOT, ROLLBACK, AFTER_START, DECLARED_CHECKPOINTS) on
+ * s (under the lock; s busy until it ends). A failed prepare ends the intent at once. */
+int agent_runner_op(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k);
 /* Under the lock: phase Failed with reason and msg, back-off for a restart. Logs. */
 void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const char *reason,
                         const char *msg);
-/* Takes a checkpoint of s (busy marked by the caller) with vm; *ret_id (41 bytes). */
+/* The checkpoint mechanics (the job runner's run step, no lock held, s busy): saves vm into a
+ * new checkpoint of s named name (may be NULL); *ret_id (41 bytes). Logs the result. */
 int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
                           const char *name, char *ret_id, struct fk_error *err);
 /* After the VM moved onto overlay disk: records it as the active one with the VM's record
@@ -319,8 +330,29 @@ void agent_clean_partial_in(const char *root);
 void agent_snapshot_clean_partial(const char *state_dir);
 /* Checkpoint dir of key/id (caller frees). */
 int agent_checkpoint_dir(const char *state_dir, const char *key, const char *id, char **ret);
-/* Reconcile spec.forks of every session (under the lock). */
-void agent_forks_reconcile(struct agent_daemon *d);
+/* spec.forks of p (under the lock; the planner decides which): make the missing forks, delete
+ * the ones beyond the count, or say why they wait (Forks condition). */
+void agent_forks_scale_up(struct agent_daemon *d, struct agent_session *p);
+void agent_forks_trim(struct agent_daemon *d, struct agent_session *p);
+void agent_forks_waiting(struct agent_daemon *d, struct agent_session *p);
+/* Planner inputs for p's spec.forks (under the lock): forks present by name below the count,
+ * forks spec.forks made at or beyond it, whether the checkpoint spec.forks.from exists. */
+void agent_forks_observe(struct agent_daemon *d, struct agent_session *p, unsigned *ret_have,
+                         unsigned *ret_beyond, bool *ret_source);
+/* Under the lock: creates count forks NAME-fork-N of p from its checkpoint id (a POST forks
+ * intent); *ret: the new names. Fails with nothing made, or returns what it made. */
+int agent_fork_create_many(struct agent_daemon *d, struct agent_session *p, const char *id,
+                           unsigned count, json_t **ret, struct fk_error *err);
+/* Rollback's two halves (the runner): under the lock, the checks before the VM stops (own
+ * checkpoint, free space) and s->rollback_to set; then the boot restores from it. */
+int agent_rollback_prepare(struct agent_daemon *d, struct agent_session *s, const char *id,
+                           struct fk_error *err);
+/* Snapshot mechanics (the runner's run step, no lock): freezes vm's disk layer and exports
+ * it with spec as snapshot id (<= 41 bytes) of session key whose state dir is sd. */
+int agent_snapshot_take(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,
+                        const char *key, json_t *spec, const char *id, struct fk_error *err);
+/* A new snapshot id "snap_<hex>" into buf (>= 42 bytes). */
+void agent_snapshot_new_id(char *buf);
 /* The Ready reason of a boot that restores r (RollingBack, Forking, Restoring, Booting), or of
  * its failure (RollbackFailed, ForkFailed, RestoreFailed, BootFailed). A static string. */
 const char *agent_restore_reason(const struct agent_restore *r, bool failed);
@@ -331,10 +363,6 @@ void agent_restore_describe(const struct agent_session *s, const struct agent_re
  * records its RolledBack event). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r);
-/* A checkpoint in flight on s (s busy, lock NOT held): requests arriving meanwhile join it. */
-int agent_checkpoint_take_flight(struct agent_daemon *d, struct agent_session *s,
-                                 struct agent_vm_ref *vm, const char *name, char *ret_id,
-                                 struct fk_error *err);
 /* Complete checkpoints in state dir sd, oldest first: meta objects + sizeBytes (new ref). */
 json_t *agent_checkpoints_list(const char *sd);
 json_t *agent_checkpoint_read_meta(const char *dir);
@@ -346,6 +374,76 @@ int agent_checkpoint_own_dir(struct agent_daemon *d, const struct agent_session 
                              char **ret, struct fk_error *err);
 /* Under the lock: status.forks, status.checkpoints, status.forkOf, status.forkId into j. */
 int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, json_t *j);
+
+/* ---- intents and the job runner (intent.c, executor-runner.c, executor-ops.c) ------------- */
+
+/* One request waiting on a session: kind and parameters, when it came, its outcome. Queued on
+ * the session (s->intents) until the planner decides it; the runner ends it. */
+struct agent_intent {
+        enum core_intent_kind kind;
+        char arg[64];           /* ROLLBACK: checkpoint id; FORK: the checkpoint forked from */
+        unsigned count;         /* FORK */
+        char idem_key[160];     /* the request's Idempotency-Key, "" without */
+        uint64_t requested_ns;  /* wall */
+        uint64_t since_mono_ns; /* the injected clock: the planner's busy wait */
+        uint64_t t0_mono_ns;    /* the system clock: metrics and audit latency */
+        bool running;           /* a job serves it */
+        bool ran;               /* a job served it (not refused by the planner) */
+        bool done;
+        int r; /* outcome: >= 0 or -errno with err */
+        struct fk_error err;
+        char id[64];   /* CHECKPOINT, SNAPSHOT: the new id */
+        json_t *names; /* FORK: the new names (owned) */
+        int refs;      /* the queue's and each waiter's */
+        struct agent_intent *next;
+};
+
+struct agent_intent_args {
+        enum core_intent_kind kind;
+        const char *arg;      /* see struct agent_intent */
+        unsigned count;       /* FORK */
+        const char *idem_key; /* NULL: none */
+};
+struct agent_intent_outcome {
+        char id[64];
+        json_t *names; /* new reference or NULL */
+};
+/* Records the intent on ns/name, lets the runner decide, and waits up to timeout_ms for its
+ * outcome (an unnamed checkpoint joins one queued or in flight). -ETIMEDOUT when it is still
+ * queued (then withdrawn) or running; else its outcome. Takes the lock. */
+int agent_daemon_intent(struct agent_daemon *d, const char *ns, const char *name,
+                        const struct agent_intent_args *a, unsigned timeout_ms,
+                        struct agent_intent_outcome *ret, struct fk_error *err);
+/* Under the lock: the oldest intent of s no job serves yet, or NULL. */
+struct agent_intent *agent_intent_pending(const struct agent_session *s);
+/* Under the lock: an intent of s of kind not ended, or NULL. */
+struct agent_intent *agent_intent_find(const struct agent_session *s, enum core_intent_kind kind);
+/* Under the lock: in ends with r (err may be NULL); metrics, audit, waiters woken, dequeued. */
+void agent_intent_complete(struct agent_daemon *d, struct agent_session *s, struct agent_intent *in,
+                           int r, const struct fk_error *err);
+/* Under the lock: the oldest pending intent of s ends refused with r (its message here). */
+void agent_intent_reject(struct agent_daemon *d, struct agent_session *s, int r);
+/* Ends every intent of s (-ENOENT) before s is freed. */
+void agent_intents_drop(struct agent_session *s);
+
+/* Under the lock: plans every session (agent/daemon.c's pass), runs every action when all,
+ * else only the actions that serve intents (a request's thread does not start boots). */
+int agent_runner_plan(struct agent_daemon *d, bool all);
+/* Under the lock: agent_runner_plan(d, false). */
+void agent_runner_dispatch(struct agent_daemon *d);
+/* Under the lock: runs one planned action (new kinds here, the VM lifecycle in executor.c). */
+int agent_runner_execute(struct agent_daemon *d, struct agent_session *s,
+                         const struct core_action *a);
+/* Under the lock: runs body(ctx) in a worker thread with s busy and d->workers counted; body is
+ * called without the lock and returns holding it, its job ended (agent_runner_job_end); then
+ * release(ctx) runs unlocked. The one place jobs get threads. */
+int agent_runner_spawn(struct agent_daemon *d, struct agent_session *s, void (*body)(void *ctx),
+                       void (*release)(void *ctx), void *ctx);
+/* Under the lock, from a job's end: s is idle again; intents waiting on it are decided. */
+void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s);
+/* Under the lock, from the boot job's end: the rollback intent it served ends (0 when s is
+ * Running again, -EIO with the Ready message otherwise). */
+void agent_runner_boot_done(struct agent_daemon *d, struct agent_session *s);
 
 /* Per-session directories (caller frees). */
 int agent_session_run_dir(const char *run_dir, const char *key, char **ret);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Fork-engine resources of a session: checkpoints (POST create, GET list, DELETE ID with
  * ?cascade=true), forks (POST {from, count}), rollback (POST {checkpoint}), snapshots (POST
- * create) and restore (POST {snapshot} to .../sessions/NEW/restore). */
+ * create) and restore (POST {snapshot} to .../sessions/NEW/restore). The POSTs but restore
+ * record an intent and wait for its outcome (agent/intent.c). */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -33,6 +34,24 @@ static json_t *body_json(struct api_request *req)
         return j;
 }
 
+#define INTENT_TIMEOUT_MS 300000
+
+/* Records the intent (with the request's Idempotency-Key) and waits for its outcome. */
+static int intent(struct MHD_Connection *c, struct api_request *req, enum core_intent_kind kind,
+                  const char *arg, unsigned count, struct agent_intent_outcome *ret,
+                  struct fk_error *err)
+{
+        struct agent_intent_args a = {
+                .kind = kind,
+                .arg = arg,
+                .count = count,
+                .idem_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key"),
+        };
+
+        return agent_daemon_intent(req->d, req->route.ns, req->route.name, &a, INTENT_TIMEOUT_MS,
+                                   ret, err);
+}
+
 static int bad_request(struct MHD_Connection *c, const char *what)
 {
         return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL, "%s", what);
@@ -62,7 +81,6 @@ static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
         struct api_route *rt = &req->route;
         struct fk_error err = {0};
         const char *m = req->method, *cascade;
-        char id[64];
         json_t *j = NULL;
         int r;
 
@@ -88,11 +106,14 @@ static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
                 return r < 0 ? reply_errno(c, r, &err) : api_reply_json(c, MHD_HTTP_OK, j, NULL);
         }
         if (!rt->item[0] && strcmp(m, "POST") == 0) {
-                r = agent_daemon_checkpoint_create(req->d, rt->ns, rt->name, id, &err);
+                struct agent_intent_outcome o = {0};
+
+                r = intent(c, req, CORE_INTENT_CHECKPOINT, NULL, 0, &o, &err);
+                json_decref(o.names);
                 if (r < 0)
                         return reply_errno(c, r, &err);
                 return api_reply_json(c, MHD_HTTP_CREATED,
-                                      json_pack("{s:s, s:s, s:s}", "kind", "Checkpoint", "id", id,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Checkpoint", "id", o.id,
                                                 "session", rt->name),
                                       NULL);
         }
@@ -103,28 +124,29 @@ static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
 static int handle_forks(struct MHD_Connection *c, struct api_request *req, json_t *b)
 {
         const char *from = json_string_value(json_object_get(b, "from"));
-        json_t *count = json_object_get(b, "count"), *names = NULL;
+        json_t *count = json_object_get(b, "count");
+        struct agent_intent_outcome o = {0};
         struct fk_error err = {0};
         int r;
 
         if (!from || !json_is_integer(count) || json_integer_value(count) < 1 ||
             json_integer_value(count) > 1000)
                 return bad_request(c, "body must be {\"from\": CHECKPOINT, \"count\": N}");
-        r = agent_daemon_fork(req->d, req->route.ns, req->route.name, from,
-                              (unsigned)json_integer_value(count), &names, &err);
-        if (r < 0)
+        r = intent(c, req, CORE_INTENT_FORK, from, (unsigned)json_integer_value(count), &o, &err);
+        if (r < 0) {
+                json_decref(o.names);
                 return reply_errno(c, r, &err);
-        return api_reply_json(
-                c, MHD_HTTP_CREATED,
-                json_pack("{s:s, s:s, s:o}", "kind", "ForkList", "from", from, "names", names),
-                NULL);
+        }
+        return api_reply_json(c, MHD_HTTP_CREATED,
+                              json_pack("{s:s, s:s, s:o}", "kind", "ForkList", "from", from,
+                                        "names", o.names ? o.names : json_array()),
+                              NULL);
 }
 
 static int handle_post(struct MHD_Connection *c, struct api_request *req, json_t *b)
 {
         const char *sub = req->route.subresource, *v;
         struct fk_error err = {0};
-        char id[64];
         int r;
 
         if (strcmp(sub, "forks") == 0)
@@ -132,7 +154,7 @@ static int handle_post(struct MHD_Connection *c, struct api_request *req, json_t
         if (strcmp(sub, "rollback") == 0) {
                 if (!(v = json_string_value(json_object_get(b, "checkpoint"))))
                         return bad_request(c, "body must be {\"checkpoint\": ID}");
-                r = agent_daemon_rollback(req->d, req->route.ns, req->route.name, v, &err);
+                r = intent(c, req, CORE_INTENT_ROLLBACK, v, 0, NULL, &err);
                 if (r < 0)
                         return reply_errno(c, r, &err);
                 return api_reply_json(c, MHD_HTTP_OK,
@@ -141,11 +163,14 @@ static int handle_post(struct MHD_Connection *c, struct api_request *req, json_t
                                       NULL);
         }
         if (strcmp(sub, "snapshots") == 0) {
-                r = agent_daemon_snapshot_create(req->d, req->route.ns, req->route.name, id, &err);
+                struct agent_intent_outcome o = {0};
+
+                r = intent(c, req, CORE_INTENT_SNAPSHOT, NULL, 0, &o, &err);
+                json_decref(o.names);
                 if (r < 0)
                         return reply_errno(c, r, &err);
                 return api_reply_json(c, MHD_HTTP_CREATED,
-                                      json_pack("{s:s, s:s, s:s}", "kind", "Snapshot", "id", id,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Snapshot", "id", o.id,
                                                 "session", req->route.name),
                                       NULL);
         }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Checkpoints of a session: take one (coalescing concurrent requests, nothing partial left
+/* Checkpoints of a session: take one (the job runner's run step; nothing partial left
  * listed), the on-disk record <state>/checkpoints/<id>/{state,ram,meta.json} with the disk layer
  * in <state>/disk, list, delete (refused while forks depend on it, unless cascading). */
 #include "agent/agent-internal.h"
@@ -19,15 +19,6 @@
 
 #define CK_TIMEOUT_MS 120000
 #define CK_ID_MAX     41
-
-/* One checkpoint in flight; every request arriving meanwhile gets its id. */
-struct agent_ck_flight {
-        int refs;
-        bool done;
-        int r;
-        char id[CK_ID_MAX];
-        struct fk_error err;
-};
 
 int agent_checkpoint_dir(const char *state_dir, const char *key, const char *id, char **ret)
 {
@@ -224,122 +215,6 @@ int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struc
         return take_unlocked(d, sd, key, vm, name, ret_id, err);
 }
 
-/* ---- coalescing ------------------------------------------------------------------------------ */
-
-static struct agent_ck_flight *flight_put(struct agent_ck_flight *f)
-{
-        if (f && --f->refs == 0)
-                free(f);
-        return NULL;
-}
-
-/* Under the lock: joins the checkpoint in flight on s, waiting for its result. */
-static int flight_join(struct agent_daemon *d, struct agent_session *s, char *ret_id,
-                       struct fk_error *err)
-{
-        struct agent_ck_flight *f = s->ck_flight;
-        int r;
-
-        f->refs++;
-        while (!f->done)
-                pthread_cond_wait(&d->changed, &d->lock);
-        r = f->r;
-        if (r < 0 && err)
-                *err = f->err;
-        else
-                snprintf(ret_id, CK_ID_MAX, "%s", f->id);
-        flight_put(f);
-        return r;
-}
-
-/* Runs a checkpoint of the busy session s as the one in flight (other requests join it). */
-static int flight_run(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
-                      const char *name, char *ret_id, struct fk_error *err)
-{
-        struct agent_ck_flight *f = calloc(1, sizeof(*f));
-        int r;
-
-        if (!f)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        f->refs = 1;
-        s->ck_flight = f;
-        pthread_mutex_unlock(&d->lock);
-        uint64_t t0 = fk_now_mono_ns();
-
-        r = agent_checkpoint_take(d, s, vm, name, f->id, &f->err);
-        agent_metrics_op_done(AGENT_OP_CHECKPOINT, r, t0);
-        pthread_mutex_lock(&d->lock);
-        if (r >= 0)
-                agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), false,
-                                        "Checkpointed", "checkpoint %s taken%s%s%s", f->id,
-                                        name ? " (" : "", name ? name : "", name ? ")" : "");
-        else
-                agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), true,
-                                        "CheckpointFailed", "checkpoint failed: %s",
-                                        f->err.msg[0] ? f->err.msg : strerror(-r));
-        f->r = r;
-        f->done = true;
-        s->ck_flight = NULL;
-        if (r >= 0)
-                agent_ck_cache_reload(d, s);
-        pthread_cond_broadcast(&d->changed);
-        if (r < 0 && err)
-                *err = f->err;
-        else
-                snprintf(ret_id, CK_ID_MAX, "%s", f->id);
-        flight_put(f);
-        return r;
-}
-
-int agent_daemon_checkpoint_create(struct agent_daemon *d, const char *ns, const char *name,
-                                   char *ret_id, struct fk_error *err)
-{
-        struct agent_vm_ref *vm = NULL;
-        struct agent_session *s;
-        int r;
-
-        pthread_mutex_lock(&d->lock);
-        s = agent_daemon_find(d, ns, name);
-        if (!s)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->ck_flight)
-                r = flight_join(d, s, ret_id, err);
-        else if (s->busy)
-                r = fk_error_set(err, -EBUSY, "session %s/%s is busy (%s); retry", ns, name,
-                                 session_phase_to_string(s->phase));
-        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm)
-                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
-                                 session_phase_to_string(s->phase));
-        else {
-                vm = agent_vm_ref_get(s->vm);
-                s->busy = true;
-                d->workers++;
-                r = flight_run(d, s, vm, NULL, ret_id, err);
-                s->busy = false;
-                d->workers--;
-                pthread_cond_broadcast(&d->changed);
-        }
-        pthread_mutex_unlock(&d->lock);
-        agent_vm_ref_put(vm);
-        agent_daemon_wake(d);
-        if (r < 0 && vm)
-                log_warning("session %s/%s: checkpoint failed, session left running: %s", ns, name,
-                            err && err->msg[0] ? err->msg : strerror(-r));
-        return r;
-}
-
-int agent_checkpoint_take_flight(struct agent_daemon *d, struct agent_session *s,
-                                 struct agent_vm_ref *vm, const char *name, char *ret_id,
-                                 struct fk_error *err)
-{
-        int r;
-
-        pthread_mutex_lock(&d->lock);
-        r = flight_run(d, s, vm, name, ret_id, err);
-        pthread_mutex_unlock(&d->lock);
-        return r;
-}
-
 /* ---- list, status, delete -------------------------------------------------------------------- */
 
 static uint64_t disk_usage(const char *path)
@@ -531,7 +406,8 @@ int agent_daemon_checkpoint_delete(struct agent_daemon *d, const char *ns, const
         s = agent_daemon_find(d, ns, name);
         if (!s)
                 r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->ck_flight)
+        else if (agent_intent_find(s, CORE_INTENT_CHECKPOINT) ||
+                 (s->busy && s->post_start == CORE_POST_START_CHECKPOINTS))
                 r = fk_error_set(err, -EBUSY, "a checkpoint of %s/%s is being taken; retry", ns,
                                  name);
         else

@@ -93,6 +93,10 @@ static int phase_check(const struct agent_session *s, enum session_phase want, s
                                     s->name);
         if (s->busy || s->observed_generation != s->generation)
                 return 0;
+        /* afterStart and the declared checkpoints of a new VM are still to run */
+        if (s->phase == SESSION_PHASE_RUNNING && (s->post_start == CORE_POST_START_AFTER_START ||
+                                                  s->post_start == CORE_POST_START_CHECKPOINTS))
+                return 0;
         if (s->phase == want)
                 return 1;
         if (s->phase == SESSION_PHASE_FAILED && want != SESSION_PHASE_FAILED &&

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The daemon: the mutex-protected session table, the reconcile pass (plan + execute) and the
+/* The daemon: the mutex-protected session table, the reconcile pass (observe, then the job
+ * runner's plan + execute, agent/executor-runner.c) and the
  * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
 #include "agent/agent-internal.h"
 #include "cgroups/cgroups.h"
@@ -96,6 +97,7 @@ void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s)
                         (d->n_sessions - i - 1) * sizeof(*d->sessions));
                 d->n_sessions--;
                 agent_daemon_audit(d, s->namespace, s->name, "removed", "ok", 0);
+                agent_intents_drop(s);
                 agent_session_free(s);
                 return;
         }
@@ -243,57 +245,6 @@ void agent_daemon_wake(struct agent_daemon *d)
         (void)!write(d->wake_fd, &one, sizeof(one));
 }
 
-static int daemon_plan_and_run(struct agent_daemon *d)
-{
-        cleanup_free struct core_desired *want = calloc(d->n_sessions + 1, sizeof(*want));
-        cleanup_free struct core_observed *have = calloc(d->n_sessions + 1, sizeof(*have));
-        cleanup_free struct agent_session **snap = calloc(d->n_sessions + 1, sizeof(*snap));
-        struct core_plan plan = {0};
-        size_t n = d->n_sessions;
-        int r;
-
-        if (!want || !have || !snap)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                struct agent_session *s = d->sessions[i];
-
-                snap[i] = s;
-                want[i] = (struct core_desired){
-                        .present = s->spec != NULL,
-                        .state = s->spec ? (int)s->spec->state : 0,
-                        .generation = s->generation,
-                        .restart_on_failure =
-                                s->spec && s->spec->restart_policy == RESTART_POLICY_ON_FAILURE,
-                };
-                have[i] = (struct core_observed){
-                        .phase = s->phase,
-                        .busy = s->busy,
-                        .has_vm = s->vm != NULL,
-                        .observed_generation = s->observed_generation,
-                        .retry_at_ns = s->retry_at_ns,
-                        .unhealthy = s->health.failing,
-                        .io_stopped = s->health.io_stopped,
-                        .io_resume_due = s->health.io_resume_due,
-                };
-        }
-        r = core_plan(want, have, n, d->clock.now_mono_ns(d->clock.userdata), &plan);
-        if (r < 0)
-                return r;
-        /* Actions may remove sessions (DESTROY without a VM); snap keeps indexes stable and
-         * a removed session has no later action in the same plan. */
-        for (size_t i = 0; i < plan.n; i++) {
-                r = agent_executor_run(d, snap[plan.actions[i].index], plan.actions[i].kind);
-                if (r < 0)
-                        agent_metrics_reconcile_error();
-                if (r < 0)
-                        log_warning_errno(r, "%s %s: %m",
-                                          core_action_to_string(plan.actions[i].kind),
-                                          snap[plan.actions[i].index]->key);
-        }
-        core_plan_done(&plan);
-        return 0;
-}
-
 int agent_daemon_reconcile(struct agent_daemon *d)
 {
         uint64_t now = d->clock.now_mono_ns(d->clock.userdata);
@@ -319,8 +270,7 @@ int agent_daemon_reconcile(struct agent_daemon *d)
         }
         agent_health_observe_all(d);
         agent_executor_check_exits(d);
-        agent_forks_reconcile(d);
-        r = daemon_plan_and_run(d);
+        r = agent_runner_plan(d, true);
         agent_audit_transitions(d);
         pthread_mutex_unlock(&d->lock);
         return r;
@@ -436,8 +386,10 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
         if (!d)
                 return NULL;
         agent_daemon_shutdown(d);
-        for (size_t i = 0; i < d->n_sessions; i++)
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                agent_intents_drop(d->sessions[i]);
                 agent_session_free(d->sessions[i]);
+        }
         free(d->sessions);
         fk_strv_free(d->dir_errors);
         if (d->wake_fd >= 0)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The executor: carries out planned actions through the VM ops (long ones in a worker thread
- * per action, the session marked busy meanwhile). */
+/* The executor: the VM lifecycle actions of the job runner (boot, stop, pause, resume,
+ * destroy, fail) through the VM ops, long ones in a worker thread per action with the session
+ * busy meanwhile; the other actions are in executor-runner.c and executor-ops.c. */
 #include "agent/agent-internal.h"
 #include "agent/jail.h"
 #include "cgroups/cgroups.h"
@@ -357,16 +358,13 @@ static void job_boot(struct job *j)
                                     "guest agent ready, QEMU pid %d", (int)j->s->pid);
         log_info("session %s: running (pid %d)%s", j->s->key, (int)j->s->pid,
                  j->restore.ck_dir ? ", restored from a checkpoint" : "");
+        j->s->post_start = CORE_POST_START_NONE;
         if (j->restore.ck_dir) {
                 agent_restore_finish(d, j->s, &j->restore);
                 return;
         }
-        /* Cold boot: afterStart, then spec.checkpoints, with the session still busy. */
-        struct agent_vm_ref *ref = agent_vm_ref_get(j->s->vm);
-        pthread_mutex_unlock(&d->lock);
-        agent_post_start(d, j->s, ref);
-        agent_vm_ref_put(ref);
-        pthread_mutex_lock(&d->lock);
+        /* Cold boot: afterStart, then spec.checkpoints, are the planner's next actions. */
+        j->s->post_start = agent_post_start_first(j->s->spec);
 }
 
 /* stop, destroy and fail (a dead guest: no poweroff asked, phase Failed) */
@@ -473,8 +471,8 @@ static void job_pause_resume(struct job *j)
                                     pause ? "Paused" : "Running", now_real(d), "%s", "");
 }
 
-/* Runs in its own thread; every branch ends holding d->lock. */
-static void *job_thread(void *userdata)
+/* The runner's worker body (agent_runner_spawn); every branch ends holding d->lock. */
+static void job_body(void *userdata)
 {
         struct job *j = userdata;
         struct agent_daemon *d = j->d;
@@ -486,17 +484,17 @@ static void *job_thread(void *userdata)
                 job_stop(j, j->kind == CORE_ACTION_DESTROY);
         else
                 job_pause_resume(j);
-        if (j->s)
+        if (j->s) {
                 j->s->busy = false;
-        pthread_mutex_unlock(&d->lock);
-        job_free(j);
-        /* wake before the count drops: once it is 0 the daemon may be freed */
-        agent_daemon_wake(d);
-        pthread_mutex_lock(&d->lock);
-        d->workers--;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
-        return NULL;
+                if (j->kind == CORE_ACTION_BOOT)
+                        agent_runner_boot_done(d, j->s);
+        }
+        agent_runner_job_end(d, j->s);
+}
+
+static void job_release(void *userdata)
+{
+        job_free(userdata);
 }
 
 static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k,
@@ -524,21 +522,10 @@ static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_ac
 
 static int job_start(struct agent_daemon *d, struct job *j)
 {
-        pthread_attr_t attr;
-        pthread_t t;
-        int r;
+        int r = agent_runner_spawn(d, j->s, job_body, job_release, j);
 
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        j->s->busy = true;
-        d->workers++;
-        r = -pthread_create(&t, &attr, job_thread, j);
-        pthread_attr_destroy(&attr);
-        if (r < 0) {
-                j->s->busy = false;
-                d->workers--;
+        if (r < 0)
                 job_free(j);
-        }
         return r;
 }
 
@@ -607,13 +594,8 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum cor
 
         switch (k) {
         case CORE_ACTION_OBSERVE:
+                /* a changed size class and egress are the planner's RESIZE and EGRESS */
                 s->observed_generation = s->generation;
-                if (s->vm && s->spec && strcmp(s->spec->size_class, s->res.class_name) != 0) {
-                        agent_resources_resize(d, s);
-                        snprintf(s->res.class_name, sizeof(s->res.class_name), "%s",
-                                 s->spec->size_class);
-                }
-                agent_daemon_net_observe(d, s);
                 return 0;
         case CORE_ACTION_BOOT:
                 return executor_boot(d, s);

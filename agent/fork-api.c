@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Fork and rollback requests on the session table, spec.forks reconciliation (scale up and
- * down, names NAME-fork-N) and the fork-engine part of a session's status. */
+/* What the job runner calls for fork and rollback intents on the session table, spec.forks
+ * (scale up and down, names NAME-fork-N, what the planner is told) and the fork-engine part of
+ * a session's status. */
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -13,8 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ROLLBACK_WAIT_MS 300000
 
 /* A copy of the parent's spec for a fork: own name, no checkpoints or forks of its own. */
 static struct session_manifest *fork_spec(const struct session_manifest *parent, const char *name)
@@ -126,30 +125,25 @@ static unsigned count_forks(struct agent_daemon *d, const struct agent_session *
         return n;
 }
 
-int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, const char *id,
-                      unsigned count, json_t **ret, struct fk_error *err)
+int agent_fork_create_many(struct agent_daemon *d, struct agent_session *p, const char *id,
+                           unsigned count, json_t **ret, struct fk_error *err)
 {
         cleanup_free char *dir = NULL;
-        struct agent_session *p;
         json_t *names = json_array();
-        unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session, have = 0;
+        unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session;
+        unsigned have = count_forks(d, p);
         int r = 0;
 
         if (!names)
-                return -ENOMEM;
-        pthread_mutex_lock(&d->lock);
-        p = agent_daemon_find(d, ns, name);
-        if (p && p->spec)
-                have = count_forks(d, p);
-        if (!p || !p->spec)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (count == 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (count == 0)
                 r = fk_error_set(err, -EINVAL, "count: must be at least 1");
         else if (max && (have >= max || count > max - have))
                 r = fk_error_set(err, -EINVAL,
                                  "count %u: session %s/%s has %u of at most %u forks "
                                  "(capacity.maxForksPerSession); %u more allowed",
-                                 count, ns, name, have, max, have < max ? max - have : 0);
+                                 count, p->namespace, p->name, have, max,
+                                 have < max ? max - have : 0);
         else
                 r = agent_checkpoint_own_dir(d, p, id, &dir, err);
         /* each fork: links (no data), its state.json and, at its start, a new overlay */
@@ -159,8 +153,8 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
         while (r >= 0 && made < count && idx < 100000) {
                 char fname[128];
 
-                snprintf(fname, sizeof(fname), "%s-fork-%u", name, idx++);
-                if (agent_daemon_find(d, ns, fname))
+                snprintf(fname, sizeof(fname), "%s-fork-%u", p->name, idx++);
+                if (agent_daemon_find(d, p->namespace, fname))
                         continue;
                 if (!manifest_name_is_valid(fname)) {
                         r = fk_error_set(err, -EINVAL, "fork name %s is not a valid name", fname);
@@ -172,8 +166,6 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                         made++;
                 }
         }
-        pthread_mutex_unlock(&d->lock);
-        agent_daemon_wake(d);
         if (made > 0)
                 agent_metrics_add_forks(made);
         if (r < 0 && made == 0) {
@@ -181,31 +173,6 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                 return r;
         }
         *ret = names;
-        return 0;
-}
-
-/* Under the lock: waits while s (looked up again, it may be deleted) is busy. */
-static int wait_not_busy(struct agent_daemon *d, const char *ns, const char *name,
-                         struct fk_error *err)
-{
-        uint64_t deadline = fk_now_mono_ns() + (uint64_t)ROLLBACK_WAIT_MS * 1000000;
-        struct agent_session *s;
-
-        while ((s = agent_daemon_find(d, ns, name)) && s->busy) {
-                struct timespec ts;
-
-                if (fk_now_mono_ns() > deadline)
-                        return fk_error_set(err, -ETIMEDOUT, "rollback of %s/%s still running", ns,
-                                            name);
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_sec += 1;
-                pthread_cond_timedwait(&d->changed, &d->lock, &ts);
-        }
-        if (!s)
-                return fk_error_set(err, -ENOENT, "session %s/%s was deleted", ns, name);
-        if (s->phase != SESSION_PHASE_RUNNING)
-                return fk_error_set(err, -EIO, "rollback of %s/%s failed: %s", ns, name,
-                                    s->conditions[AGENT_COND_READY].message);
         return 0;
 }
 
@@ -224,60 +191,26 @@ static int rollback_space(struct agent_daemon *d, const char *ck_dir, struct fk_
                                          "rollback", err);
 }
 
-int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *name, const char *id,
-                          struct fk_error *err)
+int agent_rollback_prepare(struct agent_daemon *d, struct agent_session *s, const char *id,
+                           struct fk_error *err)
 {
         cleanup_free char *dir = NULL;
-        struct agent_vm_ref *vm = NULL;
-        uint64_t t0 = fk_now_mono_ns();
-        struct agent_session *s;
         int r;
 
-        pthread_mutex_lock(&d->lock);
-        s = agent_daemon_find(d, ns, name);
-        if (!s || !s->spec)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->busy)
-                r = fk_error_set(err, -EBUSY, "session %s/%s is busy (%s); retry", ns, name,
-                                 session_phase_to_string(s->phase));
-        else
-                r = agent_checkpoint_own_dir(d, s, id, &dir, err);
+        r = agent_checkpoint_own_dir(d, s, id, &dir, err);
         if (r >= 0)
                 r = rollback_space(d, dir, err); /* before the VM stops */
-        if (r >= 0 && !(s->rollback_to = strdup(id)))
-                r = -ENOMEM;
+        if (r >= 0) {
+                free(s->rollback_to);
+                if (!(s->rollback_to = strdup(id)))
+                        r = fk_error_set(err, -ENOMEM, "out of memory");
+        }
         /* stored before the VM stops: a restart meanwhile still rolls back */
         if (r >= 0 && s->source != AGENT_SOURCE_FILE &&
             (r = agent_store_save(d->store, s, err)) < 0) {
                 free(s->rollback_to);
                 s->rollback_to = NULL;
         }
-        if (r < 0) {
-                pthread_mutex_unlock(&d->lock);
-                return r;
-        }
-        vm = TAKE_PTR(s->vm);
-        s->pid = 0;
-        s->busy = true;
-        d->workers++;
-        pthread_mutex_unlock(&d->lock);
-        /* As a stop does: relays to the old VM go; the netns and cgroup stay for the new one. */
-        agent_fwd_close_key(d, s->key);
-        if (vm)
-                (void)d->ops.stop(d->ops.userdata, vm->vm, 500);
-        agent_vm_ref_put(vm);
-        pthread_mutex_lock(&d->lock);
-        d->workers--;
-        s->busy = false;
-        log_info("session %s: rolling back to %s", s->key, id);
-        r = agent_executor_run(d, s, CORE_ACTION_BOOT);
-        if (r >= 0)
-                r = wait_not_busy(d, ns, name, err);
-        else
-                fk_error_set(err, r, "rollback: %s", strerror(-r));
-        pthread_mutex_unlock(&d->lock);
-        agent_metrics_op_done(AGENT_OP_ROLLBACK, r, t0);
-        agent_daemon_wake(d);
         return r;
 }
 
@@ -294,8 +227,9 @@ static long fork_index(const char *parent, const char *name)
         return *end ? -1 : v;
 }
 
-static void forks_scale_down(struct agent_daemon *d, struct agent_session *p, unsigned count)
+void agent_forks_trim(struct agent_daemon *d, struct agent_session *p)
 {
+        unsigned count = p->spec && p->spec->has_forks ? p->spec->forks_count : 0;
         struct fk_error err = {0};
 
         for (size_t i = 0; i < d->n_sessions; i++) {
@@ -335,8 +269,9 @@ static char *named_checkpoint_id(struct agent_daemon *d, struct agent_session *p
 }
 
 /* Why spec.forks of p waits for its checkpoint: the parent's own failure when it has one. */
-static void forks_waiting(struct agent_session *p, uint64_t now)
+void agent_forks_waiting(struct agent_daemon *d, struct agent_session *p)
 {
+        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
         const struct agent_condition *after = &p->conditions[AGENT_COND_AFTER_START];
         const struct agent_condition *cks = &p->conditions[AGENT_COND_CHECKPOINTS];
 
@@ -354,7 +289,7 @@ static void forks_waiting(struct agent_session *p, uint64_t now)
                                             p->spec->forks_from);
 }
 
-static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
+void agent_forks_scale_up(struct agent_daemon *d, struct agent_session *p)
 {
         uint64_t now = d->clock.now_real_ns(d->clock.userdata);
         cleanup_free char *id = NULL;
@@ -367,7 +302,7 @@ static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
                 if (agent_daemon_find(d, p->namespace, fname))
                         continue;
                 if (!id && !(id = named_checkpoint_id(d, p, p->spec->forks_from))) {
-                        forks_waiting(p, now);
+                        agent_forks_waiting(d, p);
                         return;
                 }
                 if (fork_create(d, p, fname, id, true, &err) < 0) {
@@ -382,17 +317,30 @@ static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
                                     p->spec->forks_from);
 }
 
-void agent_forks_reconcile(struct agent_daemon *d)
+void agent_forks_observe(struct agent_daemon *d, struct agent_session *p, unsigned *ret_have,
+                         unsigned *ret_beyond, bool *ret_source)
 {
-        for (size_t i = 0; i < d->n_sessions; i++) {
-                struct agent_session *p = d->sessions[i];
+        unsigned count = p->spec->has_forks ? p->spec->forks_count : 0, have = 0, beyond = 0;
+        char *id;
 
-                if (!p->spec)
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                const struct agent_session *f = d->sessions[i];
+                long idx;
+
+                if (!f->spec || !f->fork_parent || strcmp(f->fork_parent, p->name) ||
+                    strcmp(f->namespace, p->namespace))
                         continue;
-                forks_scale_down(d, p, p->spec->has_forks ? p->spec->forks_count : 0);
-                if (p->spec->has_forks && p->phase == SESSION_PHASE_RUNNING && !p->busy)
-                        forks_scale_up(d, p);
+                idx = fork_index(p->name, f->name);
+                if (idx >= 0 && (unsigned long)idx < count)
+                        have++;
+                else if (f->fork_by_spec)
+                        beyond++;
         }
+        *ret_have = have;
+        *ret_beyond = beyond;
+        id = p->spec->has_forks ? named_checkpoint_id(d, p, p->spec->forks_from) : NULL;
+        *ret_source = id != NULL;
+        free(id);
 }
 
 int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, json_t *j)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Forks and rollback: what a boot restores from (a parent's checkpoint with copy-on-write RAM,
- * or the session's own checkpoint with a RAM copy), afterStart + spec.checkpoints after a cold
- * boot, `fork` and `rollback` requests, spec.forks reconciliation and fork status. */
+ * or the session's own checkpoint with a RAM copy, or a snapshot's disk), the files it
+ * prepares and what it records once the restored VM runs. */
 #include "agent/agent-internal.h"
 #include "agent/jail.h"
 #include "common/cleanup.h"
@@ -17,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define AFTER_START_TIMEOUT_MS 120000
 
 void agent_restore_done(struct agent_restore *r)
 {
@@ -256,175 +255,4 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                                           mark);
                 (void)fk_rm_rf(mark);
         }
-}
-
-/* The last bytes afterStart wrote to stderr, for the condition that reports its failure. */
-struct stderr_tail {
-        char buf[160];
-        size_t len;
-};
-
-static int keep_stderr_tail(int stream, const void *data, size_t size, void *ud)
-{
-        struct stderr_tail *t = ud;
-        size_t cap = sizeof(t->buf) - 1;
-
-        if (stream != 2 || size == 0)
-                return 0;
-        if (size >= cap) {
-                memcpy(t->buf, (const char *)data + size - cap, cap);
-                t->len = cap;
-        } else {
-                if (t->len + size > cap) {
-                        size_t drop = t->len + size - cap;
-
-                        memmove(t->buf, t->buf + drop, t->len - drop);
-                        t->len -= drop;
-                }
-                memcpy(t->buf + t->len, data, size);
-                t->len += size;
-        }
-        t->buf[t->len] = '\0';
-        return 0;
-}
-
-/* 0, or -errno with err saying how afterStart failed (exit code or signal and its stderr tail,
- * guest text escaped). Does not log. */
-static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char *const *argv,
-                           char *const *env, struct fk_error *err)
-{
-        struct vmm_exec_request req = {
-                .argv = argv, .env = env, .timeout_ms = AFTER_START_TIMEOUT_MS};
-        struct vmm_exec_result res = {0};
-        struct stderr_tail tail = {0};
-        char how[48], text[sizeof(tail.buf) * 4];
-        int r;
-
-        r = d->ops.exec(d->ops.userdata, vm->vm, &req, keep_stderr_tail, &tail, &res, err);
-        if (r < 0)
-                return err->msg[0] ? r : fk_error_set(err, r, "%s", strerror(-r));
-        if (!res.signaled && !res.timed_out && res.exit_code == 0)
-                return 0;
-        if (res.timed_out)
-                snprintf(how, sizeof(how), "timed out after %u s", AFTER_START_TIMEOUT_MS / 1000);
-        else if (res.signaled)
-                snprintf(how, sizeof(how), "killed by signal %d", res.signal);
-        else
-                snprintf(how, sizeof(how), "exited %d", res.exit_code);
-        fk_escape_text(tail.buf, text, sizeof(text));
-        return fk_error_set(err, -EIO, "afterStart %s%s%s", how, text[0] ? "; stderr: " : "", text);
-}
-
-/* Whether a checkpoint named name exists in state dir sd. */
-static bool named_checkpoint_exists(const char *sd, const char *name)
-{
-        json_t *a = agent_checkpoints_list(sd), *m;
-        bool found = false;
-        size_t i;
-
-        json_array_foreach(a, i, m)
-        {
-                const char *n = json_string_value(json_object_get(m, "name"));
-
-                if (n && strcmp(n, name) == 0)
-                        found = true;
-        }
-        json_decref(a);
-        return found;
-}
-
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
-/* Under the lock: afterStart failed (err). The failure is a state: AfterStart False with the
- * exit and the stderr tail, Ready False with that reason, declared checkpoints (and so declared
- * forks) wait; with restartPolicy OnFailure the session fails and boots again after back-off. */
-static void after_start_failed(struct agent_daemon *d, struct agent_session *s,
-                               const struct fk_error *err)
-{
-        uint64_t now = now_real(d);
-
-        log_error("session %s: %s", s->key, err->msg);
-        agent_session_set_condition(s, AGENT_COND_AFTER_START, "False", "Failed", now, "%s",
-                                    err->msg);
-        if (s->spec && s->spec->n_checkpoints)
-                agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False", "AfterStartFailed",
-                                            now, "%s",
-                                            "spec.checkpoints wait for a successful afterStart");
-        if (s->spec && s->spec->restart_policy == RESTART_POLICY_ON_FAILURE)
-                agent_session_fail(d, s, "AfterStartFailed", err->msg);
-        else
-                agent_session_set_condition(s, AGENT_COND_READY, "False", "AfterStartFailed", now,
-                                            "%s", err->msg);
-}
-
-/* Takes the declared checkpoints not taken yet; returns how many failed (err: the last). */
-static unsigned take_declared(struct agent_daemon *d, struct agent_session *s,
-                              struct agent_vm_ref *vm, const char *sd, char **names,
-                              struct fk_error *err)
-{
-        unsigned failed = 0;
-
-        for (size_t i = 0; names && names[i]; i++) {
-                char id[48];
-
-                if (named_checkpoint_exists(sd, names[i]))
-                        continue;
-                if (agent_checkpoint_take_flight(d, s, vm, names[i], id, err) < 0) {
-                        log_error("session %s: checkpoint %s: %s", s->key, names[i], err->msg);
-                        failed++;
-                }
-        }
-        return failed;
-}
-
-void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm)
-{
-        cleanup_free char *sd = NULL;
-        char **after = NULL, **names = NULL, **env = NULL;
-        struct fk_error err = {0};
-        unsigned failed = 0;
-        int r = 0;
-
-        pthread_mutex_lock(&d->lock);
-        if (s->spec && s->spec->after_start)
-                r = fk_strv_copy(s->spec->after_start, &after);
-        for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_checkpoints; i++)
-                r = fk_strv_push(&names, s->spec->checkpoints[i].name);
-        for (size_t i = 0; s->spec && r >= 0 && i < s->spec->n_env; i++) {
-                cleanup_free char *kv = NULL;
-
-                r = fk_asprintf(&kv, "%s=%s", s->spec->env[i].key, s->spec->env[i].value);
-                if (r >= 0)
-                        r = fk_strv_push(&env, kv);
-        }
-        if (r >= 0)
-                r = agent_session_state_dir(d->cfg->state_dir, s->key, &sd);
-        if (r < 0)
-                fk_error_set(&err, r, "afterStart: %s", strerror(-r));
-        pthread_mutex_unlock(&d->lock);
-        if (r >= 0 && after)
-                r = run_after_start(d, vm, after, env, &err);
-        if (r >= 0)
-                failed = take_declared(d, s, vm, sd, names, &err);
-        pthread_mutex_lock(&d->lock);
-        if (r < 0) {
-                after_start_failed(d, s, &err);
-        } else {
-                if (after)
-                        agent_session_set_condition(s, AGENT_COND_AFTER_START, "True", "Succeeded",
-                                                    now_real(d), "%s", "afterStart exited 0");
-                if (names && failed)
-                        agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False",
-                                                    "CheckpointFailed", now_real(d), "%s", err.msg);
-                else if (names)
-                        agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "True", "Taken",
-                                                    now_real(d), "%s", "");
-        }
-        pthread_mutex_unlock(&d->lock);
-        fk_strv_free(after);
-        fk_strv_free(names);
-        fk_strv_free(env);
 }

@@ -106,59 +106,29 @@ static int snapshot_space(struct agent_daemon *d, const char *sd, const char *ke
         return agent_space_check(d->cfg->state_dir, "stateDir", *need, "snapshot", err);
 }
 
-int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const char *name,
-                                 char *ret_id, struct fk_error *err)
+void agent_snapshot_new_id(char *buf)
 {
-        cleanup_free char *sd = NULL, *layer = NULL;
-        struct agent_vm_ref *vm = NULL;
-        struct agent_session *s;
-        json_t *spec = NULL;
-        uint64_t need = AGENT_SPACE_SLACK;
         uint8_t b[8];
-        char hex[17], key[160];
-        int r = 0;
+        char hex[17];
 
-        pthread_mutex_lock(&d->lock);
-        s = agent_daemon_find(d, ns, name);
-        if (!s || !s->spec)
-                r = fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
-        else if (s->busy)
-                r = fk_error_set(err, -EBUSY, "session %s/%s is busy; retry", ns, name);
-        else if (s->phase != SESSION_PHASE_RUNNING || !s->vm || !d->ops.snapshot_disk)
-                r = fk_error_set(err, -EAGAIN, "session %s/%s is %s, not Running", ns, name,
-                                 session_phase_to_string(s->phase));
-        else if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0 ||
-                 !(spec = session_manifest_to_json(s->spec)))
-                r = -ENOMEM;
-        if (r < 0) {
-                pthread_mutex_unlock(&d->lock);
-                return r;
-        }
-        snprintf(key, sizeof(key), "%s", s->key);
-        vm = agent_vm_ref_get(s->vm);
-        s->busy = true;
-        d->workers++;
-        pthread_mutex_unlock(&d->lock);
         (void)fk_random_bytes(b, sizeof(b));
         fk_hex(b, sizeof(b), hex);
-        snprintf(ret_id, SNAP_ID_MAX, "snap_%s", hex);
+        snprintf(buf, SNAP_ID_MAX, "snap_%s", hex);
+}
+
+int agent_snapshot_take(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,
+                        const char *key, json_t *spec, const char *id, struct fk_error *err)
+{
+        cleanup_free char *layer = NULL;
+        uint64_t need = AGENT_SPACE_SLACK;
+        int r;
+
         r = snapshot_space(d, sd, key, &need, err);
         if (r >= 0)
-                r = freeze_layer(d, vm, sd, key, ret_id, &layer, err);
+                r = freeze_layer(d, vm, sd, key, id, &layer, err);
         if (r >= 0)
-                r = export_snapshot(d, layer, ret_id, key, spec, err);
-        r = agent_space_explain(r, d->cfg->state_dir, "stateDir", need, "snapshot", err);
-        json_decref(spec);
-        agent_vm_ref_put(vm);
-        pthread_mutex_lock(&d->lock);
-        s->busy = false;
-        d->workers--;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
-        agent_daemon_wake(d);
-        if (r >= 0)
-                log_info("session %s: filesystem snapshot %s", key, ret_id);
-        return r;
+                r = export_snapshot(d, layer, id, key, spec, err);
+        return agent_space_explain(r, d->cfg->state_dir, "stateDir", need, "snapshot", err);
 }
 
 /* The snapshot's spec renamed to ns/new_name, without checkpoints' forks. */

@@ -44,24 +44,58 @@ enum session_phase session_phase_from_string(const char *s);
 /* ---- planner (core/plan.c)
  * ------------------------------------------------------------------------ */
 
-/* What the manifests ask for, one entry per session (index-aligned with core_observed). */
+/* What a request asked of a session and still waits for (agent/intent.c keeps the records; the
+ * planner sees the oldest pending one). */
+enum core_intent_kind {
+        CORE_INTENT_NONE,
+        CORE_INTENT_CHECKPOINT, /* POST .../checkpoints */
+        CORE_INTENT_ROLLBACK,   /* POST .../rollback */
+        CORE_INTENT_SNAPSHOT,   /* POST .../snapshots */
+        CORE_INTENT_FORK,       /* POST .../forks */
+        _CORE_INTENT_MAX,
+};
+const char *core_intent_to_string(enum core_intent_kind k);
+
+/* How long a request waits for a busy session before it is refused (-EBUSY). */
+#define CORE_INTENT_BUSY_WAIT_NS (30ull * 1000000000ull)
+
+/* What is left to do on a VM after its cold boot, in this order. */
+enum core_post_start {
+        CORE_POST_START_NONE,        /* nothing: done, or a restored or adopted VM */
+        CORE_POST_START_AFTER_START, /* lifecycle.afterStart has not run */
+        CORE_POST_START_CHECKPOINTS, /* spec.checkpoints not attempted on this VM */
+        CORE_POST_START_FAILED,      /* afterStart failed: declared checkpoints and forks wait */
+};
+
+/* What the manifests and the requests ask for, one entry per session (index-aligned with
+ * core_observed). */
 struct core_desired {
         bool present;        /* false: the manifest was deleted */
         int state;           /* enum session_state */
         uint64_t generation; /* metadata.generation */
         bool restart_on_failure;
+        enum core_intent_kind intent; /* the oldest request waiting to run, NONE: none */
+        uint64_t intent_since_ns;     /* monotonic: when it was recorded */
+        bool has_forks;               /* spec.forks */
+        unsigned forks_count;         /* spec.forks.count */
 };
 
 /* What is true on the node for the same session. */
 struct core_observed {
         enum session_phase phase;
-        bool busy;                    /* an action is in flight: plan nothing */
+        bool busy;                    /* an action is in flight: plan nothing for its VM */
         bool has_vm;                  /* a QEMU process is attached */
         uint64_t observed_generation; /* generation last acted upon */
         uint64_t retry_at_ns;         /* Failed + restart: earliest next boot (monotonic) */
         bool unhealthy;               /* the guest died (panic, OOM, no answer): end the VM */
         bool io_stopped;              /* QEMU stopped the VM on a disk write error */
         bool io_resume_due;           /* ... and it may continue now (space is back) */
+        bool class_changed;           /* spec.sizeClass differs from the class applied to the VM */
+        bool has_net;                 /* a session network exists (its egress follows the spec) */
+        enum core_post_start post_start;
+        unsigned forks;        /* forks spec.forks made that are still wanted by name */
+        unsigned forks_beyond; /* forks spec.forks made whose index is >= forks_count */
+        bool forks_source;     /* the checkpoint spec.forks.from names exists */
 };
 
 enum core_action_kind {
@@ -70,15 +104,30 @@ enum core_action_kind {
         CORE_ACTION_STOP, /* graceful stop, keep state (spec.state: Stopped) */
         CORE_ACTION_PAUSE,
         CORE_ACTION_RESUME,
-        CORE_ACTION_DESTROY, /* stop, remove run/state files, forget the session */
-        CORE_ACTION_FAIL,    /* end the VM of a dead guest without asking it; phase Failed */
+        CORE_ACTION_DESTROY,     /* stop, remove run/state files, forget the session */
+        CORE_ACTION_FAIL,        /* end the VM of a dead guest without asking it; phase Failed */
+        CORE_ACTION_RESIZE,      /* apply a changed size class to the running VM's cgroup */
+        CORE_ACTION_EGRESS,      /* apply spec.egress to the session's nftables table */
+        CORE_ACTION_REJECT,      /* the oldest intent cannot run: it ends with action.error */
+        CORE_ACTION_CHECKPOINT,  /* the requested checkpoint (intent) */
+        CORE_ACTION_ROLLBACK,    /* stop the VM, boot it from its own checkpoint (intent) */
+        CORE_ACTION_SNAPSHOT,    /* filesystem snapshot of the workspace disk (intent) */
+        CORE_ACTION_FORK,        /* POST forks: new fork sessions (intent) */
+        CORE_ACTION_AFTER_START, /* run lifecycle.afterStart in the new VM */
+        CORE_ACTION_DECLARED_CHECKPOINTS, /* take the spec.checkpoints not taken yet */
+        CORE_ACTION_FORK_SCALE,           /* make the missing spec.forks */
+        CORE_ACTION_FORK_TRIM,            /* delete spec.forks beyond the count */
+        CORE_ACTION_FORKS_WAIT,           /* spec.forks cannot grow yet: say why */
         _CORE_ACTION_MAX,
 };
 const char *core_action_to_string(enum core_action_kind k);
+/* Whether k serves an intent (REJECT, CHECKPOINT, ROLLBACK, SNAPSHOT, FORK). */
+bool core_action_serves_intent(enum core_action_kind k);
 
 struct core_action {
         size_t index; /* into the desired/observed arrays */
         enum core_action_kind kind;
+        int error; /* CORE_ACTION_REJECT: the intent's -errno */
 };
 
 struct core_plan {

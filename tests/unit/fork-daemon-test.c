@@ -4,7 +4,8 @@
  * (restored from the parent's checkpoint with private RAM); a checkpoint belongs to its session;
  * delete refused while forks depend on it, then cascade; rollback restores a RAM copy; events
  * name each step (Checkpointed, CheckpointFailed, RollingBack, RolledBack, RollbackFailed,
- * Forking), Normal unless something went wrong. */
+ * Forking), Normal unless something went wrong; requests are intents the runner serializes
+ * per session (a rollback waits for a checkpoint, a fork does not) and audits. */
 #include "agent-harness.h"
 
 #include <dirent.h>
@@ -358,6 +359,82 @@ static void test_fork_events(void **state)
         assert_string_equal(event(e, FORK0, "Booting", msg, sizeof(msg)), "");
 }
 
+struct post {
+        struct env *e;
+        const char *path;
+        char body[128];
+        long status;
+};
+
+static void *post_thread(void *arg)
+{
+        struct post *p = arg;
+
+        p->status = req(p->e, "POST", p->path, p->body, NULL);
+        return NULL;
+}
+
+/* Requests are intents the job runner serializes per session: a rollback asked during a
+ * checkpoint waits for it and then runs (no 409), a fork is served at once (it reads a complete
+ * checkpoint), and each served intent is audited by forkletd. */
+static void test_requests_serialize(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = create(e, 201), *path = NULL, *log = NULL;
+        struct post ck = {e, SESSION "/checkpoints", "{}", 0};
+        struct post rb = {e, SESSION "/rollback", "", 0};
+        int stops = atomic_load(&e->fake.stops);
+        char body[128];
+        pthread_t t1, t2;
+
+        atomic_store(&ck_slow, true);
+        atomic_store(&ck_started, false);
+        assert_int_equal(pthread_create(&t1, NULL, post_thread, &ck), 0);
+        for (int i = 0; i < 500 && !atomic_load(&ck_started); i++)
+                usleep(10000);
+        assert_true(atomic_load(&ck_started));
+        snprintf(body, sizeof(body), "{\"from\": \"%s\", \"count\": 1}", id);
+        assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
+        snprintf(rb.body, sizeof(rb.body), "{\"checkpoint\": \"%s\"}", id);
+        assert_int_equal(pthread_create(&t2, NULL, post_thread, &rb), 0);
+        usleep(300000);
+        assert_int_equal(atomic_load(&e->fake.stops), stops); /* waiting for the checkpoint */
+        assert_int_equal(rb.status, 0);
+        atomic_store(&ck_release, true);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        assert_int_equal(ck.status, 201);
+        assert_int_equal(rb.status, 200);
+        assert_int_equal(atomic_load(&e->fake.stops), stops + 1);
+        assert_int_equal(atomic_load(&ck_calls), 2);
+        assert_int_equal(req(e, "GET", FORK0, NULL, NULL), 200);
+        assert_true(fk_asprintf(&path, "%s/state/audit.log", e->dir) > 0);
+        assert_int_equal(fk_read_file(path, 1024 * 1024, &log, NULL), 0);
+        assert_non_null(strstr(log, "\"caller\":\"forkletd\",\"session\":\"default/hello\","
+                                    "\"action\":\"checkpoint\",\"result\":\"ok\""));
+        assert_non_null(strstr(log, "\"action\":\"rollback\",\"result\":\"ok\""));
+        assert_non_null(strstr(log, "\"action\":\"fork\",\"result\":\"ok\""));
+}
+
+/* A checkpoint asked of a session that is not Running is refused by the planner with the phase
+ * (409), and the session is not touched. */
+static void test_checkpoint_refused_when_stopped(void **state)
+{
+        struct env *e = *state;
+        json_t *j = NULL;
+        const char *msg;
+
+        assert_int_equal(req(e, "POST", SESSION "/stop", NULL, NULL), 200);
+        reconcile(e);
+        assert_int_equal(req(e, "POST", SESSION "/checkpoints", "{}", &j), 409);
+        msg = json_string_value(json_object_get(j, "message"));
+        assert_non_null(msg);
+        assert_non_null(strstr(msg, "is Stopped, not Running"));
+        json_decref(j);
+        assert_int_equal(count_checkpoints(e, SESSION "/checkpoints"), 0);
+        assert_int_equal(req(e, "POST", SESSION "-nope/checkpoints", "{}", NULL), 404);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -371,6 +448,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rollback_copies_ram, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events_name_each_step, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_events, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_requests_serialize, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_checkpoint_refused_when_stopped, fork_setup,
+                                                teardown),
         };
 
         curl_global_init(CURL_GLOBAL_DEFAULT);

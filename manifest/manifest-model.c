@@ -208,9 +208,17 @@ bool session_manifest_equal(const struct session_manifest *a, const struct sessi
 {
         if (!a || !b)
                 return a == b;
-        return str_eq(a->name, b->name) && str_eq(a->namespace, b->namespace) &&
-               kvs_eq(a->labels, a->n_labels, b->labels, b->n_labels) &&
+        return kvs_eq(a->labels, a->n_labels, b->labels, b->n_labels) &&
                kvs_eq(a->annotations, a->n_annotations, b->annotations, b->n_annotations) &&
+               session_manifest_spec_equal(a, b);
+}
+
+bool session_manifest_spec_equal(const struct session_manifest *a,
+                                 const struct session_manifest *b)
+{
+        if (!a || !b)
+                return a == b;
+        return str_eq(a->name, b->name) && str_eq(a->namespace, b->namespace) &&
                str_eq(a->size_class, b->size_class) && str_eq(a->image, b->image) &&
                a->state == b->state && a->restart_policy == b->restart_policy &&
                kvs_eq(a->env, a->n_env, b->env, b->n_env) && lists_eq(a, b) &&

@@ -217,6 +217,9 @@ struct node_config *node_config_free(struct node_config *c);
 int session_manifest_copy(const struct session_manifest *m, struct session_manifest **ret);
 /* Deep equality of everything rendered (source fields ignored). */
 bool session_manifest_equal(const struct session_manifest *a, const struct session_manifest *b);
+/* The same without labels and annotations: what metadata.generation counts changes of. */
+bool session_manifest_spec_equal(const struct session_manifest *a,
+                                 const struct session_manifest *b);
 
 /* Parses every document of a YAML buffer as Sessions. `source` names it in messages.
  * cfg may be NULL (then sizeClass/image/forks.count are checked only for syntax; with a cfg

@@ -21,6 +21,9 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-jail-test SOURCES unit/agent-jail-test.c LIBS fk_agent)
   fk_unit_test(agent-runfs-test SOURCES unit/agent-runfs-test.c LIBS fk_agent)
   fk_unit_test(agent-tls-test SOURCES unit/agent-tls-test.c LIBS fk_cluster fk_agent)
+  # Kubernetes API conventions: pure parts, then the server with the fake VM backend
+  fk_unit_test(agent-kube-test SOURCES unit/agent-kube-test.c LIBS fk_cli fk_agent)
+  fk_unit_test(agent-kube-api-test SOURCES unit/agent-kube-api-test.c LIBS fk_cli fk_agent)
   # forklet mcp: JSON-RPC framing and dispatch (fake transport, a pipe), then every tool
   # against the REST server with the fake VM backend
   fk_unit_test(cli-mcp-test SOURCES unit/cli-mcp-test.c LIBS fk_cli)

@@ -55,3 +55,6 @@ fk_forkletd_test(api-tls TIMEOUT 300)
 # forklet mcp with the official MCP TypeScript SDK client (npm, installed into BUILD/npm-mcp;
 # skips with 77 when node, npm or the registry is missing) against a real forkletd and VM.
 fk_forkletd_test(mcp-sdk TIMEOUT 1200)
+# kubectl (the one on the machine; 77 without it) against forkletd and a microVM through the
+# TLS listener: discovery, apply, get/-w/-o, wait, patch, explain, invalid manifests, delete.
+fk_forkletd_test(kube-kubectl TIMEOUT 1200)

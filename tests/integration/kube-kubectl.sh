@@ -170,6 +170,20 @@ K get session bad >"$T/o" 2>&1 && fail "an invalid session exists"
 grep -q 'sessions.forklet.dev "bad" not found' "$T/o" || fail "get bad: $(out)"
 echo "ok: invalid manifests refused with the field and message"
 
+# ---- server-side apply and --dry-run=server (k2 stays Stopped: no VM) ------------------------
+printf 'apiVersion: forklet.dev/v1alpha1\nkind: Session\nmetadata: {name: k2, labels: {tier: a}}\nspec: {state: Stopped}\n' >"$T/k2.yaml"
+K apply --server-side -f "$T/k2.yaml" >"$T/o" 2>&1 || fail "apply --server-side: $(out)"
+grep -qx "session.forklet.dev/k2 serverside-applied" "$T/o" || fail "server-side apply: $(out)"
+sed -i 's/tier: a/tier: b/' "$T/k2.yaml"
+K apply --server-side -f "$T/k2.yaml" >"$T/o" 2>&1 || fail "apply --server-side again: $(out)"
+[ "$(K get session k2 -o jsonpath='{.metadata.labels.tier}')" = b ] || fail "server-side apply: label"
+[ "$(K get session k2 -o jsonpath='{.status.phase}')" = Stopped ] || fail "k2 not Stopped"
+K patch session k2 --type=merge --dry-run=server -p '{"metadata":{"labels":{"tier":"dry"}}}' \
+        >"$T/o" 2>&1 || fail "patch --dry-run=server: $(out)"
+[ "$(K get session k2 -o jsonpath='{.metadata.labels.tier}')" = b ] || fail "--dry-run=server changed k2"
+K delete -f "$T/k2.yaml" --timeout=60s >"$T/o" 2>&1 || fail "delete -f: $(out)"
+echo "ok: apply --server-side (create, update), patch --dry-run=server changed nothing, delete -f"
+
 # ---- delete; the /api/v1alpha1 paths still answer --------------------------------------------
 "$FORKLET" get session k1 -o json | jq -e '.metadata.resourceVersion == null' >/dev/null ||
         fail "/api/v1alpha1 changed: it shows resourceVersion"

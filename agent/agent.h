@@ -429,17 +429,17 @@ enum api_route_kind {
 /* API_ROUTE_KUBE paths. /apis/forklet.dev/v1alpha1/namespaces/NS/sessions/NAME/SUB for the
  * other subresources routes as /api/v1alpha1's (exec, checkpoints, ...). */
 enum api_kube_path {
-        API_KUBE_VERSION,      /* /version */
-        API_KUBE_API,          /* /api */
-        API_KUBE_APIS,         /* /apis */
-        API_KUBE_GROUP,        /* /apis/forklet.dev */
-        API_KUBE_RESOURCES,    /* /apis/forklet.dev/v1alpha1 */
-        API_KUBE_OPENAPI,      /* /openapi/v3 */
-        API_KUBE_OPENAPI_GV,   /* /openapi/v3/apis/forklet.dev/v1alpha1 */
-        API_KUBE_SESSIONS,     /* /apis/forklet.dev/v1alpha1/sessions (all namespaces) */
-        API_KUBE_NS_SESSIONS,  /* .../namespaces/NS/sessions */
-        API_KUBE_SESSION,      /* .../namespaces/NS/sessions/NAME */
-        API_KUBE_STATUS,       /* .../namespaces/NS/sessions/NAME/status */
+        API_KUBE_VERSION,     /* /version */
+        API_KUBE_API,         /* /api */
+        API_KUBE_APIS,        /* /apis */
+        API_KUBE_GROUP,       /* /apis/forklet.dev */
+        API_KUBE_RESOURCES,   /* /apis/forklet.dev/v1alpha1 */
+        API_KUBE_OPENAPI,     /* /openapi/v3 */
+        API_KUBE_OPENAPI_GV,  /* /openapi/v3/apis/forklet.dev/v1alpha1 */
+        API_KUBE_SESSIONS,    /* /apis/forklet.dev/v1alpha1/sessions (all namespaces) */
+        API_KUBE_NS_SESSIONS, /* .../namespaces/NS/sessions */
+        API_KUBE_SESSION,     /* .../namespaces/NS/sessions/NAME */
+        API_KUBE_STATUS,      /* .../namespaces/NS/sessions/NAME/status */
 };
 
 #define API_PATH_SEGMENT_MAX 64

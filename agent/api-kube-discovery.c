@@ -77,20 +77,18 @@ static json_t *resources_json(void)
 
         if (!res)
                 return NULL;
-        json_array_append_new(
-                res, json_pack("{s:s, s:s, s:b, s:s, s:o, s:[s], s:[s]}", "name", "sessions",
-                               "singularName", "session", "namespaced", 1, "kind", "Session",
-                               "verbs", verbs(session_verbs, 8), "shortNames", "sess",
-                               "categories", "forklet"));
+        json_array_append_new(res, json_pack("{s:s, s:s, s:b, s:s, s:o, s:[s], s:[s]}", "name",
+                                             "sessions", "singularName", "session", "namespaced", 1,
+                                             "kind", "Session", "verbs", verbs(session_verbs, 8),
+                                             "shortNames", "sess", "categories", "forklet"));
         for (size_t i = 0; i < ARRAY_SIZE(subresources); i++) {
                 char name[64];
 
                 snprintf(name, sizeof(name), "sessions/%s", subresources[i].name);
-                json_array_append_new(res,
-                                      json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", name,
-                                                "singularName", "", "namespaced", 1, "kind",
-                                                subresources[i].kind, "verbs",
-                                                verbs(subresources[i].verbs, 4)));
+                json_array_append_new(res, json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", name,
+                                                     "singularName", "", "namespaced", 1, "kind",
+                                                     subresources[i].kind, "verbs",
+                                                     verbs(subresources[i].verbs, 4)));
         }
         return json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1",
                          "groupVersion", GV, "resources", res);

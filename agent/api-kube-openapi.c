@@ -34,8 +34,8 @@ static json_t *params(bool name, bool write)
                 json_array_append_new(a, param("fieldValidation", "query",
                                                "Strict (default and always): unknown or "
                                                "duplicate fields are refused (422)"));
-                json_array_append_new(a, param("dryRun", "query",
-                                               "All: validate and answer, change nothing"));
+                json_array_append_new(
+                        a, param("dryRun", "query", "All: validate and answer, change nothing"));
                 json_array_append_new(a, param("fieldManager", "query", "accepted, not kept"));
         } else {
                 json_array_append_new(a, param("labelSelector", "query", "a=b, a!=b, a in (x)"));
@@ -54,23 +54,23 @@ static json_t *reply(const char *ref)
 }
 
 /* One operation; body: request body schema or NULL; types: its content types. */
-static json_t *op(const char *id, const char *action, const char *kind, json_t *ps,
-                  const char *ref, const char *const *types)
+static json_t *op(const char *id, const char *action, const char *kind, json_t *ps, const char *ref,
+                  const char *const *types)
 {
         json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:{s:s, s:s, s:s}}", "operationId", id,
                               "x-kubernetes-action", action, "parameters", ps, "responses",
-                              reply(ref), "x-kubernetes-group-version-kind", "group",
-                              "forklet.dev", "version", "v1alpha1", "kind", kind);
+                              reply(ref), "x-kubernetes-group-version-kind", "group", "forklet.dev",
+                              "version", "v1alpha1", "kind", kind);
         json_t *content;
 
         if (!o || !types)
                 return o;
         content = json_object();
         for (size_t i = 0; content && types[i]; i++)
-                json_object_set_new(content, types[i], json_pack("{s:{s:s}}", "schema", "$ref",
-                                                                 SESSION));
-        json_object_set_new(o, "requestBody", json_pack("{s:o, s:b}", "content", content,
-                                                        "required", 1));
+                json_object_set_new(content, types[i],
+                                    json_pack("{s:{s:s}}", "schema", "$ref", SESSION));
+        json_object_set_new(o, "requestBody",
+                            json_pack("{s:o, s:b}", "content", content, "required", 1));
         return o;
 }
 
@@ -81,8 +81,7 @@ static json_t *paths(void)
                                                   "application/apply-patch+yaml", NULL};
 
         return json_pack(
-                "{s:{s:o}, s:{s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
-                BASE "/sessions", "get",
+                "{s:{s:o}, s:{s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}", BASE "/sessions", "get",
                 op("listSessionsAllNamespaces", "list", "Session", json_array(), LIST, NULL),
                 BASE "/namespaces/{namespace}/sessions", "get",
                 op("listSessions", "list", "Session", params(false, false), LIST, NULL), "post",
@@ -92,7 +91,8 @@ static json_t *paths(void)
                 op("replaceSession", "put", "Session", params(true, true), SESSION, json_types),
                 "patch",
                 op("patchSession", "patch", "Session", params(true, true), SESSION, patch_types),
-                "delete", op("deleteSession", "delete", "Session", params(true, true), SESSION, NULL),
+                "delete",
+                op("deleteSession", "delete", "Session", params(true, true), SESSION, NULL),
                 BASE "/namespaces/{namespace}/sessions/{name}/status", "get",
                 op("readSessionStatus", "get", "Session", params(true, false), SESSION, NULL));
 }
@@ -125,6 +125,6 @@ json_t *api_kube_openapi_root(void)
         free(text);
         fk_hex(d, sizeof(d), hex);
         snprintf(url, sizeof(url), "/openapi/v3" BASE "?hash=%.32s", hex);
-        return json_pack("{s:{s:{s:s}}}", "paths", "apis/forklet.dev/v1alpha1",
-                         "serverRelativeURL", url);
+        return json_pack("{s:{s:{s:s}}}", "paths", "apis/forklet.dev/v1alpha1", "serverRelativeURL",
+                         url);
 }

@@ -21,7 +21,7 @@ struct kube_obj {
         char key[2 * API_PATH_SEGMENT_MAX + 2]; /* ns/name */
         uint64_t hash, rv, created_rv;
         bool gone;
-        json_t *last; /* owned deep copy: the object as last seen (for DELETED) */
+        json_t *last;  /* owned deep copy: the object as last seen (for DELETED) */
         uint64_t seen; /* list pass that saw it last */
 };
 
@@ -202,17 +202,17 @@ uint64_t api_kube_changes_since(uint64_t rv,
                         sel[n++] = &cache.v[i];
         qsort(sel, n, sizeof(sel[0]), by_rv);
         for (size_t i = 0; i < n; i++) {
-                types[i] = sel[i]->gone               ? "DELETED"
+                types[i] = sel[i]->gone              ? "DELETED"
                            : sel[i]->created_rv > rv ? "ADDED"
-                                                      : "MODIFIED";
+                                                     : "MODIFIED";
                 objs[i] = json_deep_copy(sel[i]->last);
                 rvs[i] = sel[i]->rv;
                 if (objs[i] && sel[i]->gone) {
                         char s[24];
 
                         snprintf(s, sizeof(s), "%" PRIu64, rvs[i]);
-                        json_object_set_new(json_object_get(objs[i], "metadata"),
-                                            "resourceVersion", json_string(s));
+                        json_object_set_new(json_object_get(objs[i], "metadata"), "resourceVersion",
+                                            json_string(s));
                 }
         }
         pthread_mutex_unlock(&cache.lock);

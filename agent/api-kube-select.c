@@ -130,8 +130,7 @@ int api_kube_label_selector_parse(const char *s, struct api_kube_selector *ret,
 int api_kube_field_selector_parse(const char *s, struct api_kube_selector *ret,
                                   struct fk_error *err)
 {
-        static const char *const fields[] = {"metadata.name", "metadata.namespace",
-                                             "status.phase"};
+        static const char *const fields[] = {"metadata.name", "metadata.namespace", "status.phase"};
         struct api_kube_selector sel;
         int r;
 

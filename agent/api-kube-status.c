@@ -122,8 +122,7 @@ int api_kube_reply_status(struct MHD_Connection *c, unsigned code, const char *r
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        return api_reply_json(c, code, api_kube_status_json(code, reason, name, msg, causes),
-                              NULL);
+        return api_reply_json(c, code, api_kube_status_json(code, reason, name, msg, causes), NULL);
 }
 
 int api_kube_reply_errno(struct MHD_Connection *c, int r, const char *name, const char *msg)

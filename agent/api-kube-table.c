@@ -109,20 +109,19 @@ static json_t *column_defs(void)
         json_t *a = json_array();
 
         for (size_t i = 0; a && i < ARRAY_SIZE(columns); i++)
-                json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:i}", "name",
-                                                   columns[i].name, "type", columns[i].type,
-                                                   "format", columns[i].format, "description",
-                                                   columns[i].description, "priority",
-                                                   columns[i].priority));
+                json_array_append_new(
+                        a, json_pack("{s:s, s:s, s:s, s:s, s:i}", "name", columns[i].name, "type",
+                                     columns[i].type, "format", columns[i].format, "description",
+                                     columns[i].description, "priority", columns[i].priority));
         return a;
 }
 
 json_t *api_kube_table(json_t *const *objs, size_t n, const char *include, bool with_columns,
                        const char *rv, int64_t now_s)
 {
-        json_t *t = json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", "Table", "apiVersion",
-                              "meta.k8s.io/v1", "metadata", "resourceVersion", rv ? rv : "",
-                              "rows");
+        json_t *t =
+                json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", "Table", "apiVersion",
+                          "meta.k8s.io/v1", "metadata", "resourceVersion", rv ? rv : "", "rows");
         json_t *rows = json_object_get(t, "rows");
 
         if (!t)

@@ -56,12 +56,11 @@ static int push_event(struct kwatch *w, const char *type, json_t *obj)
 
 static bool wanted(const struct kwatch *w, const json_t *obj)
 {
-        const char *ns = json_string_value(
-                json_object_get(json_object_get(obj, "metadata"), "namespace"));
+        const char *ns =
+                json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
 
         return (!w->o.ns[0] || (ns && strcmp(ns, w->o.ns) == 0)) &&
-               api_kube_labels_match(&w->o.labels, obj) &&
-               api_kube_fields_match(&w->o.fields, obj);
+               api_kube_labels_match(&w->o.labels, obj) && api_kube_fields_match(&w->o.fields, obj);
 }
 
 static int on_change(void *ud, const char *type, json_t *obj, uint64_t rv)
@@ -107,8 +106,8 @@ static int push_bookmark(struct kwatch *w)
         int r;
 
         snprintf(rv, sizeof(rv), "%" PRIu64, w->rv);
-        o = json_pack("{s:s, s:s, s:{s:s}}", "kind", "Session", "apiVersion",
-                      MANIFEST_API_VERSION, "metadata", "resourceVersion", rv);
+        o = json_pack("{s:s, s:s, s:{s:s}}", "kind", "Session", "apiVersion", MANIFEST_API_VERSION,
+                      "metadata", "resourceVersion", rv);
         if (!o)
                 return -ENOMEM;
         r = push_event(w, "BOOKMARK", o);

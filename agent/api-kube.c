@@ -139,8 +139,8 @@ static int handle_list(struct MHD_Connection *c, struct api_request *req,
                 const char *ns;
 
                 it = json_array_get(items, i);
-                ns = json_string_value(json_object_get(json_object_get(it, "metadata"),
-                                                       "namespace"));
+                ns = json_string_value(
+                        json_object_get(json_object_get(it, "metadata"), "namespace"));
                 if ((req->route.ns[0] && (!ns || strcmp(ns, req->route.ns) != 0)) ||
                     !api_kube_labels_match(&o.labels, it) || !api_kube_fields_match(&o.fields, it))
                         json_array_remove(items, i);
@@ -193,8 +193,8 @@ static json_t *body_json(struct MHD_Connection *c, struct api_request *req, int 
         }
         if (!j) {
                 *reply = api_kube_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL, NULL,
-                                               "invalid JSON at line %d column %d: %s",
-                                               jerr.line, jerr.column, jerr.text);
+                                               "invalid JSON at line %d column %d: %s", jerr.line,
+                                               jerr.column, jerr.text);
                 return NULL;
         }
         if (!json_is_object(j)) {
@@ -231,8 +231,7 @@ static bool match_url(struct MHD_Connection *c, struct api_request *req, json_t 
                         *reply = api_kube_reply_status(
                                 c, MHD_HTTP_BAD_REQUEST, "BadRequest", want[1], NULL,
                                 "metadata.%s (%s) does not match the URL (%s)", keys[i],
-                                json_is_string(v) ? json_string_value(v) : "not a string",
-                                want[i]);
+                                json_is_string(v) ? json_string_value(v) : "not a string", want[i]);
                         return false;
                 }
         }
@@ -243,8 +242,8 @@ static bool match_url(struct MHD_Connection *c, struct api_request *req, json_t 
 static int write_session(struct MHD_Connection *c, struct api_request *req, json_t *j,
                          bool creating)
 {
-        const char *name = json_string_value(json_object_get(json_object_get(j, "metadata"),
-                                                             "name"));
+        const char *name =
+                json_string_value(json_object_get(json_object_get(j, "metadata"), "name"));
         cleanup_free char *ns = NULL, *nm = NULL;
         struct manifest_diag diag = {0};
         struct session_manifest *m = NULL;
@@ -257,12 +256,13 @@ static int write_session(struct MHD_Connection *c, struct api_request *req, json
         json_object_del(j, "status");
         r = session_manifest_from_json(j, req->cfg, &m, &diag);
         if (r < 0) {
-                r = r == -ENOMEM ? api_kube_reply_errno(c, r, NULL, NULL)
-                                 : api_kube_reply_status(
-                                           c, MHD_HTTP_UNPROCESSABLE_CONTENT, "Invalid", name,
-                                           api_kube_causes(diag.messages, diag.n),
-                                           "Session.forklet.dev \"%s\" is invalid: %s",
-                                           name ? name : "", diag.n ? diag.messages[0] : "");
+                r = r == -ENOMEM
+                            ? api_kube_reply_errno(c, r, NULL, NULL)
+                            : api_kube_reply_status(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "Invalid",
+                                                    name, api_kube_causes(diag.messages, diag.n),
+                                                    "Session.forklet.dev \"%s\" is invalid: %s",
+                                                    name ? name : "",
+                                                    diag.n ? diag.messages[0] : "");
                 manifest_diag_done(&diag);
                 return r;
         }
@@ -343,8 +343,8 @@ static int handle_update(struct MHD_Connection *c, struct api_request *req, bool
 
         if (patch && !apply && !content_type_is(c, "application/merge-patch+json"))
                 return api_kube_reply_status(
-                        c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType",
-                        req->route.name, NULL,
+                        c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType", req->route.name,
+                        NULL,
                         "the patch type %s is not supported: use application/merge-patch+json "
                         "(kubectl patch --type=merge) or application/apply-patch+yaml",
                         header(c, "Content-Type") ? header(c, "Content-Type") : "(none)");
@@ -400,9 +400,8 @@ static int handle_one(struct MHD_Connection *c, struct api_request *req)
         if (strcmp(m, "GET") == 0 || req->route.kube == API_KUBE_STATUS) {
                 if (strcmp(m, "GET") != 0)
                         return api_kube_reply_status(
-                                c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
-                                req->route.name, NULL,
-                                "status is written by the node: change spec instead");
+                                c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", req->route.name,
+                                NULL, "status is written by the node: change spec instead");
                 r = load(req, &j);
                 if (r < 0)
                         return api_kube_reply_errno(c, r, req->route.name, NULL);
@@ -446,6 +445,6 @@ int api_kube_handle(struct MHD_Connection *c, struct api_request *req, const ato
                         return reply_doc(c, api_kube_discovery_json(p));
                 break;
         }
-        return api_kube_reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
-                                     NULL, "%s not allowed here", m);
+        return api_kube_reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL, NULL,
+                                     "%s not allowed here", m);
 }

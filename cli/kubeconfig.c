@@ -139,8 +139,9 @@ int cli_kubeconfig(const struct cli *c, int argc, char **argv)
                 goto out;
         }
         if (strncmp(server, "https://", 8) != 0) {
-                fprintf(stderr, "forklet kubeconfig: %s: kubectl sends the token over https "
-                                "only (set api.tlsCert and api.tlsKey)\n",
+                fprintf(stderr,
+                        "forklet kubeconfig: %s: kubectl sends the token over https "
+                        "only (set api.tlsCert and api.tlsKey)\n",
                         server);
                 goto out;
         }
@@ -153,7 +154,9 @@ int cli_kubeconfig(const struct cli *c, int argc, char **argv)
                 goto out;
         }
         if (fk_asprintf(&name, "forklet-%s",
-                        a.name ? a.name : cfg && cfg->node_name ? cfg->node_name : "node") < 0 ||
+                        a.name                  ? a.name
+                        : cfg && cfg->node_name ? cfg->node_name
+                                                : "node") < 0 ||
             cli_kubeconfig_render(name, server, ca, token, c->namespace ? c->namespace : "default",
                                   &out) < 0) {
                 fprintf(stderr, "forklet kubeconfig: out of memory\n");

@@ -15,10 +15,22 @@ static const char *const phases[] = {"Pending", "Starting", "Running", "Paused",
                                      "Stopped", "Failed",   NULL};
 static const char *const cond_status[] = {"True", "False", "Unknown", NULL};
 
-#define OUT(n, t, d)       {.name = n, .type = t, .flags = MF_OUTPUT, .description = d}
-#define FIELD(n, t, d)     {.name = n, .type = t, .description = d}
-#define OBJECT(n, f, d)    {.name = n, .type = MF_OBJECT, .fields = f, .description = d}
-#define ARRAY(n, it, f, d) {.name = n, .type = MF_ARRAY, .items = it, .fields = f, .description = d}
+#define OUT(n, t, d)                                                                               \
+        {                                                                                          \
+                .name = n, .type = t, .flags = MF_OUTPUT, .description = d                         \
+        }
+#define FIELD(n, t, d)                                                                             \
+        {                                                                                          \
+                .name = n, .type = t, .description = d                                             \
+        }
+#define OBJECT(n, f, d)                                                                            \
+        {                                                                                          \
+                .name = n, .type = MF_OBJECT, .fields = f, .description = d                        \
+        }
+#define ARRAY(n, it, f, d)                                                                         \
+        {                                                                                          \
+                .name = n, .type = MF_ARRAY, .items = it, .fields = f, .description = d            \
+        }
 
 static const struct manifest_field metadata[] = {
         {.name = "name",
@@ -124,7 +136,10 @@ static const struct manifest_field spec[] = {
 
 static const struct manifest_field condition[] = {
         OUT("type", MF_STRING, "Ready, ManifestValid, ResourcesApplied, AfterStart, ..."),
-        {.name = "status", .type = MF_STRING, .enums = cond_status, .flags = MF_OUTPUT,
+        {.name = "status",
+         .type = MF_STRING,
+         .enums = cond_status,
+         .flags = MF_OUTPUT,
          .description = "True, False or Unknown."},
         OUT("reason", MF_STRING, "A CamelCase reason."),
         OUT("message", MF_STRING, "What happened, for people."),
@@ -139,11 +154,21 @@ static const struct manifest_field vm[] = {
 };
 
 static const struct manifest_field status[] = {
-        {.name = "phase", .type = MF_STRING, .enums = phases, .flags = MF_OUTPUT,
+        {.name = "phase",
+         .type = MF_STRING,
+         .enums = phases,
+         .flags = MF_OUTPUT,
          .description = "Pending, Starting, Running, Paused, Stopped or Failed."},
-        {.name = "conditions", .type = MF_ARRAY, .items = MF_OBJECT, .fields = condition,
-         .flags = MF_OUTPUT, .description = "Conditions (Ready: the guest agent answers)."},
-        {.name = "vm", .type = MF_OBJECT, .fields = vm, .flags = MF_OUTPUT,
+        {.name = "conditions",
+         .type = MF_ARRAY,
+         .items = MF_OBJECT,
+         .fields = condition,
+         .flags = MF_OUTPUT,
+         .description = "Conditions (Ready: the guest agent answers)."},
+        {.name = "vm",
+         .type = MF_OBJECT,
+         .fields = vm,
+         .flags = MF_OUTPUT,
          .description = "The VM process, null when none runs."},
         OUT("network", MF_ANY, "The session network (netns, addresses)."),
         OUT("cgroup", MF_STRING, "The session's cgroup."),
@@ -157,13 +182,21 @@ static const struct manifest_field status[] = {
 };
 
 static const struct manifest_field root_fields[] = {
-        {.name = "apiVersion", .type = MF_STRING, .flags = MF_REQUIRED,
+        {.name = "apiVersion",
+         .type = MF_STRING,
+         .flags = MF_REQUIRED,
          .description = "forklet.dev/v1alpha1"},
         {.name = "kind", .type = MF_STRING, .flags = MF_REQUIRED, .description = "Session"},
-        {.name = "metadata", .type = MF_OBJECT, .fields = metadata, .flags = MF_REQUIRED,
+        {.name = "metadata",
+         .type = MF_OBJECT,
+         .fields = metadata,
+         .flags = MF_REQUIRED,
          .description = "Standard object metadata."},
         OBJECT("spec", spec, "The desired state of the session's microVM."),
-        {.name = "status", .type = MF_OBJECT, .fields = status, .flags = MF_OUTPUT,
+        {.name = "status",
+         .type = MF_OBJECT,
+         .fields = status,
+         .flags = MF_OUTPUT,
          .description = "The observed state, written by the node; ignored on input."},
         {0},
 };

@@ -213,8 +213,7 @@ bool session_manifest_equal(const struct session_manifest *a, const struct sessi
                session_manifest_spec_equal(a, b);
 }
 
-bool session_manifest_spec_equal(const struct session_manifest *a,
-                                 const struct session_manifest *b)
+bool session_manifest_spec_equal(const struct session_manifest *a, const struct session_manifest *b)
 {
         if (!a || !b)
                 return a == b;

@@ -29,8 +29,8 @@ static json_t *scalar(enum manifest_ftype t)
         case MF_TIME:
                 return json_pack("{s:s, s:s}", "type", "string", "format", "date-time");
         case MF_MAP:
-                return json_pack("{s:s, s:{s:s}}", "type", "object", "additionalProperties",
-                                 "type", "string");
+                return json_pack("{s:s, s:{s:s}}", "type", "object", "additionalProperties", "type",
+                                 "string");
         case MF_ANY:
                 return json_pack("{s:b}", "x-kubernetes-preserve-unknown-fields", 1);
         default:
@@ -111,22 +111,22 @@ static json_t *field_schema(const struct manifest_field *f)
 
 static json_t *gvk(const char *kind)
 {
-        return json_pack("[{s:s, s:s, s:s}]", "group", "forklet.dev", "version", "v1alpha1",
-                         "kind", kind);
+        return json_pack("[{s:s, s:s, s:s}]", "group", "forklet.dev", "version", "v1alpha1", "kind",
+                         kind);
 }
 
 json_t *manifest_openapi_schemas(void)
 {
         json_t *session = field_schema(manifest_session_fields());
-        json_t *list = json_pack(
-                "{s:s, s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s, s:s, "
-                "s:{s:{s:s}}}}}",
-                "description", "A list of Sessions.", "type", "object", "required", "kind",
-                "items", "properties", "apiVersion", "type", "string", "kind", "type", "string",
-                "items", "type", "array", "items", "$ref",
-                "#/components/schemas/" SCHEMA_SESSION, "metadata", "type", "object",
-                "description", "Standard list metadata (resourceVersion).", "properties",
-                "resourceVersion", "type", "string");
+        json_t *list =
+                json_pack("{s:s, s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s, s:s, "
+                          "s:{s:{s:s}}}}}",
+                          "description", "A list of Sessions.", "type", "object", "required",
+                          "kind", "items", "properties", "apiVersion", "type", "string", "kind",
+                          "type", "string", "items", "type", "array", "items", "$ref",
+                          "#/components/schemas/" SCHEMA_SESSION, "metadata", "type", "object",
+                          "description", "Standard list metadata (resourceVersion).", "properties",
+                          "resourceVersion", "type", "string");
         json_t *out = json_object();
         bool ok = session && list && out;
 

@@ -12,9 +12,9 @@
 #include <string.h>
 
 /* The keys known at an object: from the field table (manifest-fields.c). */
-#define KNOWN(path)                                                                               \
-        manifest_field_names(manifest_field_find(path),                                           \
-                             (const char *[MANIFEST_FIELDS_MAX + 1]){NULL})
+#define KNOWN(path)                                                                                \
+        manifest_field_names(manifest_field_find(path),                                            \
+                             (const char * [MANIFEST_FIELDS_MAX + 1]){NULL})
 
 /* A present, non-null value (null counts as absent for optional fields). */
 static const struct mnode *opt(const struct mnode *map, const char *key)

@@ -93,8 +93,7 @@ static void test_discovery(void **state)
         r0 = json_array_get(json_object_get(j, "resources"), 0);
         assert_string_equal(json_string_value(json_object_get(r0, "name")), "sessions");
         assert_true(json_is_true(json_object_get(r0, "namespaced")));
-        assert_string_equal(json_string_value(json_array_get(json_object_get(r0, "shortNames"),
-                                                             0)),
+        assert_string_equal(json_string_value(json_array_get(json_object_get(r0, "shortNames"), 0)),
                             "sess");
         assert_string_equal(json_string_value(json_object_get(
                                     json_array_get(json_object_get(j, "resources"), 1), "name")),
@@ -106,16 +105,15 @@ static void test_discovery(void **state)
                             "forklet.dev/v1alpha1");
         json_decref(j);
         assert_int_equal(kreq(e, "GET", "/openapi/v3", NULL, NULL, NULL, &j), 200);
-        assert_non_null(strstr(sget(json_object_get(j, "paths"), "apis/forklet.dev/v1alpha1",
-                                    "serverRelativeURL"),
-                               "/openapi/v3/apis/forklet.dev/v1alpha1?hash="));
+        assert_non_null(strstr(
+                sget(json_object_get(j, "paths"), "apis/forklet.dev/v1alpha1", "serverRelativeURL"),
+                "/openapi/v3/apis/forklet.dev/v1alpha1?hash="));
         json_decref(j);
-        assert_int_equal(kreq(e, "GET", "/openapi/v3/apis/forklet.dev/v1alpha1", NULL, NULL, NULL,
-                              &j),
-                         200);
-        assert_non_null(json_object_get(json_object_get(json_object_get(j, "components"),
-                                                        "schemas"),
-                                        "dev.forklet.v1alpha1.Session"));
+        assert_int_equal(
+                kreq(e, "GET", "/openapi/v3/apis/forklet.dev/v1alpha1", NULL, NULL, NULL, &j), 200);
+        assert_non_null(
+                json_object_get(json_object_get(json_object_get(j, "components"), "schemas"),
+                                "dev.forklet.v1alpha1.Session"));
         json_decref(j);
         assert_int_equal(kreq(e, "DELETE", "/apis", NULL, NULL, NULL, NULL), 405);
 }
@@ -138,9 +136,9 @@ static void test_crud(void **state)
                         json_object_get(json_object_get(j, "metadata"), "annotations"), "note")),
                 "kept");
         assert_int_equal(strlen(sget(j, "metadata", "uid")), 36);
-        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "metadata"),
-                                                            "generation")),
-                         1);
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(j, "metadata"), "generation")),
+                1);
         snprintf(rv, sizeof(rv), "%s", sget(j, "metadata", "resourceVersion"));
         json_decref(j);
         assert_int_equal(kreq(e, "POST", NS_URL, NULL, NULL, web_json, &j), 409);
@@ -163,9 +161,9 @@ static void test_crud(void **state)
                          200);
         assert_string_equal(sget(j, "spec", "state"), "Paused");
         assert_string_equal(sget(j, "spec", "sizeClass"), "small");
-        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "metadata"),
-                                                            "generation")),
-                         2);
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(j, "metadata"), "generation")),
+                2);
         assert_string_equal(
                 json_string_value(json_object_get(
                         json_object_get(json_object_get(j, "metadata"), "annotations"), "note")),
@@ -176,19 +174,19 @@ static void test_crud(void **state)
         assert_int_equal(kreq(e, "PATCH", NS_URL "/web", "application/merge-patch+json", NULL,
                               "{\"metadata\":{\"annotations\":{\"other\":\"x\"}}}", &j),
                          200);
-        assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "metadata"),
-                                                            "generation")),
-                         2);
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(j, "metadata"), "generation")),
+                2);
         json_decref(j);
-        assert_int_equal(kreq(e, "PATCH", NS_URL "/web", "application/json-patch+json", NULL,
-                              "[]", &j),
-                         415);
+        assert_int_equal(
+                kreq(e, "PATCH", NS_URL "/web", "application/json-patch+json", NULL, "[]", &j),
+                415);
         json_decref(j);
         /* a stale resourceVersion is a conflict, on patch and on update */
         snprintf(body, sizeof(body), "{\"metadata\":{\"resourceVersion\":\"%s\"}}", rv);
-        assert_int_equal(kreq(e, "PATCH", NS_URL "/web", "application/merge-patch+json", NULL,
-                              body, &j),
-                         409);
+        assert_int_equal(
+                kreq(e, "PATCH", NS_URL "/web", "application/merge-patch+json", NULL, body, &j),
+                409);
         assert_string_equal(json_string_value(json_object_get(j, "reason")), "Conflict");
         json_decref(j);
         assert_int_equal(kreq(e, "PATCH", NS_URL "/web", "application/merge-patch+json", NULL,
@@ -240,14 +238,14 @@ static void test_list_table(void **state)
         assert_int_equal(kreq(e, "GET", NS_URL "?labelSelector=app%3Ddemo", NULL, NULL, NULL, &j),
                          200);
         assert_int_equal(json_array_size(json_object_get(j, "items")), 1);
-        assert_string_equal(sget(json_array_get(json_object_get(j, "items"), 0), "metadata",
-                                 "name"),
-                            "web");
+        assert_string_equal(
+                sget(json_array_get(json_object_get(j, "items"), 0), "metadata", "name"), "web");
         json_decref(j);
-        assert_int_equal(kreq(e, "GET",
-                              "/apis/forklet.dev/v1alpha1/sessions?fieldSelector=metadata.name%3Ddb",
-                              NULL, NULL, NULL, &j),
-                         200);
+        assert_int_equal(
+                kreq(e, "GET",
+                     "/apis/forklet.dev/v1alpha1/sessions?fieldSelector=metadata.name%3Ddb", NULL,
+                     NULL, NULL, &j),
+                200);
         assert_int_equal(json_array_size(json_object_get(j, "items")), 1);
         json_decref(j);
         assert_int_equal(kreq(e, "GET", NS_URL "?fieldSelector=spec.x%3D1", NULL, NULL, NULL, &j),

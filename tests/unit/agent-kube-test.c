@@ -42,9 +42,9 @@ static void test_kube_routes(void **state)
 
 static json_t *obj_with_labels(const char *name, const char *labels_json)
 {
-        json_t *o = json_pack("{s:{s:s, s:s, s:o}, s:{s:s}}", "metadata", "name", name,
-                              "namespace", "default", "labels", json_loads(labels_json, 0, NULL),
-                              "status", "phase", "Running");
+        json_t *o = json_pack("{s:{s:s, s:s, s:o}, s:{s:s}}", "metadata", "name", name, "namespace",
+                              "default", "labels", json_loads(labels_json, 0, NULL), "status",
+                              "phase", "Running");
 
         assert_non_null(o);
         return o;
@@ -156,9 +156,9 @@ static void test_status(void **state)
         assert_string_equal(json_string_value(json_object_get(st, "apiVersion")), "v1");
         assert_string_equal(json_string_value(json_object_get(st, "status")), "Failure");
         assert_int_equal(json_integer_value(json_object_get(st, "code")), 422);
-        assert_string_equal(json_string_value(json_object_get(json_object_get(st, "details"),
-                                                              "kind")),
-                            "Session");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(st, "details"), "kind")),
+                "Session");
         assert_int_equal(json_array_size(json_object_get(json_object_get(st, "details"), "causes")),
                          3);
         json_decref(st);
@@ -192,10 +192,10 @@ static void test_table(void **state)
         t = api_kube_table(objs, 2, NULL, true, "7", 1795910400 + 3 * 3600);
         assert_string_equal(json_string_value(json_object_get(t, "kind")), "Table");
         assert_string_equal(json_string_value(json_object_get(t, "apiVersion")), "meta.k8s.io/v1");
-        assert_string_equal(json_string_value(json_object_get(
-                                    json_array_get(json_object_get(t, "columnDefinitions"), 0),
-                                    "name")),
-                            "Name");
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_array_get(json_object_get(t, "columnDefinitions"), 0), "name")),
+                "Name");
         cells = json_object_get(json_array_get(json_object_get(t, "rows"), 0), "cells");
         assert_string_equal(json_string_value(json_array_get(cells, 0)), "a");
         assert_string_equal(json_string_value(json_array_get(cells, 1)), "Running");
@@ -203,11 +203,11 @@ static void test_table(void **state)
         assert_string_equal(json_string_value(json_array_get(cells, 3)), "3h");
         assert_string_equal(json_string_value(json_array_get(cells, 4)), "True");
         assert_string_equal(json_string_value(json_array_get(cells, 8)), "fk1-a");
-        assert_string_equal(json_string_value(json_object_get(
-                                    json_object_get(json_array_get(json_object_get(t, "rows"), 0),
-                                                    "object"),
-                                    "kind")),
-                            "PartialObjectMetadata");
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_object_get(json_array_get(json_object_get(t, "rows"), 0), "object"),
+                        "kind")),
+                "PartialObjectMetadata");
         cells = json_object_get(json_array_get(json_object_get(t, "rows"), 1), "cells");
         assert_string_equal(json_string_value(json_array_get(cells, 2)), "-");
         assert_string_equal(json_string_value(json_array_get(cells, 3)), "<unknown>");
@@ -247,16 +247,15 @@ static void test_uid(void **state)
  * else is: the schema is the validator's. */
 static void check_schema(const struct manifest_field *f, const json_t *s, const char *path)
 {
-        static const char *const types[] = {[MF_STRING] = "string", [MF_INT] = "integer",
-                                            [MF_NUMBER] = "number", [MF_BOOL] = "boolean",
-                                            [MF_TIME] = "string",   [MF_OBJECT] = "object",
-                                            [MF_MAP] = "object",    [MF_ARRAY] = "array"};
+        static const char *const types[] = {
+                [MF_STRING] = "string", [MF_INT] = "integer", [MF_NUMBER] = "number",
+                [MF_BOOL] = "boolean",  [MF_TIME] = "string", [MF_OBJECT] = "object",
+                [MF_MAP] = "object",    [MF_ARRAY] = "array"};
         const json_t *props = json_object_get(s, "properties");
         size_t n = 0;
 
         if (f->type != MF_ANY)
-                assert_string_equal(json_string_value(json_object_get(s, "type")),
-                                    types[f->type]);
+                assert_string_equal(json_string_value(json_object_get(s, "type")), types[f->type]);
         if (f->type == MF_ARRAY)
                 s = json_object_get(s, "items");
         if (!f->fields)
@@ -287,10 +286,10 @@ static void test_openapi_from_field_table(void **state)
         check_schema(manifest_session_fields(), s, "Session");
         s = json_object_get(json_object_get(json_object_get(s, "properties"), "spec"),
                             "properties");
-        assert_string_equal(json_string_value(json_object_get(
-                                    json_object_get(json_object_get(s, "egress"), "items"),
-                                    "type")),
-                            "string");
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_object_get(json_object_get(s, "egress"), "items"), "type")),
+                "string");
         assert_int_equal(json_array_size(json_object_get(json_object_get(s, "state"), "enum")), 3);
         assert_int_equal(json_integer_value(json_object_get(
                                  json_object_get(json_object_get(s, "ports"), "items"), "maximum")),
@@ -315,7 +314,8 @@ static void test_kubeconfig_render(void **state)
                                                &out),
                          0);
         assert_non_null(strstr(out, "    server: https://127.0.0.1:6443\n"));
-        assert_non_null(strstr(out, "certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n"));
+        assert_non_null(strstr(
+                out, "certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n"));
         assert_non_null(strstr(out, "current-context: forklet-n\n"));
         assert_non_null(strstr(out, "    token: \"tok\"\n"));
 }

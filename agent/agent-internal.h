@@ -756,3 +756,95 @@ int api_handle_portforward(struct MHD_Connection *c, struct api_request *req);
 /* Pre-check for exec: -ENOENT / -EAGAIN with err. */
 int agent_daemon_exec_check(struct agent_daemon *d, const char *ns, const char *name,
                             struct fk_error *err);
+
+/* ---- Kubernetes API conventions (api-kube*.c, docs/kubernetes.md) ------------------------ */
+
+struct manifest_diag;
+/* GET/POST/PUT/PATCH/DELETE of an API_ROUTE_KUBE path (watch streams end at *stopping). */
+int api_kube_handle(struct MHD_Connection *c, struct api_request *req, const atomic_bool *stopping);
+/* Discovery and OpenAPI documents (api-kube-discovery.c, api-kube-openapi.c); new references,
+ * NULL on ENOMEM. */
+json_t *api_kube_version_json(void);
+json_t *api_kube_discovery_json(enum api_kube_path p);
+json_t *api_kube_openapi_root(void);
+json_t *api_kube_openapi_gv(void);
+
+/* metav1.Status (api-kube-status.c). Pure: the Status object for a failure. causes (stolen,
+ * may be NULL) is details.causes. */
+json_t *api_kube_status_json(unsigned code, const char *reason, const char *name,
+                             const char *message, json_t *causes);
+/* -errno of a daemon call -> HTTP code and Kubernetes reason. */
+unsigned api_kube_errno_status(int r, const char **ret_reason);
+/* Validator messages ("<json>: spec.egress[0]: invalid ...") -> [{reason, field, message}]. */
+json_t *api_kube_causes(char *const *messages, size_t n);
+/* Queue a Status reply (logs nothing). */
+int api_kube_reply_status(struct MHD_Connection *c, unsigned code, const char *reason,
+                          const char *name, json_t *causes, const char *fmt, ...)
+        __attribute__((format(printf, 6, 7)));
+int api_kube_reply_errno(struct MHD_Connection *c, int r, const char *name, const char *msg);
+
+/* Selectors (api-kube-select.c). Pure. */
+#define API_KUBE_SELECTOR_MAX 16
+enum api_kube_sel_op { KSEL_EQ, KSEL_NE, KSEL_EXISTS, KSEL_NOT_EXISTS, KSEL_IN, KSEL_NOT_IN };
+struct api_kube_req {
+        enum api_kube_sel_op op;
+        char key[256];
+        char values[8][64]; /* EQ/NE: values[0]; IN/NOT_IN: n_values of them */
+        size_t n_values;
+};
+struct api_kube_selector {
+        struct api_kube_req reqs[API_KUBE_SELECTOR_MAX];
+        size_t n;
+};
+/* labelSelector syntax (a=b, a==b, a!=b, a, !a, a in (x,y), a notin (x)); NULL/"": match all.
+ * -EINVAL with err naming the problem. */
+int api_kube_label_selector_parse(const char *s, struct api_kube_selector *ret,
+                                  struct fk_error *err);
+/* fieldSelector: metadata.name, metadata.namespace, status.phase with =, == or !=. */
+int api_kube_field_selector_parse(const char *s, struct api_kube_selector *ret,
+                                  struct fk_error *err);
+/* Does a Session object match (labels from metadata.labels; fields by their path)? */
+bool api_kube_labels_match(const struct api_kube_selector *s, const json_t *obj);
+bool api_kube_fields_match(const struct api_kube_selector *s, const json_t *obj);
+
+/* JSON merge patch, RFC 7386 (api-kube-patch.c). Pure: returns the patched document (new
+ * reference; target is not changed), NULL on ENOMEM. */
+json_t *api_kube_merge_patch(const json_t *target, const json_t *patch);
+
+/* Resource versions and uids (api-kube-rv.c): every object seen gets a resourceVersion that
+ * changes when its content does, from one counter seeded by the wall clock (so it grows
+ * across restarts). Observing a full list also records deletions for watches. */
+/* Stamps metadata.uid/resourceVersion and apiVersion/kind on each item of a full list (all
+ * namespaces); returns the list's resourceVersion. */
+uint64_t api_kube_observe_list(json_t *items);
+/* Stamps one object (a GET or a write reply). */
+void api_kube_observe_one(json_t *obj);
+/* The events after rv: calls fn(type, object, rv) in resourceVersion order for objects
+ * changed (ADDED/MODIFIED) or deleted since; returns the newest rv visited (>= rv). */
+uint64_t api_kube_changes_since(uint64_t rv,
+                                int (*fn)(void *ud, const char *type, json_t *obj, uint64_t rv),
+                                void *ud);
+/* The uid of a session: a UUID from its namespace, name and creationTimestamp. Pure. */
+void api_kube_uid(const char *ns, const char *name, const char *created, char out[37]);
+
+/* Table responses for kubectl get (api-kube-table.c). Pure (now_s: wall clock seconds). */
+/* Does the Accept header ask for meta.k8s.io Table? */
+bool api_kube_wants_table(const char *accept);
+/* A Table of objects (borrowed); with_columns false leaves columnDefinitions out (watch
+ * events after the first); include: "None", "Object" or NULL (PartialObjectMetadata). */
+json_t *api_kube_table(json_t *const *objs, size_t n, const char *include, bool with_columns,
+                       const char *rv, int64_t now_s);
+/* "5s", "3m", "2h", "4d": kubectl's AGE. */
+void api_kube_age(int64_t seconds, char *buf, size_t size);
+
+/* Watches (api-kube-watch.c): ?watch=1 on a sessions collection. */
+struct api_kube_watch_opts {
+        char ns[API_PATH_SEGMENT_MAX]; /* "" = all namespaces */
+        struct api_kube_selector labels, fields;
+        uint64_t since; /* resourceVersion; 0: ADDED for every object first */
+        bool table, bookmarks;
+        char include[16];
+        unsigned timeout_s; /* timeoutSeconds; 0: none */
+};
+int api_kube_watch(struct MHD_Connection *c, struct api_request *req,
+                   const struct api_kube_watch_opts *o, const atomic_bool *stopping);

@@ -429,6 +429,23 @@ enum api_route_kind {
         API_ROUTE_METRICS,        /* /metrics (Prometheus text) */
         API_ROUTE_AUDIT_VERIFY,   /* /api/v1alpha1/audit/verify */
         API_ROUTE_SESSION_FORK,   /* .../NAME/{checkpoints[/ID],forks,rollback,snapshots,restore} */
+        API_ROUTE_KUBE,           /* Kubernetes conventions (api-kube*.c): route.kube says which */
+};
+
+/* API_ROUTE_KUBE paths. /apis/forklet.dev/v1alpha1/namespaces/NS/sessions/NAME/SUB for the
+ * other subresources routes as /api/v1alpha1's (exec, checkpoints, ...). */
+enum api_kube_path {
+        API_KUBE_VERSION,     /* /version */
+        API_KUBE_API,         /* /api */
+        API_KUBE_APIS,        /* /apis */
+        API_KUBE_GROUP,       /* /apis/forklet.dev */
+        API_KUBE_RESOURCES,   /* /apis/forklet.dev/v1alpha1 */
+        API_KUBE_OPENAPI,     /* /openapi/v3 */
+        API_KUBE_OPENAPI_GV,  /* /openapi/v3/apis/forklet.dev/v1alpha1 */
+        API_KUBE_SESSIONS,    /* /apis/forklet.dev/v1alpha1/sessions (all namespaces) */
+        API_KUBE_NS_SESSIONS, /* .../namespaces/NS/sessions */
+        API_KUBE_SESSION,     /* .../namespaces/NS/sessions/NAME */
+        API_KUBE_STATUS,      /* .../namespaces/NS/sessions/NAME/status */
 };
 
 #define API_PATH_SEGMENT_MAX 64
@@ -439,10 +456,16 @@ struct api_route {
         char name[API_PATH_SEGMENT_MAX];
         char subresource[API_PATH_SEGMENT_MAX];
         char item[API_PATH_SEGMENT_MAX]; /* .../NAME/SUB/ITEM (checkpoint id), "" if none */
+        enum api_kube_path kube;         /* API_ROUTE_KUBE */
 };
 
 /* Maps a URL path (no query) to a route. Pure. Names must be DNS-1123 labels. */
 void api_route_parse(const char *path, struct api_route *ret);
+/* seg: [api|apis-group] v1alpha1 namespaces NS sessions [NAME [SUB [ITEM]]] (n of them): the
+ * session routes (api-route.c). */
+void api_route_session(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api_route *r);
+/* The Kubernetes-convention paths (api-kube-route.c): true and *r filled when seg is one. */
+bool api_kube_route(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api_route *r);
 
 /* The public-key pin of a PEM certificate: "sha256//" + base64(SHA-256(SubjectPublicKeyInfo
  * DER)), the form curl's CURLOPT_PINNEDPUBLICKEY takes (api-tls.c). out: >= 64 bytes. */

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define API_PREFIX       "/api/v1alpha1"
-#define API_MAX_SEGMENTS 8
+#define API_MAX_SEGMENTS 9
 
 /* Splits path on '/', rejecting empty segments (//) except a trailing slash. */
 static int split_path(const char *path, char seg[][API_PATH_SEGMENT_MAX], size_t *ret_n)
@@ -32,7 +31,7 @@ static int split_path(const char *path, char seg[][API_PATH_SEGMENT_MAX], size_t
         return 0;
 }
 
-static void route_session(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api_route *r)
+void api_route_session(char seg[][API_PATH_SEGMENT_MAX], size_t n, struct api_route *r)
 {
         /* seg: api v1alpha1 namespaces NS sessions [NAME [SUB]] */
         if (!manifest_name_is_valid(seg[3])) {
@@ -89,8 +88,8 @@ void api_route_parse(const char *path, struct api_route *ret)
         }
         if (n == 1 && strcmp(seg[0], "healthz") == 0)
                 r.kind = API_ROUTE_HEALTHZ;
-        else if (n == 1 && strcmp(seg[0], "version") == 0)
-                r.kind = API_ROUTE_VERSION;
+        else if (api_kube_route(seg, n, &r))
+                ; /* Kubernetes conventions: api-kube-route.c */
         else if (n == 1 && strcmp(seg[0], "metrics") == 0)
                 r.kind = API_ROUTE_METRICS;
         else if (n >= 3 && strcmp(seg[0], "api") == 0 && strcmp(seg[1], "v1alpha1") == 0) {
@@ -102,7 +101,7 @@ void api_route_parse(const char *path, struct api_route *ret)
                         r.kind = API_ROUTE_AUDIT_VERIFY;
                 else if (n >= 5 && n <= 8 && strcmp(seg[2], "namespaces") == 0 &&
                          strcmp(seg[4], "sessions") == 0)
-                        route_session(seg, n, &r);
+                        api_route_session(seg, n, &r);
         }
         *ret = r;
 }

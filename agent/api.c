@@ -198,6 +198,8 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
                 if (strcmp(req->route.subresource, "portforward") == 0)
                         return api_handle_portforward(c, req);
                 return api_reply_error(c, MHD_HTTP_NOT_FOUND, "NotFound", NULL, "no such resource");
+        case API_ROUTE_KUBE:
+                return api_kube_handle(c, req, &s->stopping);
         case API_ROUTE_BAD_NAME:
                 return api_reply_error(c, MHD_HTTP_BAD_REQUEST, "BadRequest", NULL,
                                        "invalid name in path (DNS-1123 labels only)");

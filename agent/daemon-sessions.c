@@ -118,7 +118,9 @@ static int apply_locked(struct agent_daemon *d, struct session_manifest *m,
         old = s->spec;
         old_generation = s->generation;
         s->spec = m;
-        s->generation++;
+        /* as in Kubernetes, labels and annotations alone do not make a new generation */
+        if (!old || !session_manifest_spec_equal(old, m))
+                s->generation++;
         r = agent_store_save(d->store, s, err);
         if (r < 0) {
                 apply_undo(d, s, *ret == AGENT_APPLY_CREATED, old, old_generation);

@@ -266,3 +266,14 @@ int cli_action(const struct cli *c, int argc, char **argv);      /* pause|resume
 int cli_cp(const struct cli *c, int argc, char **argv);
 int cli_portforward(const struct cli *c, int argc, char **argv);
 int cli_mcp(const struct cli *c, int argc, char **argv); /* cli/mcp.c */
+
+/* forklet kubeconfig (cli/kubeconfig.c). Strings borrowed from argv. */
+struct cli_kubeconfig_args {
+        const char *config, *server, *ca, *token_file, *name;
+};
+int cli_parse_kubeconfig(int argc, char **argv, struct cli_kubeconfig_args *ret,
+                         struct fk_error *err);
+/* Pure: the kubeconfig text (cluster, context and user all called name; ca_pem may be NULL). */
+int cli_kubeconfig_render(const char *name, const char *server, const char *ca_pem,
+                          const char *token, const char *ns, char **ret);
+int cli_kubeconfig(const struct cli *c, int argc, char **argv);

@@ -30,6 +30,9 @@ const struct cli_command cli_commands[] = {
         {"start", cli_action, "start NAME [--no-wait] [--timeout=SECONDS]"},
         {"cp", cli_cp, "cp NAME:/PATH LOCAL | LOCAL NAME:/PATH   (LOCAL - : stdin/stdout)"},
         {"port-forward", cli_portforward, "port-forward NAME LOCAL:REMOTE"},
+        {"kubeconfig", cli_kubeconfig,
+         "kubeconfig [--config NODE.yaml] [--server URL] [--ca FILE] [--token-file FILE] "
+         "[--name NAME]   (for kubectl: docs/kubernetes.md)"},
         {"mcp", cli_mcp, "mcp   (an MCP server on stdin/stdout for AI agents: docs/mcp.md)"},
         {},
 };

@@ -130,6 +130,9 @@ void node_config_decode_disk_pressure(struct mctx *c, const struct mnode *v,
 /* A string-to-string map at n: label rules (is_env false) or environment names (true). */
 void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,
                          struct kv **ret, size_t *ret_n);
+/* metadata.annotations (manifest-fields.c): qualified-name keys, any string values. */
+void manifest_decode_annotations(struct mctx *c, const struct mnode *n, struct kv **ret,
+                                 size_t *ret_n);
 int manifest_decode_header(struct mctx *c, const struct mnode *root, const char *kind);
 /* spec.secrets (manifest-secrets.c): decode into m (reports problems), and model helpers. */
 void manifest_decode_secrets(struct mctx *c, const struct mnode *n, const struct node_config *cfg,

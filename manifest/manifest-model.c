@@ -68,6 +68,7 @@ struct session_manifest *session_manifest_free(struct session_manifest *m)
         free(m->name);
         free(m->namespace);
         kvs_free(m->labels, m->n_labels);
+        kvs_free(m->annotations, m->n_annotations);
         free(m->size_class);
         free(m->image);
         kvs_free(m->env, m->n_env);
@@ -112,6 +113,7 @@ static int kvs_copy(const struct kv *kv, size_t n, struct kv **ret)
 static int copy_arrays(const struct session_manifest *m, struct session_manifest *c)
 {
         if (kvs_copy(m->labels, m->n_labels, &c->labels) < 0 ||
+            kvs_copy(m->annotations, m->n_annotations, &c->annotations) < 0 ||
             kvs_copy(m->env, m->n_env, &c->env) < 0 ||
             kvs_copy(m->node_selector, m->n_node_selector, &c->node_selector) < 0)
                 return -ENOMEM;
@@ -144,7 +146,7 @@ int session_manifest_copy(const struct session_manifest *m, struct session_manif
         if (!c)
                 return -ENOMEM;
         *c = *m;
-        c->labels = c->env = c->node_selector = NULL;
+        c->labels = c->annotations = c->env = c->node_selector = NULL;
         c->egress = NULL;
         c->ports = NULL;
         c->after_start = NULL;
@@ -206,8 +208,16 @@ bool session_manifest_equal(const struct session_manifest *a, const struct sessi
 {
         if (!a || !b)
                 return a == b;
+        return kvs_eq(a->labels, a->n_labels, b->labels, b->n_labels) &&
+               kvs_eq(a->annotations, a->n_annotations, b->annotations, b->n_annotations) &&
+               session_manifest_spec_equal(a, b);
+}
+
+bool session_manifest_spec_equal(const struct session_manifest *a, const struct session_manifest *b)
+{
+        if (!a || !b)
+                return a == b;
         return str_eq(a->name, b->name) && str_eq(a->namespace, b->namespace) &&
-               kvs_eq(a->labels, a->n_labels, b->labels, b->n_labels) &&
                str_eq(a->size_class, b->size_class) && str_eq(a->image, b->image) &&
                a->state == b->state && a->restart_policy == b->restart_policy &&
                kvs_eq(a->env, a->n_env, b->env, b->n_env) && lists_eq(a, b) &&
@@ -290,6 +300,8 @@ json_t *session_manifest_to_json(const struct session_manifest *m)
         set(md, "name", json_string(m->name), &ok);
         set(md, "namespace", json_string(m->namespace), &ok);
         set(md, "labels", kvs_json(m->labels, m->n_labels, &ok), &ok);
+        if (m->n_annotations) /* only when set, so manifests without them render as before */
+                set(md, "annotations", kvs_json(m->annotations, m->n_annotations, &ok), &ok);
         set(j, "spec", s, &ok);
         set(s, "sizeClass", json_string(m->size_class), &ok);
         set(s, "image", json_string(m->image), &ok);

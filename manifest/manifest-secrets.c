@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const secret_fields[] = {"name", "file", "mint", NULL};
-
 bool manifest_secret_file_allowed(const struct node_config *cfg, const char *path)
 {
         cleanup_free char *norm = NULL;
@@ -124,7 +122,9 @@ void manifest_decode_secrets(struct mctx *c, const struct mnode *n, const struct
                 const char *name;
 
                 mpath_idx(p, sizeof(p), "spec.secrets", i);
-                if (!mget_map(c, n->items[i], p, secret_fields))
+                if (!mget_map(c, n->items[i], p,
+                              manifest_field_names(manifest_field_find("spec.secrets"),
+                                                   (const char * [MANIFEST_FIELDS_MAX + 1]){NULL})))
                         continue;
                 name = secret_name(c, n->items[i], p, m);
                 if (!secret_source(c, n->items[i], p, cfg, &sec) || !name ||

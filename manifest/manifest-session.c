@@ -11,14 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const top_fields[] = {"apiVersion", "kind", "metadata", "spec", "status", NULL};
-static const char *const meta_fields[] = {"name", "namespace", "labels", NULL};
-static const char *const spec_fields[] = {
-        "sizeClass", "image",       "state", "restartPolicy", "env",     "egress", "ports",
-        "lifecycle", "checkpoints", "forks", "nodeSelector",  "secrets", NULL};
-static const char *const lifecycle_fields[] = {"afterStart", NULL};
-static const char *const checkpoint_fields[] = {"name", NULL};
-static const char *const forks_fields[] = {"from", "count", NULL};
+/* The keys known at an object: from the field table (manifest-fields.c). */
+#define KNOWN(path)                                                                                \
+        manifest_field_names(manifest_field_find(path),                                            \
+                             (const char * [MANIFEST_FIELDS_MAX + 1]){NULL})
 
 /* A present, non-null value (null counts as absent for optional fields). */
 static const struct mnode *opt(const struct mnode *map, const char *key)
@@ -121,13 +117,16 @@ static void decode_metadata(struct mctx *c, const struct mnode *meta, struct ses
 {
         const struct mnode *v;
 
-        if (!mget_map(c, meta, "metadata", meta_fields))
+        if (!mget_map(c, meta, "metadata", KNOWN("metadata")))
                 return;
         decode_name(c, meta, "metadata", "name", true, &m->name);
         decode_name(c, meta, "metadata", "namespace", false, &m->namespace);
         v = opt(meta, "labels");
         if (v)
                 manifest_decode_kvs(c, v, "metadata.labels", false, &m->labels, &m->n_labels);
+        v = opt(meta, "annotations");
+        if (v)
+                manifest_decode_annotations(c, v, &m->annotations, &m->n_annotations);
 }
 
 static void decode_egress(struct mctx *c, const struct mnode *n, struct session_manifest *m)
@@ -195,7 +194,7 @@ static void decode_lifecycle(struct mctx *c, const struct mnode *n, struct sessi
         const struct mnode *a;
         char p[MPATH_MAX];
 
-        if (!mget_map(c, n, "spec.lifecycle", lifecycle_fields))
+        if (!mget_map(c, n, "spec.lifecycle", KNOWN("spec.lifecycle")))
                 return;
         a = mnode_get(n, "afterStart");
         if (!a)
@@ -235,7 +234,7 @@ static void decode_checkpoints(struct mctx *c, const struct mnode *n, struct ses
                 bool dup = false;
 
                 mpath_idx(p, sizeof(p), "spec.checkpoints", i);
-                if (!mget_map(c, it, p, checkpoint_fields))
+                if (!mget_map(c, it, p, KNOWN("spec.checkpoints")))
                         continue;
                 decode_name(c, it, p, "name", true, &name);
                 if (!name)
@@ -265,7 +264,7 @@ static void decode_forks(struct mctx *c, const struct mnode *n, const struct nod
                 c->oom = true;
                 return;
         }
-        if (!mget_map(c, n, "spec.forks", forks_fields))
+        if (!mget_map(c, n, "spec.forks", KNOWN("spec.forks")))
                 return;
         m->has_forks = true;
         v = mget_required(c, n, "spec.forks", "from");
@@ -347,7 +346,7 @@ static void decode_spec(struct mctx *c, const struct mnode *spec, const struct n
         const struct mnode *v;
         int e;
 
-        if (!mget_map(c, spec, "spec", spec_fields))
+        if (!mget_map(c, spec, "spec", KNOWN("spec")))
                 return;
         decode_ref(c, spec, "sizeClass", "class", cfg, &m->size_class);
         decode_ref(c, spec, "image", "image", cfg, &m->image);
@@ -398,7 +397,7 @@ int session_decode(struct mctx *c, const struct mnode *root, const struct node_c
                 return -ENOMEM;
         }
         m->source_line = root->line;
-        if (mget_map(c, root, "", top_fields)) {
+        if (mget_map(c, root, "", KNOWN(""))) {
                 manifest_decode_header(c, root, "Session");
                 v = mget_required(c, root, "", "metadata");
                 if (v)

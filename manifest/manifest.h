@@ -77,6 +77,8 @@ struct session_manifest {
         char *namespace;   /* owned, default "default" */
         struct kv *labels; /* owned array of n_labels */
         size_t n_labels;
+        struct kv *annotations; /* owned array of n_annotations (any string values) */
+        size_t n_annotations;
         /* spec */
         char *size_class;                   /* owned, default "small" */
         char *image;                        /* owned, default "minimal" */
@@ -222,6 +224,9 @@ struct node_config *node_config_free(struct node_config *c);
 int session_manifest_copy(const struct session_manifest *m, struct session_manifest **ret);
 /* Deep equality of everything rendered (source fields ignored). */
 bool session_manifest_equal(const struct session_manifest *a, const struct session_manifest *b);
+/* The same without labels and annotations: what metadata.generation counts changes of. */
+bool session_manifest_spec_equal(const struct session_manifest *a,
+                                 const struct session_manifest *b);
 
 /* Parses every document of a YAML buffer as Sessions. `source` names it in messages.
  * cfg may be NULL (then sizeClass/image/forks.count are checked only for syntax; with a cfg
@@ -276,3 +281,41 @@ bool manifest_name_is_valid(const char *name);
 /* Parses one egress entry; on error fills err with a message (without position). */
 int manifest_egress_parse(const char *text, struct egress_rule *ret, struct fk_error *err);
 void egress_rule_done(struct egress_rule *r);
+
+/* The Session field table (manifest-fields.c): every field of a Session document, the one
+ * source of the validator's known keys and of the OpenAPI schema (manifest-openapi.c). */
+enum manifest_ftype {
+        MF_STRING,
+        MF_INT,
+        MF_NUMBER,
+        MF_BOOL,
+        MF_TIME,   /* an RFC 3339 string */
+        MF_OBJECT, /* fields below */
+        MF_MAP,    /* string keys to string values */
+        MF_ARRAY,  /* of items (MF_OBJECT items: fields below) */
+        MF_ANY,    /* free-form (output only) */
+};
+#define MF_REQUIRED 1u /* must be present */
+#define MF_OUTPUT   2u /* set by the server: accepted on input and ignored */
+struct manifest_field {
+        const char *name; /* NULL ends a list */
+        enum manifest_ftype type;
+        enum manifest_ftype items;           /* MF_ARRAY */
+        const struct manifest_field *fields; /* MF_OBJECT (or its items): children */
+        const char *const *enums;            /* NULL-terminated allowed values, or NULL */
+        int64_t min, max;                    /* MF_INT bounds when max > min */
+        unsigned flags;
+        const char *description;
+};
+#define MANIFEST_FIELDS_MAX 32 /* children of one object, at most */
+/* The root of a Session document (apiVersion, kind, metadata, spec, status). Static. */
+const struct manifest_field *manifest_session_fields(void);
+/* The field at a dotted path ("spec.forks"; "spec.checkpoints" gives the array, whose
+ * fields are its items'); NULL when unknown. */
+const struct manifest_field *manifest_field_find(const char *path);
+/* Writes the names of f's children into buf (MANIFEST_FIELDS_MAX + 1 slots) and returns it
+ * NULL-terminated: the keys the validator accepts at that object. */
+const char *const *manifest_field_names(const struct manifest_field *f, const char **buf);
+/* OpenAPI v3 schema objects for the group version: {"dev.forklet.v1alpha1.Session": ...,
+ * "...SessionList": ...} with x-kubernetes-group-version-kind (new reference, NULL on ENOMEM). */
+json_t *manifest_openapi_schemas(void);

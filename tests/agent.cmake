@@ -22,6 +22,9 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-jail-test SOURCES unit/agent-jail-test.c LIBS fk_agent)
   fk_unit_test(agent-runfs-test SOURCES unit/agent-runfs-test.c LIBS fk_agent)
   fk_unit_test(agent-tls-test SOURCES unit/agent-tls-test.c LIBS fk_cluster fk_agent)
+  # Kubernetes API conventions: pure parts, then the server with the fake VM backend
+  fk_unit_test(agent-kube-test SOURCES unit/agent-kube-test.c LIBS fk_cli fk_agent)
+  fk_unit_test(agent-kube-api-test SOURCES unit/agent-kube-api-test.c LIBS fk_cli fk_agent)
   # forklet mcp: JSON-RPC framing and dispatch (fake transport, a pipe), then every tool
   # against the REST server with the fake VM backend
   fk_unit_test(cli-mcp-test SOURCES unit/cli-mcp-test.c LIBS fk_cli)
@@ -63,3 +66,6 @@ fk_forkletd_test(api-tls TIMEOUT 300)
 # forklet mcp with the official MCP TypeScript SDK client (npm, installed into BUILD/npm-mcp;
 # skips with 77 when node, npm or the registry is missing) against a real forkletd and VM.
 fk_forkletd_test(mcp-sdk TIMEOUT 1200)
+# kubectl (the one on the machine; 77 without it) against forkletd and a microVM through the
+# TLS listener: discovery, apply, get/-w/-o, wait, patch, explain, invalid manifests, delete.
+fk_forkletd_test(kube-kubectl TIMEOUT 1200)

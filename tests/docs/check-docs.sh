@@ -32,7 +32,7 @@ esac
 
 # Every topic page exists and the index links it.
 for p in concepts manifest node-config cli operations networking fork-engine images security \
-        cluster clients testing benchmarks design; do
+        cluster clients kubernetes testing benchmarks design; do
         [ -s "docs/$p.md" ] || bad "docs/$p.md is missing or empty"
         grep -q "](${p}.md)" docs/README.md || bad "docs/README.md does not link ${p}.md"
 done

@@ -1,33 +1,53 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The whole test suite, as CI runs it: dependencies, format check, -Werror build, guest image,
-# clang-tidy, unit + integration tests (ctest), unit tests again under ASan+UBSan, and a short fuzz run.
+# clang-tidy, unit + integration tests (ctest, in parallel), unit tests again under ASan+UBSan,
+# and a short fuzz run. Each phase prints its wall time; a table of them ends the output.
 # Run as root on Debian 12: integration tests boot real microVMs and create netns/cgroups.
+# Knobs: FORKLET_TEST_JOBS (ctest -j, default nproc + 1: the integration tests spend much of
+# their time waiting on guests), FORKLET_FUZZ_SECONDS (default 30, per fuzz target).
 set -eu
 cd "$(dirname "$0")/.."
+jobs=${FORKLET_TEST_JOBS:-$(($(nproc) + 1))}
+times=$(mktemp /tmp/fk-test-times.XXXXXX)
+trap 'rm -f "$times"' EXIT
+t_all=$(date +%s)
+t0=$t_all
+phase() { # phase NAME: ends the running phase (its time goes to the table), starts NAME
+        t=$(date +%s)
+        [ -z "${cur:-}" ] || printf '%-28s %5d s\n' "$cur" $((t - t0)) >>"$times"
+        cur=$1 t0=$t
+        [ -z "$cur" ] || echo "== $cur"
+}
+status=0
+
+phase "dependencies"
 ./scripts/install-deps.sh
 
-echo "== format check"
+phase "format check"
 git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
 
-echo "== build (-Werror) and guest image"
+phase "build (-Werror), guest image"
 ./scripts/build.sh
 
-echo "== clang-tidy (a short list of checks, as errors)"
-status=0
+phase "clang-tidy"
 ./scripts/tidy.sh build || status=1
 
-echo "== unit and integration tests"
-ctest --test-dir build --output-on-failure --timeout 900 || status=1
+phase "ctest -j$jobs (unit, integration)"
+ctest --test-dir build --output-on-failure --timeout 900 -j"$jobs" || status=1
 
-echo "== unit tests under ASan+UBSan"
+phase "ASan+UBSan build, unit tests"
 cmake -S . -B build-asan -DFORKLET_SANITIZE=ON -DFORKLET_WERROR=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$(nproc)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest --test-dir build-asan -L unit --output-on-failure || status=1
+        ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs" || status=1
 
-echo "== fuzz smoke run"
+phase "fuzz smoke run"
 if [ -x tests/fuzz/run-smoke.sh ]; then
         tests/fuzz/run-smoke.sh build-fuzz "${FORKLET_FUZZ_SECONDS:-30}" || status=1
 fi
+phase ""
+echo "== wall time per phase"
+cat "$times"
+printf '%-28s %5d s\n' "total" $(($(date +%s) - t_all))
 exit $status

@@ -3,7 +3,7 @@
 # forklet mcp with the official MCP TypeScript SDK as the client (Client + StdioClientTransport
 # spawning `forklet --socket SOCK mcp`), against a real forkletd and microVM (TCG): tools/list,
 # exec uname -s, files, checkpoint, fork 1 (Running, checked with the CLI too), pause/resume
-# and the error cases (tests/integration/mcp-client.mjs).
+# and the error cases (tests/cli/mcp-client.mjs).
 # The SDK is installed from npm into BUILD/npm-mcp on the first run (kept as a cache).
 # Usage: mcp-sdk.sh FORKLETD FORKLET   (root; exit 77 without node/npm, the npm registry, the
 # image or QEMU)
@@ -31,7 +31,7 @@ if [ ! -f "$SDK" ]; then
 fi
 echo "MCP SDK $(node -p "require('$SDK').version")"
 # Node resolves the script's imports from where the script lies: next to a node_modules link.
-cp "$SRC/tests/integration/mcp-client.mjs" "$T/mcp-client.mjs"
+cp "$SRC/tests/cli/mcp-client.mjs" "$T/mcp-client.mjs"
 ln -s "$NPM_DIR/node_modules" "$T/node_modules"
 
 start_daemon

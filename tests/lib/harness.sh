@@ -237,6 +237,17 @@ exists_within() {
         return 1
 }
 
+# unlisted_within SECONDS NAME: the session NAME is no longer listed (forkletd removes the
+# files of a deleted session, then its entry)
+unlisted_within() {
+        local i
+        for i in $(seq $(($1 * 5))); do
+                "$FORKLET" get session "$2" >/dev/null 2>&1 || return 0
+                sleep 0.2
+        done
+        return 1
+}
+
 # gone_within SECONDS PATH...: the paths disappear
 gone_within() {
         local s=$1 i p left

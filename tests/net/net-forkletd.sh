@@ -45,7 +45,7 @@ ok "fake internet up (HTTP on 203.0.113.10/.20 and 169.254.169.254, dnsmasq on .
 fk_node_config "network: {uplinkPool: 198.18.0.0/16, uplinkInterface: \"$UP\", dns: [203.0.113.53]}" \
         >"$T/node.yaml"
 manifest() { session "$1" "egress: $2" "ports: [8080]"; } # manifest NAME EGRESS-FLOW-LIST
-# fork-lib's gsh, bounded in time and with stderr
+# the harness's gsh, bounded in time and with stderr
 gsh() { "$FORKLET" exec "$1" --timeout=60 -- sh -c "$2" 2>&1; }
 # A only: busybox nslookup gives up on the first error, and dnsmasq refuses AAAA here
 lookup() { gsh "$1" "busybox nslookup -type=a $2 10.0.2.3"; }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Usage: tests/fuzz/run-smoke.sh BUILD_DIR SECONDS
+# Usage: tests/fuzz/run-smoke.sh BUILD_DIR SECONDS   (SECONDS 0: configure and build only)
 # Configures a clang build with FORKLET_FUZZ=ON in BUILD_DIR, builds the manifest and agent
 # frame fuzzers and runs each for SECONDS on a copy of its seed corpus. Exits non-zero on a crash (the reproducer
 # is left in BUILD_DIR as crash-*/leak-*/timeout-*). The two targets run at the same time.
@@ -13,6 +13,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER=clang -DFORKLET_FUZZ=ON \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j2 --target fuzz-manifest fuzz-agent-frames
+[ "$seconds" != 0 ] || exit 0
 
 work=$(mktemp -d /tmp/fk-fuzz-corpus.XXXXXX)
 trap 'rm -rf "$work"' EXIT INT TERM
@@ -33,9 +34,10 @@ p2=$!
 rc=0 r1=0 r2=0
 wait $p1 || r1=1
 wait $p2 || r2=1
-for t in manifest:$r1 agent:$r2; do
-        echo "--- fuzz-${t%:*}"
+for t in "manifest $r1 fuzz-manifest" "agent $r2 fuzz-agent-frames"; do
+        set -- $t
+        echo "--- $3"
         # all of a failed run's log (the crash report), the final stats of a clean one
-        if [ "${t#*:}" = 1 ]; then cat "$work/${t%:*}.log"; rc=1; else tail -n 15 "$work/${t%:*}.log"; fi
+        if [ "$2" = 1 ]; then cat "$work/$1.log"; rc=1; else tail -n 15 "$work/$1.log"; fi
 done
 exit $rc

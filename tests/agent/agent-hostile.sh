@@ -61,6 +61,10 @@ before=$(canary_state)
 [ -n "$before" ] || fail "canary state empty"
 "$FRAMES" "$T/frames" "$CANARY" "$MARK" || fail "hostile-frames"
 
+# Liveness (agent-health's subject) must not end the hostile VM here: a frame left unfinished
+# blocks the channel, and its pings, for 30 s, and on a loaded host the default four misses in
+# a row come quickly; then the channel could never recover.
+fk_node_config "health: {failureThreshold: 20}" >"$T/node.yaml"
 start_daemon
 session hostile
 session bystander

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The test harness: every shell test sources this file (tests/lib/harness.sh). Sourcing it only
 # defines functions (and sources its parts, which only define functions too): no mount, trap,
-# process, file or variable until the test calls a function. The parts:
+# process, file or variable (but FK_LIB, this directory) until the test calls a function. The parts:
 #   check.sh  skip/fail, fk_require_root/fk_require_cmds, ok/bad/expect counters, fk_wait
 #   mount.sh  fk_run_tmpfs (a runDir on a tmpfs), fk_unmount_under (teardown)
 #   inet.sh   fake_internet/fake_dns/net_cleanup: HTTP hosts and DNS on TEST-NET addresses
@@ -157,12 +157,14 @@ EOT
 start_daemon() {
         "$FORKLETD" --config "$T/node.yaml" --log-level debug >>"$T/forkletd.log" 2>&1 &
         DPID=$!
-        for _ in $(seq 100); do
+        # forkletd adopts running VMs before it serves the API: one still booting is waited for
+        # until its agent answers (up to 25 s each), longer on a loaded host
+        for _ in $(seq 900); do
                 "$FORKLET" get sessions >/dev/null 2>&1 && { fk_check_start_log; return 0; }
                 kill -0 "$DPID" 2>/dev/null || fail "forkletd exited at start"
                 sleep 0.1
         done
-        fail "forkletd did not answer on $FORKLET_SOCKET within 10 s"
+        fail "forkletd did not answer on $FORKLET_SOCKET within 90 s"
 }
 
 # The last start's log names the filesystems of runDir, stateDir and guest RAM, and guest RAM is

@@ -5,7 +5,7 @@
  * read cost before the status cache: readdir, meta.json and a disk-usage walk per checkpoint).
  * VMs are the unit tests' fake backend, so only the read path is measured; no root needed.
  * Usage: bench-api-reads [REQUESTS]   (default 300) */
-#include "../tests/unit/agent-fake.h"
+#include "tests/lib/agent-fake.h"
 #include "agent/agent-internal.h"
 #include "cli/cli.h"
 #include "common/cleanup.h"

@@ -14,7 +14,7 @@ FORKLETD=$B/agent/forkletd FORKLET=$B/cli/forklet SCHED=$B/scheduler/forklet-sch
 T=$(mktemp -d /tmp/fk-bench-cluster-$$.XXXX)
 P=/fk-bench-$$
 PIDS=()
-. "$SRC/tests/integration/cluster-lib.sh"
+. "$SRC/tests/lib/harness.sh"
 
 our_qemus() {
         local p

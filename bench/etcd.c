@@ -5,7 +5,7 @@
 #include "etcd/etcd.h"
 #include "common/error.h"
 #include "common/util.h"
-#include "tests/integration/etcd-server.h"
+#include "tests/etcd/etcd-server.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -5,7 +5,7 @@
  * Every ratio is against a baseline measured in the same run. Root, QEMU and the image needed.
  * Usage: bench-fork [N...]   (default: 1 10; the issue's full run is 1 10 30)
  *        bench-fork rollback  (only the rollback table) */
-#include "tests/integration/fork-harness.h"
+#include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"

@@ -320,11 +320,20 @@ static int fill(struct mcp_fd_transport *ft)
         char *p;
 
         if (ft->cap - ft->len < MCP_READ_CHUNK) {
-                p = realloc(ft->buf, ft->cap + MCP_READ_CHUNK);
+                /* doubling: a 96 MiB message costs 11 copies, not 1536 (an allocator that
+                 * moves on realloc, as ASan's does, made that quadratic); never more than a
+                 * message and a chunk (len <= MCP_MAX_MESSAGE here) */
+                size_t cap = ft->cap ? ft->cap * 2 : MCP_READ_CHUNK;
+
+                if (cap > MCP_MAX_MESSAGE + MCP_READ_CHUNK)
+                        cap = MCP_MAX_MESSAGE + MCP_READ_CHUNK;
+                if (cap < ft->len + MCP_READ_CHUNK)
+                        cap = ft->len + MCP_READ_CHUNK;
+                p = realloc(ft->buf, cap);
                 if (!p)
                         return -ENOMEM;
                 ft->buf = p;
-                ft->cap += MCP_READ_CHUNK;
+                ft->cap = cap;
         }
         do
                 n = read(ft->in, ft->buf + ft->len, MCP_READ_CHUNK);

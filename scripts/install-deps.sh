@@ -23,7 +23,7 @@ if [ -n "$missing" ]; then
         # shellcheck disable=SC2086
         apt-get install -y --no-install-recommends $missing
 fi
-# node and npm for the MCP SDK client test (tests/integration/mcp-sdk.sh). Only when node is
+# node and npm for the MCP SDK client test (tests/cli/mcp-sdk.sh). Only when node is
 # absent: a node installed another way (a nodejs package that carries npm itself) conflicts
 # with Debian's npm package.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

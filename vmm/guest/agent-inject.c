@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* /run/forklet/inject: a root-only FIFO; each line written to it names a guest file whose bytes
  * the agent writes verbatim onto the agent port, in one piece between its own frames. It lets a
- * test play a compromised guest (tests/integration/agent-hostile.sh). */
+ * test play a compromised guest (tests/agent/agent-hostile.sh). */
 #include "vmm/guest/agent.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The forklet package against a real forkletd and microVM (run by
-tests/integration/client-python.sh, which starts forkletd and sets the environment):
+tests/clients/client-python.sh, which starts forkletd and sets the environment):
 
   FORKLET_SOCKET          the node's API socket
   FK_PY_SERVER, FK_PY_TOKEN_FILE, FK_PY_CA, FK_PY_WRONG_TOKEN_FILE

@@ -1,0 +1,148 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The fork engine through forkletd + CLI on real QEMU (TCG): afterStart + spec.checkpoints;
+# the fork test from the field (httpd with a 6-7 KB index.html, checkpoint, fork 3: same guest
+# PID, HTTP 200, same bytes, different /dev/urandom, own fork id); checkpoints belong to their
+# session; a fork's own (materialized) checkpoint, its rollback and a fork of it; checkpoint
+# delete refused while forks depend on it, then --cascade; two concurrent checkpoint creates;
+# the rollback test from the field (kill the server, delete its dir, roll back).
+# Usage: fork-agent.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+. "$(dirname "$0")/../lib/harness.sh"
+fk_setup
+
+GET_STATUS="printf 'GET /index.html HTTP/1.0\r\n\r\n' | nc 127.0.0.1 8080 | head -n1"
+GET_SUM="printf 'GET /index.html HTTP/1.0\r\n\r\n' | nc 127.0.0.1 8080 | sed '1,/^\r\$/d' | sha256sum"
+RAND="head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'"
+
+# check_server SESSION PID SUM: the first command is the check; server at PID, 200, same bytes
+check_server() {
+        [ "$(gsh "$1" "cat /proc/$2/comm")" = httpd ] || fail "$1: pid $2 is not httpd"
+        gsh "$1" "$GET_STATUS" | grep -q " 200 " || fail "$1: GET did not return 200"
+        [ "$(gsh "$1" "$GET_SUM")" = "$3" ] || fail "$1: served bytes differ"
+}
+
+start_daemon
+session web \
+        'lifecycle: {afterStart: ["sh", "-c", "mkdir -p /workspace/www && head -c 4900 /dev/urandom | base64 > /workspace/www/index.html && httpd -p 8080 -h /workspace/www"]}' \
+        'checkpoints: [{name: ready}]'
+"$FORKLET" wait web --for=Running --timeout=240 || fail "web not Running"
+fk_check_ram web
+for _ in $(seq 240); do
+        "$FORKLET" checkpoint list web | grep -q " ready " && break
+        sleep 0.5
+done
+"$FORKLET" checkpoint list web | grep -q " ready " || fail "spec.checkpoints ready not taken"
+"$FORKLET" get session web -o json | grep -q '"id": "ck_' || fail "status.checkpoints has no id"
+size=$(gsh web 'wc -c < /workspace/www/index.html')
+[ "$size" -gt 6000 ] && [ "$size" -lt 7000 ] || fail "index.html is $size bytes"
+pid=$(gsh web 'pidof httpd')
+[ -n "$pid" ] || fail "afterStart did not start httpd"
+sum=$(gsh web 'sha256sum < /workspace/www/index.html')
+[ "$(gsh web "$GET_SUM")" = "$sum" ] || fail "parent serves other bytes"
+
+# ---- checkpoint, fork 3 -----------------------------------------------------------------------
+ck=$("$FORKLET" checkpoint create web) || fail "checkpoint create"
+echo "$ck" | grep -Eqx 'ck_[0-9a-f]+' || fail "checkpoint id '$ck'"
+"$FORKLET" checkpoint list web | grep -q "^$ck " || fail "$ck not listed"
+"$FORKLET" checkpoint inspect web "$ck" | grep -q "^ramBytes: [1-9]" || fail "checkpoint inspect"
+t0=$(date +%s%N)
+names=$("$FORKLET" fork web --from "$ck" --count 3) || fail "fork"
+[ "$(echo $names)" = "web-fork-0 web-fork-1 web-fork-2" ] || fail "fork printed '$names'"
+for f in $names; do
+        "$FORKLET" wait "$f" --for=Running --timeout=240 || fail "$f not Running"
+done
+echo "fork x3 through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms to Running"
+for f in $names; do check_server "$f" "$pid" "$sum"; done
+rnd=$(for s in web $names; do gsh "$s" "$RAND"; echo; done | sort -u | grep -c .)
+[ "$rnd" = 4 ] || fail "/dev/urandom repeats across parent and forks ($rnd distinct of 4)"
+for f in $names; do
+        id=$(field "$f" forkId)
+        [ -n "$id" ] || fail "$f: no status.forkId"
+        [ "$(gsh "$f" 'cat /run/forklet/identity')" = "$id" ] || fail "$f: /run/forklet/identity"
+        [ "$(gsh "$f" 'cat /run/forklet/fork-id')" = "$id" ] || fail "$f: /run/forklet/fork-id"
+        [ "$(gsh "$f" 'echo $FORKLET_FORK_ID')" = "$id" ] || fail "$f: FORKLET_FORK_ID"
+        "$FORKLET" get session "$f" -o json | grep -q "\"checkpoint\": \"$ck\"" ||
+                fail "$f: status.forkOf does not name $ck"
+done
+"$FORKLET" get session web -o json | grep -q '"web-fork-2"' || fail "status.forks of web"
+[ "$("$FORKLET" checkpoint list web-fork-0 | tail -n +2 | grep -c .)" = 0 ] ||
+        fail "a fork inherited its parent's checkpoints"
+gsh web-fork-1 'echo only-in-fork-1 > /workspace/www/mine && sync' || fail "write in fork-1"
+[ -z "$(gsh web 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by parent"
+[ -z "$(gsh web-fork-2 'cat /workspace/www/mine 2>/dev/null')" ] || fail "fork's write seen by sibling"
+
+# a fork's crash affects nobody else
+kill -9 "$(field web-fork-2 pid)" || fail "kill web-fork-2's QEMU"
+"$FORKLET" wait web-fork-2 --for=Failed --timeout=30 >/dev/null 2>&1 || fail "crash not noticed"
+for s in web web-fork-0 web-fork-1; do
+        gsh "$s" "$GET_STATUS" | grep -q " 200 " || fail "$s hurt by a sibling fork's crash"
+done
+
+# ---- a checkpoint belongs to its session ----------------------------------------------------
+out=$("$FORKLET" rollback web-fork-0 "$ck" 2>&1) && fail "fork rolled back to the parent's checkpoint"
+echo "$out" | grep -q "not found" && echo "$out" | grep -q "belongs to session default/web" ||
+        fail "rollback to parent's checkpoint: '$out'"
+"$FORKLET" fork web-fork-0 --from "$ck" --count 1 2>/dev/null && fail "fork from another's checkpoint"
+
+# ---- a fork's own checkpoint (materialized), rollback to it, fork of it ------------------------
+ck2=$("$FORKLET" checkpoint create web-fork-0) || fail "checkpoint of a fork"
+gsh web-fork-0 "kill $pid; rm -rf /workspace/www" || fail "kill in fork"
+"$FORKLET" rollback web-fork-0 "$ck2" | grep -q "rolled back" || fail "rollback fork to own"
+check_server web-fork-0 "$pid" "$sum"
+ff=$("$FORKLET" fork web-fork-0 --from "$ck2" --count 1) || fail "fork of a fork"
+[ "$ff" = web-fork-0-fork-0 ] || fail "fork of a fork named '$ff'"
+"$FORKLET" wait "$ff" --for=Running --timeout=240 || fail "$ff not Running"
+check_server "$ff" "$pid" "$sum"
+
+# ---- the rollback test from the field (in place: same name, same PID, files back) ------------
+gsh web "kill $pid; rm -rf /workspace/www; sync" || fail "kill + rm in web"
+gsh web "$GET_STATUS" | grep -q " 200 " && fail "server still answers after kill"
+qemu_before=$(field web pid)
+ns_before=$(field web netns)
+t0=$(date +%s%N)
+"$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback web"
+echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
+check_server web "$pid" "$sum"
+[ "$(field web phase)" = Running ] || fail "web not Running after rollback"
+fk_check_ram web
+[ "$(field web pid)" != "$qemu_before" ] || fail "rollback kept the old QEMU"
+[ "$(field web netns)" = "$ns_before" ] || fail "rollback changed the netns ($ns_before -> $(field web netns))"
+id=$(field web forkId)
+[ -n "$id" ] && [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "rollback identity"
+ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"
+"$FORKLET" checkpoint list web | grep "^$ck3 " | grep -q "$ck" || fail "parent of $ck3 is not $ck"
+"$FORKLET" rollback web ck_00000000 2>&1 | grep -q "not found" || fail "rollback to unknown id"
+
+# ---- forkletd restart: forks are adopted (same QEMU) and keep their identity ----------------
+qpid=$(field web-fork-1 pid)
+id=$(field web-fork-1 forkId)
+stop_daemon
+start_daemon
+"$FORKLET" wait web-fork-1 --for=Running --timeout=60 || fail "web-fork-1 not adopted"
+[ "$(field web-fork-1 pid)" = "$qpid" ] || fail "restart booted web-fork-1 again"
+[ "$(gsh web-fork-1 'echo $FORKLET_FORK_ID')" = "$id" ] || fail "fork id lost across restart"
+fk_check_ram web
+gsh web "$GET_STATUS" | grep -q " 200 " || fail "web does not serve after the restart"
+
+# ---- layers: delete refused while forks depend on a checkpoint ---------------------------------
+out=$("$FORKLET" checkpoint delete web "$ck" 2>&1) && fail "deleted a checkpoint forks depend on"
+echo "$out" | grep -q "web-fork-0" && echo "$out" | grep -q "web-fork-2" ||
+        fail "dependents not named: '$out'"
+"$FORKLET" checkpoint delete web "$ck" --cascade >/dev/null || fail "delete --cascade"
+for f in $names $ff; do "$FORKLET" wait "$f" --for=Deleted --timeout=120 || fail "$f not deleted"; done
+"$FORKLET" checkpoint list web | grep -q "^$ck " && fail "$ck still listed"
+
+# ---- concurrent checkpoint requests coalesce -------------------------------------------------
+before=$("$FORKLET" checkpoint list web | tail -n +2 | grep -c .)
+"$FORKLET" checkpoint create web >"$T/c1" 2>&1 &
+p1=$!
+"$FORKLET" checkpoint create web >"$T/c2" 2>&1 &
+p2=$!
+wait $p1 || fail "first concurrent create: $(cat "$T/c1")"
+wait $p2 || fail "second concurrent create: $(cat "$T/c2")"
+[ "$(cat "$T/c1")" = "$(cat "$T/c2")" ] || fail "concurrent creates: $(cat "$T/c1") vs $(cat "$T/c2")"
+after=$("$FORKLET" checkpoint list web | tail -n +2 | grep -c .)
+[ "$after" = $((before + 1)) ] || fail "concurrent creates made $((after - before)) checkpoints"
+echo PASS

@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The per-session workspace disk through forkletd: a qcow2 overlay in the session's state dir
+# over the image's workspace.img, mounted on /workspace; kept across stop/start, removed on
+# delete; two sessions do not see each other's files; a chain deeper than 16 layers (one per
+# checkpoint) is compacted on the next start without losing data or older checkpoints.
+# Usage: fork-disk.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+. "$(dirname "$0")/../lib/harness.sh"
+fk_setup
+
+start_daemon
+session wsa
+session wsb
+"$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running"
+"$FORKLET" wait wsb --for=Running --timeout=240 || fail "wsb not Running"
+sd=$T/state/sessions/default.wsa
+active=$(jq -er .disk "$sd/state.json") || fail "no active disk recorded"
+qemu-img info -U "$sd/disk/$active" | grep -q "backing file: $IMG/workspace.img" ||
+        fail "overlay not backed by the image's workspace.img"
+gsh wsa 'grep -q " /workspace ext4" /proc/mounts' || fail "/workspace not mounted"
+gsh wsa 'echo kept-across-restart >/workspace/note && sync' || fail "write /workspace/note"
+[ "$(gsh wsb 'cat /workspace/note 2>/dev/null')" = "" ] || fail "wsb sees wsa's file"
+
+sed -i 's/^spec:$/spec:\n  state: Stopped/' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null || fail "apply Stopped"
+"$FORKLET" wait wsa --for=Stopped --timeout=60 || fail "wsa not Stopped"
+[ -f "$sd/disk/$active" ] || fail "disk removed on stop"
+sed -i '/state: Stopped/d' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null || fail "apply Running"
+"$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running again"
+[ "$(gsh wsa 'cat /workspace/note')" = kept-across-restart ] || fail "file lost across stop/start"
+
+# ---- chains deeper than 16 layers are compacted on the next start -----------------------------
+depth() { qemu-img info -U --backing-chain "$sd/disk/$(jq -r .disk "$sd/state.json")" | grep -c '^image:'; }
+for i in $(seq 17); do
+        gsh wsa "echo $i > /workspace/gen && sync" || fail "write gen $i"
+        id=$("$FORKLET" checkpoint create wsa) || fail "checkpoint $i"
+        [ "$i" = 5 ] && ck5=$id
+done
+[ "$(depth)" -ge 18 ] || fail "chain depth $(depth) after 17 checkpoints"
+sed -i 's/^spec:$/spec:\n  state: Stopped/' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null && "$FORKLET" wait wsa --for=Stopped --timeout=60 || fail "stop"
+sed -i '/state: Stopped/d' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null && "$FORKLET" wait wsa --for=Running --timeout=240 || fail "start"
+[ "$(depth)" = 2 ] || fail "chain not compacted: depth $(depth)"
+grep -q "disk chain compacted" "$T/forkletd.log" || fail "compaction not logged"
+[ "$(gsh wsa 'cat /workspace/gen')" = 17 ] || fail "data lost by compaction"
+[ "$(gsh wsa 'cat /workspace/note')" = kept-across-restart ] || fail "old data lost by compaction"
+"$FORKLET" rollback wsa "$ck5" >/dev/null || fail "rollback to an early checkpoint"
+[ "$(gsh wsa 'cat /workspace/gen')" = 5 ] || fail "rollback after compaction: wrong disk"
+
+"$FORKLET" delete wsa >/dev/null || fail "delete"
+gone_within 60 "$sd" || fail "state dir (disk) left after delete"
+[ -f "$IMG/workspace.img" ] || fail "delete removed the image's base disk"
+echo PASS

@@ -2,6 +2,7 @@
 /* The daemon: the mutex-protected session table, the reconcile pass (plan + execute) and the
  * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -208,6 +209,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         pthread_cond_init(&d->health_wake, NULL);
         pthread_mutex_init(&d->fwd_lock, NULL);
         pthread_cond_init(&d->fwd_done, NULL);
+        pthread_mutex_init(&d->images_lock, NULL);
         d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (d->wake_fd < 0) {
                 r = -errno;
@@ -432,6 +434,8 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
         if (!d)
                 return NULL;
         agent_daemon_shutdown(d);
+        d->images = agent_image_store_free(d->images);
+        pthread_mutex_destroy(&d->images_lock);
         for (size_t i = 0; i < d->n_sessions; i++)
                 agent_session_free(d->sessions[i]);
         free(d->sessions);

@@ -2,6 +2,7 @@
 /* The executor: carries out planned actions through the VM ops (long ones in a worker thread
  * per action, the session marked busy meanwhile). */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "agent/jail.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"
@@ -105,7 +106,10 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                            struct fk_error *err)
 {
         const struct size_class *sc = node_config_find_size_class(d->cfg, s->spec->size_class);
-        const struct image_spec *img = node_config_find_image(d->cfg, s->spec->image);
+        /* an OCI reference boots on the node image minimal's kernel, initrd and workspace */
+        bool oci = manifest_image_is_ref(s->spec->image);
+        const struct image_spec *img = node_config_find_image(d->cfg, oci ? "minimal" : s->spec->image);
+        int r;
 
         if (!sc)
                 return fk_error_set(err, -EINVAL, "unknown size class \"%s\"", s->spec->size_class);
@@ -123,9 +127,11 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                 free(j->base_disk);
                 j->base_disk = NULL;
         }
-        if (fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
+        if (oci && (r = agent_image_job_rootfs(d, s, j->state_dir, &j->rootfs, err)) < 0)
+                return r;
+        if (!oci && fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        if (access(j->rootfs, R_OK) < 0) {
+        if (!oci && access(j->rootfs, R_OK) < 0) {
                 free(j->rootfs);
                 j->rootfs = NULL;
         }
@@ -443,6 +449,8 @@ static void *job_thread(void *userdata)
         struct job *j = userdata;
         struct agent_daemon *d = j->d;
 
+        bool destroy = j->kind == CORE_ACTION_DESTROY;
+
         if (j->kind == CORE_ACTION_BOOT)
                 job_boot(j);
         else if (j->kind == CORE_ACTION_STOP || j->kind == CORE_ACTION_DESTROY ||
@@ -454,6 +462,8 @@ static void *job_thread(void *userdata)
                 j->s->busy = false;
         pthread_mutex_unlock(&d->lock);
         job_free(j);
+        if (destroy) /* its image may be unused now */
+                agent_image_collect(d);
         /* wake before the count drops: once it is 0 the daemon may be freed */
         agent_daemon_wake(d);
         pthread_mutex_lock(&d->lock);
@@ -517,14 +527,18 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         if (r < 0)
                 return r;
         r = job_boot_params(d, s, j, &err);
-        if (r == -ENOENT) {
+        if (r == -ENOENT || r == -EAGAIN || r == -EIO) {
                 /* Pending, not Failed: the next reconcile pass boots it once the image is
-                 * built (or the node config lists it). Logged once per new message. */
+                 * built (or the node config lists it, or its pull is done). Logged once per
+                 * new message; a pull's progress is not worth a line. */
                 job_free(j);
-                if (strcmp(s->conditions[AGENT_COND_READY].message, err.msg) != 0)
+                if (r != -EAGAIN && strcmp(s->conditions[AGENT_COND_READY].message, err.msg) != 0)
                         log_warning("session %s: %s", s->key, err.msg);
                 s->phase = SESSION_PHASE_PENDING;
-                agent_session_set_condition(s, AGENT_COND_READY, "False", "ImageNotFound",
+                agent_session_set_condition(s, AGENT_COND_READY, "False",
+                                            r == -ENOENT   ? "ImageNotFound"
+                                            : r == -EAGAIN ? "Pulling"
+                                                           : "PullFailed",
                                             now_real(d), "%s", err.msg);
                 return 0;
         }

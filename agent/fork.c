@@ -3,6 +3,7 @@
  * or the session's own checkpoint with a RAM copy), afterStart + spec.checkpoints after a cold
  * boot, `fork` and `rollback` requests, spec.forks reconciliation and fork status. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "agent/jail.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -276,10 +277,15 @@ static int keep_stderr_tail(int stream, const void *data, size_t size, void *ud)
 /* 0, or -errno with err saying how afterStart failed (exit code or signal and its stderr tail,
  * guest text escaped). Does not log. */
 static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char *const *argv,
-                           char *const *env, struct fk_error *err)
+                           char *const *env, const struct agent_image_exec *ix,
+                           struct fk_error *err)
 {
-        struct vmm_exec_request req = {
-                .argv = argv, .env = env, .timeout_ms = AFTER_START_TIMEOUT_MS};
+        /* an image's own command (runImageCommand) is its service: started in the background */
+        struct vmm_exec_request req = {.argv = argv,
+                                       .env = env,
+                                       .cwd = ix->cwd,
+                                       .timeout_ms = AFTER_START_TIMEOUT_MS,
+                                       .detach = ix->argv == argv};
         struct vmm_exec_result res = {0};
         struct stderr_tail tail = {0};
         char how[48], text[sizeof(tail.buf) * 4];
@@ -369,7 +375,9 @@ void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct ag
 {
         cleanup_free char *sd = NULL;
         char **after = NULL, **names = NULL, **env = NULL;
+        struct agent_image_exec ix = {0};
         struct fk_error err = {0};
+        bool oci = false, want_cmd = false;
         unsigned failed = 0;
         int r = 0;
 
@@ -389,9 +397,18 @@ void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct ag
                 r = agent_session_state_dir(d->cfg->state_dir, s->key, &sd);
         if (r < 0)
                 fk_error_set(&err, r, "afterStart: %s", strerror(-r));
+        oci = s->spec && manifest_image_is_ref(s->spec->image);
+        want_cmd = oci && s->spec->run_image_command && !after;
         pthread_mutex_unlock(&d->lock);
+        /* an OCI image: its Env under spec.env, its WorkingDir, its command when asked */
+        if (r >= 0 && oci && agent_image_exec_prepare(d, s->key, env, want_cmd, &ix) >= 0) {
+                fk_strv_free(env);
+                env = TAKE_PTR(ix.env);
+                if (want_cmd && ix.argv)
+                        after = ix.argv;
+        }
         if (r >= 0 && after)
-                r = run_after_start(d, vm, after, env, &err);
+                r = run_after_start(d, vm, after, env, &ix, &err);
         if (r >= 0)
                 failed = take_declared(d, s, vm, sd, names, &err);
         pthread_mutex_lock(&d->lock);
@@ -409,7 +426,9 @@ void agent_post_start(struct agent_daemon *d, struct agent_session *s, struct ag
                                                     now_real(d), "%s", "");
         }
         pthread_mutex_unlock(&d->lock);
-        fk_strv_free(after);
+        if (after != ix.argv)
+                fk_strv_free(after);
         fk_strv_free(names);
         fk_strv_free(env);
+        agent_image_exec_done(&ix);
 }

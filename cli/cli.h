@@ -266,3 +266,14 @@ int cli_action(const struct cli *c, int argc, char **argv);      /* pause|resume
 int cli_cp(const struct cli *c, int argc, char **argv);
 int cli_portforward(const struct cli *c, int argc, char **argv);
 int cli_mcp(const struct cli *c, int argc, char **argv); /* cli/mcp.c */
+/* image list|pull|inspect|rm (cli/image.c, cli/image-pull.c). */
+struct cli_image_args {
+        const char *verb;  /* list, pull, inspect, rm */
+        const char *image; /* a reference or a digest (prefix); NULL for list */
+        bool json;         /* -o json */
+};
+int cli_parse_image(int argc, char **argv, struct cli_image_args *ret, struct fk_error *err);
+int cli_image(const struct cli *c, int argc, char **argv);
+int cli_image_pull(const struct cli *c, const char *ref);
+/* "[####......] 1.0 of 3.0 MiB" into buf. Pure. */
+void cli_image_bar(char *buf, size_t size, long long done, long long total);

@@ -30,6 +30,9 @@ const struct cli_command cli_commands[] = {
         {"start", cli_action, "start NAME [--no-wait] [--timeout=SECONDS]"},
         {"cp", cli_cp, "cp NAME:/PATH LOCAL | LOCAL NAME:/PATH   (LOCAL - : stdin/stdout)"},
         {"port-forward", cli_portforward, "port-forward NAME LOCAL:REMOTE"},
+        {"image", cli_image,
+         "image list [-o json] | pull REF | inspect IMAGE | rm IMAGE   (OCI images: "
+         "docs/images.md)"},
         {"mcp", cli_mcp, "mcp   (an MCP server on stdin/stdout for AI agents: docs/mcp.md)"},
         {},
 };

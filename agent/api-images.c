@@ -55,16 +55,17 @@ static int pull(struct MHD_Connection *c, struct api_request *req, struct agent_
         /* "poll": report the pull there is (the CLI's progress bar); else start or join one */
         r = p && json_is_true(json_object_get(body, "poll")) ? 0
                                                              : agent_image_pull_start(st, ref, &err);
-        json_decref(body);
         json_decref(p);
         if (r < 0) {
                 const char *reason;
                 unsigned status = api_status_from_errno(r, &reason);
 
+                json_decref(body);
                 return api_reply_error(c, r == -EPERM ? MHD_HTTP_FORBIDDEN : status,
                                        r == -EPERM ? "Forbidden" : reason, NULL, "%s", err.msg);
         }
         p = agent_image_pull_json(st, ref);
+        json_decref(body); /* ref pointed into it */
         r = p && strcmp(json_string_value(json_object_get(p, "state")), "Pulling") == 0
                     ? MHD_HTTP_ACCEPTED
                     : MHD_HTTP_OK;

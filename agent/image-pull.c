@@ -69,6 +69,27 @@ static int run_drain(struct run_io *io, int timeout_ms)
         return (io->out >= 0) + (io->errp >= 0);
 }
 
+/* skopeo logs as logrus: time="..." level=fatal msg="TEXT": keep TEXT, unquoted, without
+ * its "Error parsing image name \"docker://...\": " lead (the reference is said elsewhere). */
+static char *tidy(char *line)
+{
+        static const char lead[] = "Error parsing image name \"";
+        char *m = strstr(line, "msg=\""), *w, *r;
+
+        if (!m)
+                return line;
+        m += 5;
+        for (r = w = m; *r && *r != '"'; r++) {
+                if (*r == '\\' && r[1])
+                        r++;
+                *w++ = *r;
+        }
+        *w = '\0';
+        if (strncmp(m, lead, sizeof(lead) - 1) == 0 && (r = strstr(m + sizeof(lead) - 1, "\": ")))
+                m = r + 3;
+        return m;
+}
+
 /* The last non-empty line of what stderr said. */
 static const char *last_line(struct run_io *io)
 {
@@ -78,7 +99,7 @@ static const char *last_line(struct run_io *io)
         while (io->tn && (io->tail[io->tn - 1] == '\n' || io->tail[io->tn - 1] == ' '))
                 io->tail[--io->tn] = '\0';
         nl = strrchr(io->tail, '\n');
-        return nl ? nl + 1 : io->tail;
+        return tidy(nl ? nl + 1 : io->tail);
 }
 
 static int spawn_piped(const char *const *argv, struct run_io *io, pid_t *ret)
@@ -138,8 +159,11 @@ int image_run(const char *const *argv, size_t max, char **ret_out, const volatil
                 ;
         if (killed)
                 r = fk_error_set(err, -ECANCELED, "%s: cancelled", argv[0]);
-        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                r = fk_error_set(err, -EIO, "%s", last_line(&io)[0] ? last_line(&io) : argv[0]);
+        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                const char *line = last_line(&io);
+
+                r = fk_error_set(err, -EIO, "%s", line[0] ? line : argv[0]);
+        }
         if (r < 0 || !ret_out) {
                 free(io.buf);
                 return r;

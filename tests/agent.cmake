@@ -52,3 +52,5 @@ fk_forkletd_test(api-tls TIMEOUT 300)
 # forklet mcp with the official MCP TypeScript SDK client (npm, installed into BUILD/npm-mcp;
 # skips with 77 when node, npm or the registry is missing) against a real forkletd and VM.
 fk_forkletd_test(mcp-sdk TIMEOUT 1200)
+# OCI images by reference against a real registry (docker-registry, skopeo, umoci).
+fk_forkletd_test(image-oci TIMEOUT 1200)

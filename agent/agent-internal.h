@@ -382,9 +382,9 @@ struct agent_daemon {
         uint64_t last_sample_ns;             /* monotonic, the sampler's last pass; 0: due */
         pthread_t health_thread;             /* liveness probes (health.c) */
         bool health_started;
-        pthread_cond_t health_wake; /* broadcast to end the health thread early */
-        pthread_mutex_t images_lock;        /* guards images' creation */
-        struct agent_image_store *images;   /* owned, made on first use (agent/image.h) */
+        pthread_cond_t health_wake;       /* broadcast to end the health thread early */
+        pthread_mutex_t images_lock;      /* guards images' creation */
+        struct agent_image_store *images; /* owned, made on first use (agent/image.h) */
 };
 
 /* ---- status held in memory (status-cache.c) ------------------------------------------------ */

@@ -32,11 +32,11 @@ static int list(struct MHD_Connection *c, struct api_request *req, struct agent_
         json_t *items = agent_image_list_json(st), *it;
         size_t i;
 
-        json_array_foreach(items, i, it)
-                with_users(req, it);
-        return api_reply_json(c, MHD_HTTP_OK, json_pack("{s:s, s:o}", "kind", "ImageList", "items",
-                                                        items ? items : json_array()),
-                              NULL);
+        json_array_foreach(items, i, it) with_users(req, it);
+        return api_reply_json(
+                c, MHD_HTTP_OK,
+                json_pack("{s:s, s:o}", "kind", "ImageList", "items", items ? items : json_array()),
+                NULL);
 }
 
 static int pull(struct MHD_Connection *c, struct api_request *req, struct agent_image_store *st)
@@ -53,8 +53,9 @@ static int pull(struct MHD_Connection *c, struct api_request *req, struct agent_
         }
         p = agent_image_pull_json(st, ref);
         /* "poll": report the pull there is (the CLI's progress bar); else start or join one */
-        r = p && json_is_true(json_object_get(body, "poll")) ? 0
-                                                             : agent_image_pull_start(st, ref, &err);
+        r = p && json_is_true(json_object_get(body, "poll"))
+                    ? 0
+                    : agent_image_pull_start(st, ref, &err);
         json_decref(p);
         if (r < 0) {
                 const char *reason;
@@ -77,7 +78,8 @@ static json_t *find_item(struct agent_image_store *st, const char *digest)
         json_t *items = agent_image_list_json(st), *it, *found = NULL;
         size_t i;
 
-        json_array_foreach(items, i, it) {
+        json_array_foreach(items, i, it)
+        {
                 if (strcmp(json_string_value(json_object_get(it, "digest")), digest) == 0)
                         found = json_incref(it);
         }
@@ -126,9 +128,8 @@ static int one(struct MHD_Connection *c, struct api_request *req, struct agent_i
         if (r < 0)
                 return api_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError", NULL,
                                        "remove image %s: %s", digest, strerror(-r));
-        return api_reply_json(c, MHD_HTTP_OK, json_pack("{s:s, s:s}", "digest", digest, "status",
-                                                        "Deleted"),
-                              NULL);
+        return api_reply_json(c, MHD_HTTP_OK,
+                              json_pack("{s:s, s:s}", "digest", digest, "status", "Deleted"), NULL);
 }
 
 int api_handle_images(struct MHD_Connection *c, struct api_request *req)

@@ -108,7 +108,8 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
         const struct size_class *sc = node_config_find_size_class(d->cfg, s->spec->size_class);
         /* an OCI reference boots on the node image minimal's kernel, initrd and workspace */
         bool oci = manifest_image_is_ref(s->spec->image);
-        const struct image_spec *img = node_config_find_image(d->cfg, oci ? "minimal" : s->spec->image);
+        const struct image_spec *img =
+                node_config_find_image(d->cfg, oci ? "minimal" : s->spec->image);
         int r;
 
         if (!sc)

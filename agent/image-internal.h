@@ -37,7 +37,7 @@ struct agent_image_store {
         char *root;                    /* owned: <stateDir>/oci */
         struct image_pull *pulls;      /* owned list */
         unsigned running;              /* pull threads alive */
-        volatile bool stopping; /* read by pulls without the lock (their cancel flag) */
+        volatile bool stopping;        /* read by pulls without the lock (their cancel flag) */
         void (*wake)(void *);
         void *wake_ctx;
 };

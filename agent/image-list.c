@@ -28,7 +28,8 @@ static json_t *refs_of(json_t *refs, const char *digest)
         json_t *a = json_array(), *v;
         const char *k;
 
-        json_object_foreach(refs, k, v) {
+        json_object_foreach(refs, k, v)
+        {
                 if (a && json_is_string(v) && strcmp(json_string_value(v), digest) == 0)
                         json_array_append_new(a, json_string(k));
         }
@@ -95,7 +96,8 @@ static int strv_from_json(json_t *a, char ***ret)
         size_t i;
         json_t *v;
 
-        json_array_foreach(a, i, v) {
+        json_array_foreach(a, i, v)
+        {
                 if (json_is_string(v) && fk_strv_push(ret, json_string_value(v)) < 0)
                         return -ENOMEM;
         }
@@ -182,7 +184,8 @@ static int remove_locked(struct agent_image_store *st, const char *digest)
         void *tmp;
         int r;
 
-        json_object_foreach_safe(refs, tmp, k, v) {
+        json_object_foreach_safe(refs, tmp, k, v)
+        {
                 if (json_is_string(v) && strcmp(json_string_value(v), digest) == 0)
                         (void)image_refs_set(st, k, NULL);
         }

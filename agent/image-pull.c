@@ -36,7 +36,8 @@ struct run_io {
 /* Drains what is readable; returns how many pipes are still open. */
 static int run_drain(struct run_io *io, int timeout_ms)
 {
-        struct pollfd fds[2] = {{.fd = io->out, .events = POLLIN}, {.fd = io->errp, .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = io->out, .events = POLLIN},
+                                {.fd = io->errp, .events = POLLIN}};
         char tmp[4096];
 
         if (poll(fds, 2, timeout_ms) <= 0)
@@ -224,7 +225,8 @@ static const char *platform_digest(json_t *index)
         size_t i;
         json_t *m;
 
-        json_array_foreach(json_object_get(index, "manifests"), i, m) {
+        json_array_foreach(json_object_get(index, "manifests"), i, m)
+        {
                 json_t *pl = json_object_get(m, "platform");
                 const char *os = json_string_value(json_object_get(pl, "os"));
                 const char *arch = json_string_value(json_object_get(pl, "architecture"));
@@ -258,8 +260,8 @@ static int resolve_manifest(struct image_pull *p, struct fk_error *err)
         if (r >= 0) {
                 total = (uint64_t)json_integer_value(
                         json_object_get(json_object_get(m, "config"), "size"));
-                json_array_foreach(json_object_get(m, "layers"), i, l)
-                        total += (uint64_t)json_integer_value(json_object_get(l, "size"));
+                json_array_foreach(json_object_get(m, "layers"), i, l) total +=
+                        (uint64_t)json_integer_value(json_object_get(l, "size"));
                 pthread_mutex_lock(&p->st->lock);
                 snprintf(p->digest, sizeof(p->digest), "%s", digest);
                 p->bytes_total = total;
@@ -300,7 +302,8 @@ static int copy_layout(struct image_pull *p, const char *work, struct fk_error *
         struct copy_tick t = {.p = p};
         size_t n = 3;
 
-        if (transport(p, p->digest, &src) < 0 || fk_asprintf(&dst, "oci:%s/layout:image", work) < 0 ||
+        if (transport(p, p->digest, &src) < 0 ||
+            fk_asprintf(&dst, "oci:%s/layout:image", work) < 0 ||
             fk_asprintf(&blobs, "%s/layout/blobs/sha256", work) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         registry_args(p, true, argv, &n);
@@ -347,8 +350,8 @@ static int write_meta(struct image_pull *p, const char *work, const char *out, s
                 return fk_error_set(err, -EIO, "write %s/config.json", out);
         }
         json_decref(config);
-        meta = json_pack("{s:s, s:s, s:b, s:I, s:I, s:I}", "digest", p->digest, "reference",
-                         p->ref, "pinned", p->pin, "pulledAt",
+        meta = json_pack("{s:s, s:s, s:b, s:I, s:I, s:I}", "digest", p->digest, "reference", p->ref,
+                         "pinned", p->pin, "pulledAt",
                          (json_int_t)(fk_now_real_ns() / 1000000000ull), "sizeBytes",
                          (json_int_t)p->bytes_total, "rootfsBytes",
                          (json_int_t)(stat(rootfs, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0));
@@ -397,8 +400,8 @@ void image_pull_run(struct image_pull *p)
         int r;
 
         r = resolve_manifest(p, &err);
-        if (r >= 0 && (image_dir(st, p->digest, &dst) < 0 ||
-                       fk_asprintf(&rootfs, "%s/rootfs.img", dst) < 0))
+        if (r >= 0 &&
+            (image_dir(st, p->digest, &dst) < 0 || fk_asprintf(&rootfs, "%s/rootfs.img", dst) < 0))
                 r = fk_error_set(&err, -ENOMEM, "out of memory");
         /* one copy per digest: another tag of the same image is already here */
         if (r >= 0 && access(rootfs, R_OK) < 0) {

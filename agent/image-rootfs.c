@@ -51,8 +51,7 @@ static int copy_fd(int in, int out)
         return k < 0 ? -errno : 0;
 }
 
-int image_inject_agent(const char *initrd, const char *tree, const char *work,
-                       struct fk_error *err)
+int image_inject_agent(const char *initrd, const char *tree, const char *work, struct fk_error *err)
 {
         cleanup_free char *agent = NULL, *script = NULL;
         cleanup_close int root = -1, sbin = -1, in = -1, out = -1;
@@ -62,8 +61,8 @@ int image_inject_agent(const char *initrd, const char *tree, const char *work,
             fk_asprintf(&script, "gzip -dc \"$1\" | cpio -i --quiet --to-stdout %s > \"$2\"",
                         AGENT_IN_INITRD) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = image_run((const char *const[]){"/bin/sh", "-c", script, "sh", initrd, agent, NULL},
-                      0, NULL, NULL, NULL, NULL, err);
+        r = image_run((const char *const[]){"/bin/sh", "-c", script, "sh", initrd, agent, NULL}, 0,
+                      NULL, NULL, NULL, NULL, err);
         in = r >= 0 ? open(agent, O_RDONLY | O_CLOEXEC) : -1;
         if (r < 0 || in < 0)
                 return r < 0 ? r : fk_error_set(err, -errno, "%s: %m", agent);
@@ -124,8 +123,8 @@ int image_build_ext4(const char *tree, const char *path, struct fk_error *err)
         close(fd);
         if (r < 0)
                 return fk_error_set(err, r, "size %s: %s", path, strerror(-r));
-        return image_run((const char *const[]){"mkfs.ext4", "-q", "-F", "-L", AGENT_ROOTFS_LABEL, "-d",
-                                         tree, path, NULL},
+        return image_run((const char *const[]){"mkfs.ext4", "-q", "-F", "-L", AGENT_ROOTFS_LABEL,
+                                               "-d", tree, path, NULL},
                          0, NULL, NULL, NULL, NULL, err);
 }
 
@@ -148,9 +147,9 @@ int image_read_config(const char *work, json_t **ret, struct fk_error *err)
             fk_asprintf(&index_path, "%s/index.json", layout) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         index = json_load_file(index_path, 0, NULL);
-        manifest = load_blob(layout, json_string_value(json_object_get(
-                                             json_array_get(json_object_get(index, "manifests"), 0),
-                                             "digest")));
+        manifest = load_blob(
+                layout, json_string_value(json_object_get(
+                                json_array_get(json_object_get(index, "manifests"), 0), "digest")));
         config = load_blob(layout, json_string_value(json_object_get(
                                            json_object_get(manifest, "config"), "digest")));
         c = json_object_get(config, "config");

@@ -139,8 +139,7 @@ int agent_image_exec_prepare(struct agent_daemon *d, const char *key, char *cons
 }
 
 /* "session NS/NAME (N checkpoints)" of every session using digest. */
-static int session_users(struct agent_daemon *d, const char *digest, char ***users,
-                         char ***in_use)
+static int session_users(struct agent_daemon *d, const char *digest, char ***users, char ***in_use)
 {
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];
@@ -171,8 +170,7 @@ static int session_users(struct agent_daemon *d, const char *digest, char ***use
 }
 
 /* Snapshots whose stored spec names a reference that points at digest (or any, in_use). */
-static int snapshot_users(struct agent_daemon *d, const char *digest, char ***users,
-                          char ***in_use)
+static int snapshot_users(struct agent_daemon *d, const char *digest, char ***users, char ***in_use)
 {
         cleanup_free char *dir = NULL;
         struct dirent *e;

@@ -256,8 +256,8 @@ int agent_image_resolve(struct agent_image_store *st, const char *ref, struct ag
         if (present_locked(st, ref, &oref, digest, sizeof(digest))) {
                 pthread_mutex_unlock(&st->lock);
                 ret->digest = strdup(digest);
-                if (!ret->digest || fk_asprintf(&ret->rootfs, "%s/images/%s/rootfs.img",
-                                                st->root, digest + 7) < 0) {
+                if (!ret->digest || fk_asprintf(&ret->rootfs, "%s/images/%s/rootfs.img", st->root,
+                                                digest + 7) < 0) {
                         agent_image_boot_done(ret);
                         return fk_error_set(err, -ENOMEM, "out of memory");
                 }

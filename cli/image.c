@@ -35,20 +35,19 @@ int cli_parse_image(int argc, char **argv, struct cli_image_args *ret, struct fk
         }
         if (!a.verb || (strcmp(a.verb, "list") != 0 && strcmp(a.verb, "pull") != 0 &&
                         strcmp(a.verb, "inspect") != 0 && strcmp(a.verb, "rm") != 0))
-                return fk_error_set(err, -EINVAL,
-                                    "image: expected list, pull, inspect or rm%s%s%s",
+                return fk_error_set(err, -EINVAL, "image: expected list, pull, inspect or rm%s%s%s",
                                     a.verb ? " (got \"" : "", a.verb ? a.verb : "",
                                     a.verb ? "\")" : "");
         if ((strcmp(a.verb, "list") == 0) != !a.image)
                 return fk_error_set(err, -EINVAL, "image %s: %s", a.verb,
-                                    a.image ? "takes no IMAGE" : "IMAGE is required (a reference "
-                                                                 "or a digest)");
+                                    a.image ? "takes no IMAGE"
+                                            : "IMAGE is required (a reference "
+                                              "or a digest)");
         *ret = a;
         return 0;
 }
 
-static json_t *get_json(const struct cli *c, const char *method, const char *path,
-                        const char *what)
+static json_t *get_json(const struct cli *c, const char *method, const char *path, const char *what)
 {
         struct cli_response resp = {0};
         struct fk_error err = {0};

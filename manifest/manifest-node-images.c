@@ -61,8 +61,7 @@ int node_config_default_images(struct node_config *c)
 
                 c->images[i].name = strdup(name);
                 c->n_images++;
-                if (!c->images[i].name ||
-                    fk_asprintf(&c->images[i].dir, "%s/%s", dir, name) < 0)
+                if (!c->images[i].name || fk_asprintf(&c->images[i].dir, "%s/%s", dir, name) < 0)
                         r = -ENOMEM;
         }
         fk_strv_free(found);

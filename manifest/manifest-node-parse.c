@@ -14,10 +14,11 @@
 #include <sys/socket.h>
 
 static const char *const top_fields[] = {
-        "apiVersion",  "kind",         "nodeName", "stateDir",     "runDir",      "accel",
-        "manifestDir", "api",          "network",  "cgroupParent", "sizeClasses", "images",
-        "capacity",    "controlPlane", "labels",   "jail",         "secrets",     "hardening",
-        "health",      "diskPressure", "registries", NULL};
+        "apiVersion",  "kind",        "nodeName",  "stateDir",     "runDir",
+        "accel",       "manifestDir", "api",       "network",      "cgroupParent",
+        "sizeClasses", "images",      "capacity",  "controlPlane", "labels",
+        "jail",        "secrets",     "hardening", "health",       "diskPressure",
+        "registries",  NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile",   "tlsCert",
                                          "tlsKey", "url",    "tlsClientCA", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};

@@ -40,8 +40,8 @@ static bool decode_host(struct mctx *c, const struct mnode *it, const char *path
         if (!v || !(s = mget_string(c, v, p)))
                 return false;
         snprintf(probe, sizeof(probe), "%s/x", s);
-        if (strcmp(s, "*") != 0 && (strlen(s) >= MANIFEST_OCI_HOST_MAX ||
-                                    manifest_oci_ref_parse(probe, &ref, NULL) < 0)) {
+        if (strcmp(s, "*") != 0 &&
+            (strlen(s) >= MANIFEST_OCI_HOST_MAX || manifest_oci_ref_parse(probe, &ref, NULL) < 0)) {
                 mctx_err(c, v, p,
                          "invalid registry host \"%s\": expected HOST[:PORT] (a name with a '.', "
                          "localhost or an IPv4 address) or \"*\" for any registry",

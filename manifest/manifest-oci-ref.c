@@ -135,9 +135,8 @@ int manifest_oci_ref_parse(const char *s, struct oci_ref *ret, struct fk_error *
                                     "not an image reference: expected HOST[:PORT]/REPO[:TAG] "
                                     "or HOST/REPO@sha256:DIGEST");
         host_len = (size_t)(slash - s);
-        if (!host_ok(s, host_len) ||
-            (!memchr(s, '.', host_len) && !memchr(s, ':', host_len) &&
-             !(host_len == 9 && strncmp(s, "localhost", 9) == 0)))
+        if (!host_ok(s, host_len) || (!memchr(s, '.', host_len) && !memchr(s, ':', host_len) &&
+                                      !(host_len == 9 && strncmp(s, "localhost", 9) == 0)))
                 return fk_error_set(err, -EINVAL,
                                     "\"%.*s\" is not a registry host: a reference names its "
                                     "registry first (HOST[:PORT]/REPO:TAG, e.g. "
@@ -184,8 +183,7 @@ bool manifest_registry_host_is_loopback(const char *host)
         return strcasecmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0;
 }
 
-const struct registry_spec *node_config_find_registry(const struct node_config *c,
-                                                      const char *host)
+const struct registry_spec *node_config_find_registry(const struct node_config *c, const char *host)
 {
         const struct registry_spec *any = NULL;
 
@@ -198,8 +196,8 @@ const struct registry_spec *node_config_find_registry(const struct node_config *
         return any;
 }
 
-int manifest_check_image_ref(const struct node_config *cfg, const char *image,
-                             struct oci_ref *ret, struct fk_error *err)
+int manifest_check_image_ref(const struct node_config *cfg, const char *image, struct oci_ref *ret,
+                             struct fk_error *err)
 {
         struct oci_ref ref;
         char allowed[200] = "";
@@ -217,8 +215,9 @@ int manifest_check_image_ref(const struct node_config *cfg, const char *image,
                                         cfg->registries[i].host);
         return fk_error_set(err, -EPERM, "registry %s is not allowed on node %s (allowed: %s)",
                             ref.host, cfg->node_name,
-                            cfg->n_registries ? allowed : "none; list it under registries in the "
-                                                          "node config");
+                            cfg->n_registries ? allowed
+                                              : "none; list it under registries in the "
+                                                "node config");
 }
 
 bool manifest_decode_image_ref(struct mctx *c, const struct mnode *spec,

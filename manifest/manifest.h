@@ -88,7 +88,7 @@ struct session_manifest {
         size_t n_egress;
         uint16_t *ports; /* owned array of n_ports */
         size_t n_ports;
-        char **after_start;                  /* owned NULL-terminated argv, NULL when absent */
+        char **after_start;     /* owned NULL-terminated argv, NULL when absent */
         bool run_image_command; /* lifecycle.runImageCommand: the image's Entrypoint+Cmd as the
                                  * afterStart default (OCI images) */
         struct checkpoint_spec *checkpoints; /* owned array */
@@ -275,8 +275,8 @@ const struct registry_spec *node_config_find_registry(const struct node_config *
                                                       const char *host);
 /* Parses image as a reference and, with a cfg, checks its registry is listed: -EPERM "registry
  * X is not allowed on node N (allowed: ...)". ret may be NULL. Does not log. */
-int manifest_check_image_ref(const struct node_config *cfg, const char *image,
-                             struct oci_ref *ret, struct fk_error *err);
+int manifest_check_image_ref(const struct node_config *cfg, const char *image, struct oci_ref *ret,
+                             struct fk_error *err);
 
 /* Canonical JSON: {"apiVersion","kind","metadata":{name,namespace,labels},"spec":{...}} with
  * defaults filled in, keys in a fixed order. Returns a new reference or NULL on ENOMEM. */

@@ -135,7 +135,8 @@ static void test_registries_errors(void **state)
                 "address) or \"*\" for any registry",
                 "/etc/forklet/node.yaml:8:12: registries[2].host: duplicate registry "
                 "\"GHCR.io\"",
-                "/etc/forklet/node.yaml:9:18: registries[3].tls: unknown field \"tls\" (known: host, "
+                "/etc/forklet/node.yaml:9:18: registries[3].tls: unknown field \"tls\" (known: "
+                "host, "
                 "authFile, insecure)",
                 "/etc/forklet/node.yaml:10:27: registries[4].insecure: plain HTTP is allowed for "
                 "loopback registries only (127.0.0.0/8, localhost), not \"*\": serve it over TLS",
@@ -236,10 +237,8 @@ static void test_default_images(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_ref_parse),
-                cmocka_unit_test(test_registries),
-                cmocka_unit_test(test_registries_errors),
-                cmocka_unit_test(test_session_image_ref),
+                cmocka_unit_test(test_ref_parse),         cmocka_unit_test(test_registries),
+                cmocka_unit_test(test_registries_errors), cmocka_unit_test(test_session_image_ref),
                 cmocka_unit_test(test_default_images),
         };
 

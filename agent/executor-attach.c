@@ -71,10 +71,12 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
         if (r < 0)
                 return r;
         copy.env = env;
-        /* an OCI image's Env (under spec.env) and WorkingDir (unless the request names one) */
+        /* an OCI image's Env (under spec.env), WorkingDir and User (unless the request names
+         * them) */
         if (key[0] && agent_image_exec_prepare(d, key, env, false, &ix) >= 0) {
                 copy.env = ix.env;
                 copy.cwd = req->cwd ? req->cwd : ix.cwd;
+                copy.user = req->user ? req->user : ix.user;
         }
         uint64_t t0 = fk_now_mono_ns();
         r = d->ops.exec(d->ops.userdata, vm->vm, &copy, out_fn, out_userdata, ret, err);

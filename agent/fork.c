@@ -284,6 +284,7 @@ static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char
         struct vmm_exec_request req = {.argv = argv,
                                        .env = env,
                                        .cwd = ix->cwd,
+                                       .user = ix->user,
                                        .timeout_ms = AFTER_START_TIMEOUT_MS,
                                        .detach = ix->argv == argv};
         struct vmm_exec_result res = {0};

@@ -101,6 +101,7 @@ void agent_image_exec_done(struct agent_image_exec *x)
 {
         fk_strv_free(x->env);
         free(x->cwd);
+        free(x->user);
         fk_strv_free(x->argv);
         *x = (struct agent_image_exec){0};
 }
@@ -127,6 +128,7 @@ int agent_image_exec_prepare(struct agent_daemon *d, const char *key, char *cons
         for (size_t i = 0; env && env[i] && r >= 0; i++)
                 r = fk_strv_push(&x.env, env[i]);
         x.cwd = TAKE_PTR(c.working_dir);
+        x.user = TAKE_PTR(c.user);
         if (want_command)
                 x.argv = TAKE_PTR(c.command);
         agent_image_config_done(&c);

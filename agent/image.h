@@ -80,11 +80,12 @@ int agent_image_session_record(const char *session_state_dir, const char *digest
 int agent_image_job_rootfs(struct agent_daemon *d, struct agent_session *s, const char *sd,
                            char **ret_rootfs, struct fk_error *err);
 /* What exec and afterStart of session key apply from its image: the image's Env followed by
- * env, its WorkingDir, and (want_command) Entrypoint + Cmd. -ENOENT: not an OCI session.
+ * env, its WorkingDir and User, and (want_command) Entrypoint + Cmd. -ENOENT: not an OCI session.
  * Without d->lock. */
 struct agent_image_exec {
         char **env;  /* owned strv */
         char *cwd;   /* owned or NULL */
+        char *user;  /* owned or NULL (root) */
         char **argv; /* owned or NULL */
 };
 int agent_image_exec_prepare(struct agent_daemon *d, const char *key, char *const *env,

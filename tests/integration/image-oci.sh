@@ -51,14 +51,18 @@ rm -f "$B/tree/sbin/forklet-agent" "$B/tree/init"
 mkdir -p "$B/tree/srv/app"
 echo hello-from-oci >"$B/tree/etc/oci-note"
 ln "$B/tree/etc/oci-note" "$B/tree/srv/app/note-link"
+echo 'app:x:1000:1000::/srv/app:/bin/sh' >>"$B/tree/etc/passwd"
+echo 'app:x:1000:' >>"$B/tree/etc/group"
+chown 1000:1000 "$B/tree/srv/app"
 umoci init --layout "$B/oci" || fail "umoci init"
 umoci new --image "$B/oci:1" || fail "umoci new"
 umoci unpack --image "$B/oci:1" "$B/bundle" >/dev/null || fail "umoci unpack"
 cp -a "$B/tree/." "$B/bundle/rootfs/"
 umoci repack --image "$B/oci:1" "$B/bundle" || fail "umoci repack"
 umoci config --image "$B/oci:1" --config.env FOO=image --config.env ONLY_IMAGE=yes \
-        --config.workingdir /srv/app --config.entrypoint /bin/sh --config.entrypoint -c \
-        --config.cmd 'echo started >/tmp/image-cmd; exec sleep 100000' || fail "umoci config"
+        --config.workingdir /srv/app --config.user app --config.entrypoint /bin/sh \
+        --config.entrypoint -c --config.cmd 'echo started >/srv/app/image-cmd; exec sleep 100000' ||
+        fail "umoci config"
 REF=$REG/forklet/oci-test:1
 skopeo copy --quiet --dest-tls-verify=false "oci:$B/oci:1" "docker://$REF" || fail "skopeo push"
 curl -fsS "http://$REG/v2/forklet/oci-test/tags/list" | grep -q '"1"' || fail "tag not in the registry"
@@ -96,22 +100,30 @@ echo "saw ImageReady=Pulling while pulling: $seen_pulling"
 [ "$(gsh oa 'echo $FOO')" = spec ] || fail "spec.env does not win over the image's Env"
 [ "$(gsh oa 'echo $ONLY_IMAGE')" = yes ] || fail "image Env not applied to exec"
 [ "$(gsh oa 'pwd')" = /srv/app ] || fail "image WorkingDir not applied to exec"
-[ "$(gsh oa 'cat /tmp/image-cmd')" = started ] || fail "runImageCommand did not run the image's command"
+[ "$(gsh oa 'id -u; id -g')" = "$(printf '1000\n1000')" ] || fail "image User not applied to exec"
+[ "$(gsh oa 'cat /srv/app/image-cmd')" = started ] || fail "runImageCommand did not run the image's command"
+[ "$(gsh oa 'stat -c %u /srv/app/image-cmd')" = 1000 ] || fail "the image command did not run as its User"
 gsh oa 'grep -q " / overlay" /proc/mounts && grep -q " /workspace ext4" /proc/mounts' ||
         fail "root not the overlay on the image / no workspace"
-gsh oa 'echo scratch >/etc/scratch' || fail "root not writable (overlay)"
+gsh oa 'echo scratch >/srv/app/scratch' || fail "root not writable (overlay)"
 digest=$(cat "$T/state/sessions/default.oa/image-digest") || fail "no image-digest recorded"
 [ -f "$T/state/oci/images/${digest#sha256:}/rootfs.img" ] || fail "rootfs not in the store"
 
 # ---- checkpoint and fork: the same rootfs, no second pull ---------------------------------------
-gsh oa 'echo before-checkpoint >/workspace/mark && sync' || fail "write /workspace/mark"
+gsh oa 'echo before-checkpoint >/srv/app/mark' || fail "write /srv/app/mark"
 id=$("$FORKLET" checkpoint create oa) || fail "checkpoint"
 forks=$("$FORKLET" fork oa --from "$id" --count 1) || fail "fork"
 f=$(echo "$forks" | head -n 1)
 "$FORKLET" wait "$f" --for=Running --timeout=300 || fail "fork $f not Running"
-[ "$(gsh "$f" 'cat /etc/oci-note; cat /workspace/mark; echo $ONLY_IMAGE')" = \
-        "$(printf 'hello-from-oci\nbefore-checkpoint\nyes')" ] || fail "fork: files or Env differ"
+[ "$(gsh "$f" 'cat /etc/oci-note; cat /srv/app/mark; echo $ONLY_IMAGE; id -u')" = \
+        "$(printf 'hello-from-oci\nbefore-checkpoint\nyes\n1000')" ] || fail "fork: files, Env or User differ"
 [ "$(cat "$T/state/sessions/default.$f/image-digest")" = "$digest" ] || fail "fork on another digest"
+# a second session of the same reference: no second pull, no second rootfs
+session ob
+"$FORKLET" wait ob --for=Running --timeout=300 || fail "ob not Running"
+[ "$(cat "$T/state/sessions/default.ob/image-digest")" = "$digest" ] || fail "ob on another digest"
+[ "$(gsh ob 'cat /etc/oci-note; echo $FOO')" = "$(printf 'hello-from-oci\nimage')" ] ||
+        fail "ob: image file or Env missing"
 [ "$(ls "$T/state/oci/images" | wc -l)" = 1 ] || fail "more than one image copy"
 [ "$(grep -c "image $REF: pulling" "$T/forkletd.log")" = 1 ] || fail "pulled more than once"
 
@@ -135,7 +147,9 @@ echo "$msg" | grep -qi "manifest unknown" || fail "PullFailed without the regist
         fail "image inspect: no Env"
 out=$("$FORKLET" image rm "$REF" 2>&1) && fail "image rm succeeded while in use"
 echo "$out" | grep -q "session default/oa (1 checkpoints)" || fail "image rm: users not named: $out"
-"$FORKLET" delete "$f" >/dev/null && "$FORKLET" delete oa >/dev/null || fail "delete sessions"
+"$FORKLET" delete "$f" >/dev/null && "$FORKLET" delete oa >/dev/null &&
+        "$FORKLET" delete ob >/dev/null || fail "delete sessions"
+"$FORKLET" wait ob --for=Deleted --timeout=120 || fail "ob not deleted"
 "$FORKLET" wait oa --for=Deleted --timeout=120 || fail "oa not deleted"
 "$FORKLET" wait "$f" --for=Deleted --timeout=120 || fail "$f not deleted"
 gone_within 30 "$T/state/oci/images/${digest#sha256:}" || fail "unused image copy kept"

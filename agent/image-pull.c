@@ -273,23 +273,32 @@ static int resolve_manifest(struct image_pull *p, struct fk_error *err)
 
 struct copy_tick {
         struct image_pull *p;
-        const char *blobs;
+        const char *layout, *blobs;
 };
 
-static void copy_tick(void *ctx)
+/* Bytes of the regular files in dir whose names start with prefix. */
+static uint64_t dir_bytes(const char *dir, const char *prefix)
 {
-        struct copy_tick *t = ctx;
-        uint64_t sum = 0;
-        DIR *d = opendir(t->blobs);
+        DIR *d = opendir(dir);
         struct dirent *e;
         struct stat st;
+        uint64_t sum = 0;
 
         while (d && (e = readdir(d)))
-                if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0 &&
-                    S_ISREG(st.st_mode))
+                if (e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+                    fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
                         sum += (uint64_t)st.st_size;
         if (d)
                 closedir(d);
+        return sum;
+}
+
+/* skopeo writes each blob as <layout>/oci-put-blob* and renames it into blobs/sha256 */
+static void copy_tick(void *ctx)
+{
+        struct copy_tick *t = ctx;
+        uint64_t sum = dir_bytes(t->layout, "oci-put-blob") + dir_bytes(t->blobs, "");
+
         pthread_mutex_lock(&t->p->st->lock);
         t->p->bytes_done = FK_MIN(sum, t->p->bytes_total ? t->p->bytes_total : sum);
         pthread_mutex_unlock(&t->p->st->lock);
@@ -297,19 +306,21 @@ static void copy_tick(void *ctx)
 
 static int copy_layout(struct image_pull *p, const char *work, struct fk_error *err)
 {
-        cleanup_free char *src = NULL, *dst = NULL, *blobs = NULL;
+        cleanup_free char *src = NULL, *dst = NULL, *blobs = NULL, *layout = NULL;
         const char *argv[12] = {"skopeo", "copy", "--quiet"};
         struct copy_tick t = {.p = p};
         size_t n = 3;
 
         if (transport(p, p->digest, &src) < 0 ||
             fk_asprintf(&dst, "oci:%s/layout:image", work) < 0 ||
-            fk_asprintf(&blobs, "%s/layout/blobs/sha256", work) < 0)
+            fk_asprintf(&blobs, "%s/layout/blobs/sha256", work) < 0 ||
+            fk_asprintf(&layout, "%s/layout", work) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         registry_args(p, true, argv, &n);
         argv[n++] = src;
         argv[n++] = dst;
         t.blobs = blobs;
+        t.layout = layout;
         return image_run(argv, 0, NULL, &p->st->stopping, copy_tick, &t, err);
 }
 

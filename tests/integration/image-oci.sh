@@ -155,6 +155,10 @@ echo "$out" | grep -q "session default/oa (1 checkpoints)" || fail "image rm: us
 gone_within 30 "$T/state/oci/images/${digest#sha256:}" || fail "unused image copy kept"
 "$FORKLET" image pull "$REF" | grep -q "$digest" || fail "image pull"
 [ -f "$T/state/oci/images/${digest#sha256:}/rootfs.img" ] || fail "pulled image not in the store"
+curl -fsS --unix-socket "$FORKLET_SOCKET" -X POST -d "{\"reference\": \"$REF\", \"poll\": true}" \
+        http://x/api/v1alpha1/images |
+        jq -e '.state == "Ready" and .bytesTotal > 0 and .bytesDone == .bytesTotal' >/dev/null ||
+        fail "pull status: not Ready with its bytes counted"
 "$FORKLET" image rm "$REF" >/dev/null || fail "image rm of an unused image"
 [ -e "$T/state/oci/images/${digest#sha256:}" ] && fail "image rm left the copy"
 "$FORKLET" image list | grep -q "$REF" && fail "image list still names $REF"

@@ -125,6 +125,11 @@ session ob
 [ "$(gsh ob 'cat /etc/oci-note; echo $FOO')" = "$(printf 'hello-from-oci\nimage')" ] ||
         fail "ob: image file or Env missing"
 [ "$(ls "$T/state/oci/images" | wc -l)" = 1 ] || fail "more than one image copy"
+# a restarted forkletd adopts the VMs and still applies the image config to exec
+stop_daemon
+start_daemon
+[ "$(gsh ob 'echo $ONLY_IMAGE; pwd; id -u')" = "$(printf 'yes\n/srv/app\n1000')" ] ||
+        fail "image config not applied after a forkletd restart"
 [ "$(grep -c "image $REF: pulling" "$T/forkletd.log")" = 1 ] || fail "pulled more than once"
 
 # ---- a missing tag: PullFailed with the registry's message ------------------------------------

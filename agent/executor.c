@@ -108,15 +108,16 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
         const struct size_class *sc = node_config_find_size_class(d->cfg, s->spec->size_class);
         /* an OCI reference boots on the node image minimal's kernel, initrd and workspace */
         bool oci = manifest_image_is_ref(s->spec->image);
-        const struct image_spec *img =
-                node_config_find_image(d->cfg, oci ? "minimal" : s->spec->image);
+        const char *name = oci ? "minimal" : s->spec->image;
+        const char *why = oci ? ": its kernel, initrd and agent boot OCI images" : "";
+        const struct image_spec *img = node_config_find_image(d->cfg, name);
         int r;
 
         if (!sc)
                 return fk_error_set(err, -EINVAL, "unknown size class \"%s\"", s->spec->size_class);
         if (!img)
-                return fk_error_set(err, -ENOENT, "image \"%s\" is not in the node config (%s)",
-                                    s->spec->image, images_known(d->cfg));
+                return fk_error_set(err, -ENOENT, "image \"%s\" is not in the node config (%s)%s",
+                                    name, images_known(d->cfg), why);
         j->sc = sc;
         j->vcpus = sc->vcpus;
         j->memory_mib = sc->memory_mib;
@@ -128,6 +129,13 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                 free(j->base_disk);
                 j->base_disk = NULL;
         }
+        if (access(j->kernel, R_OK) < 0 || access(j->initrd, R_OK) < 0)
+                return fk_error_set(
+                        err, -ENOENT, "image \"%s\" is not built: %s missing (build it: %s)%s",
+                        name, access(j->kernel, R_OK) < 0 ? j->kernel : j->initrd,
+                        strcmp(name, "minimal") == 0 ? "cmake --build BUILD --target guest-image"
+                                                     : "see docs/images.md",
+                        why);
         if (oci && (r = agent_image_job_rootfs(d, s, j->state_dir, &j->rootfs, err)) < 0)
                 return r;
         if (!oci && fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
@@ -136,13 +144,6 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                 free(j->rootfs);
                 j->rootfs = NULL;
         }
-        if (access(j->kernel, R_OK) < 0 || access(j->initrd, R_OK) < 0)
-                return fk_error_set(
-                        err, -ENOENT, "image \"%s\" is not built: %s missing (build it: %s)",
-                        s->spec->image, access(j->kernel, R_OK) < 0 ? j->kernel : j->initrd,
-                        strcmp(s->spec->image, "minimal") == 0
-                                ? "cmake --build BUILD --target guest-image"
-                                : "see docs/images.md");
         return 0;
 }
 

@@ -55,6 +55,7 @@ int image_inject_agent(const char *initrd, const char *tree, const char *work, s
 {
         cleanup_free char *agent = NULL, *script = NULL;
         cleanup_close int root = -1, sbin = -1, in = -1, out = -1;
+        struct stat st;
         int r;
 
         if (fk_asprintf(&agent, "%s/agent", work) < 0 ||
@@ -66,6 +67,9 @@ int image_inject_agent(const char *initrd, const char *tree, const char *work, s
         in = r >= 0 ? open(agent, O_RDONLY | O_CLOEXEC) : -1;
         if (r < 0 || in < 0)
                 return r < 0 ? r : fk_error_set(err, -errno, "%s: %m", agent);
+        if (fstat(in, &st) < 0 || st.st_size == 0)
+                return fk_error_set(err, -ENOENT, "%s holds no %s (build the minimal image)",
+                                    initrd, AGENT_IN_INITRD);
         root = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return fk_error_set(err, -errno, "open %s: %m", tree);

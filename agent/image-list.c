@@ -58,7 +58,7 @@ static char **digests(const struct agent_image_store *st)
                 return NULL;
         while ((e = readdir(dh)))
                 if (strlen(e->d_name) == 64) {
-                        snprintf(d, sizeof(d), "sha256:%s", e->d_name);
+                        snprintf(d, sizeof(d), "sha256:%.64s", e->d_name);
                         if (fk_strv_push(&v, d) < 0)
                                 break;
                 }

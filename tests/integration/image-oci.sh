@@ -144,6 +144,13 @@ done
 [ -n "$msg" ] || fail "no ImageReady=PullFailed for a missing tag"
 echo "$msg" | grep -qi "manifest unknown" || fail "PullFailed without the registry's message: $msg"
 [ "$(field om phase)" = Pending ] || fail "om not Pending after a failed pull"
+# tried again after its back-off (5 s first)
+for _ in $(seq 60); do
+        [ "$(grep -c "image $REG/forklet/oci-test:missing: pulling" "$T/forkletd.log")" -ge 2 ] && break
+        sleep 0.5
+done
+[ "$(grep -c "image $REG/forklet/oci-test:missing: pulling" "$T/forkletd.log")" -ge 2 ] ||
+        fail "a failed pull is not tried again"
 "$FORKLET" delete om >/dev/null || fail "delete om"
 
 # ---- the CLI ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ enum agent_condition_type {
         AGENT_COND_CHECKPOINTS,   /* every spec.checkpoints entry is taken */
         AGENT_COND_FORKS,         /* spec.forks has its count, or why it waits */
         AGENT_COND_DISK_PRESSURE, /* the VM was stopped by a disk write error (health.c) */
+        AGENT_COND_IMAGE_READY,   /* spec.image is a reference: pulled, Pulling or PullFailed */
         _AGENT_COND_MAX,
 };
 
@@ -481,7 +482,9 @@ struct agent_daemon {
         uint64_t last_sample_ns;             /* monotonic, the sampler's last pass; 0: due */
         pthread_t health_thread;             /* liveness probes (health.c) */
         bool health_started;
-        pthread_cond_t health_wake; /* broadcast to end the health thread early */
+        pthread_cond_t health_wake;       /* broadcast to end the health thread early */
+        pthread_mutex_t images_lock;      /* guards images' creation */
+        struct agent_image_store *images; /* owned, made on first use (agent/image.h) */
 };
 
 /* ---- status held in memory (status-cache.c) ------------------------------------------------ */

@@ -97,7 +97,11 @@ void api_route_parse(const char *path, struct api_route *ret)
                         r.kind = API_ROUTE_SESSIONS;
                 else if (n == 3 && strcmp(seg[2], "node") == 0)
                         r.kind = API_ROUTE_NODE;
-                else if (n == 4 && strcmp(seg[2], "audit") == 0 && strcmp(seg[3], "verify") == 0)
+                else if ((n == 3 || n == 4) && strcmp(seg[2], "images") == 0) {
+                        r.kind = API_ROUTE_IMAGES;
+                        if (n == 4)
+                                strcpy(r.item, seg[3]);
+                } else if (n == 4 && strcmp(seg[2], "audit") == 0 && strcmp(seg[3], "verify") == 0)
                         r.kind = API_ROUTE_AUDIT_VERIFY;
                 else if (n >= 5 && n <= 8 && strcmp(seg[2], "namespaces") == 0 &&
                          strcmp(seg[4], "sessions") == 0)

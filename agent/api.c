@@ -2,6 +2,7 @@
 /* The REST server: libmicrohttpd on a unix socket we bind (mode 0600), a thread per
  * connection, request bodies collected up to CORE_API_MAX_BODY, dispatch by route, JSON replies. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
@@ -194,6 +195,8 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
                 return api_handle_action(c, req);
         case API_ROUTE_SESSION_FILES:
                 return api_handle_files(c, req);
+        case API_ROUTE_IMAGES:
+                return api_handle_images(c, req);
         case API_ROUTE_SESSION_SUBRES:
                 if (strcmp(req->route.subresource, "portforward") == 0)
                         return api_handle_portforward(c, req);

@@ -3,6 +3,7 @@
  * runner's plan + execute, agent/executor-runner.c) and the
  * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -214,6 +215,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         pthread_cond_init(&d->health_wake, NULL);
         pthread_mutex_init(&d->fwd_lock, NULL);
         pthread_cond_init(&d->fwd_done, NULL);
+        pthread_mutex_init(&d->images_lock, NULL);
         d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (d->wake_fd < 0) {
                 r = -errno;
@@ -386,6 +388,8 @@ struct agent_daemon *agent_daemon_free(struct agent_daemon *d)
         if (!d)
                 return NULL;
         agent_daemon_shutdown(d);
+        d->images = agent_image_store_free(d->images);
+        pthread_mutex_destroy(&d->images_lock);
         for (size_t i = 0; i < d->n_sessions; i++) {
                 agent_intents_drop(d->sessions[i]);
                 agent_session_free(d->sessions[i]);

@@ -3,6 +3,7 @@
  * concurrent stop cannot free it) and re-adopting the VMs the state records name after a
  * restart. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -44,9 +45,10 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
                       void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err)
 {
         struct vmm_exec_request copy = *req;
+        struct agent_image_exec ix = {0};
         struct agent_vm_ref *vm = NULL;
         struct agent_session *s = NULL;
-        char **env = NULL;
+        char **env = NULL, key[2 * 64 + 2] = "";
         int r;
 
         pthread_mutex_lock(&d->lock);
@@ -63,15 +65,25 @@ int agent_daemon_exec(struct agent_daemon *d, const char *ns, const char *name,
         }
         if (r >= 0)
                 vm = agent_vm_ref_get(s->vm);
+        if (r >= 0 && manifest_image_is_ref(s->spec->image))
+                snprintf(key, sizeof(key), "%s", s->key);
         pthread_mutex_unlock(&d->lock);
         if (r < 0)
                 return r;
         copy.env = env;
+        /* an OCI image's Env (under spec.env), WorkingDir and User (unless the request names
+         * them) */
+        if (key[0] && agent_image_exec_prepare(d, key, env, false, &ix) >= 0) {
+                copy.env = ix.env;
+                copy.cwd = req->cwd ? req->cwd : ix.cwd;
+                copy.user = req->user ? req->user : ix.user;
+        }
         uint64_t t0 = fk_now_mono_ns();
         r = d->ops.exec(d->ops.userdata, vm->vm, &copy, out_fn, out_userdata, ret, err);
         agent_metrics_op_done(AGENT_OP_EXEC, r, t0);
         agent_vm_ref_put(vm);
         fk_strv_free(env);
+        agent_image_exec_done(&ix);
         return r;
 }
 

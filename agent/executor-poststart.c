@@ -3,6 +3,7 @@
  * timeout and stderr tail as the AfterStart condition; a failure is a state) and which
  * spec.checkpoints are still to take. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -50,10 +51,16 @@ static int keep_stderr_tail(int stream, const void *data, size_t size, void *ud)
 /* 0, or -errno with err saying how afterStart failed (exit code or signal and its stderr tail,
  * guest text escaped). Does not log. */
 static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char *const *argv,
-                           char *const *env, struct fk_error *err)
+                           char *const *env, const struct agent_image_exec *ix,
+                           struct fk_error *err)
 {
-        struct vmm_exec_request req = {
-                .argv = argv, .env = env, .timeout_ms = AFTER_START_TIMEOUT_MS};
+        /* an image's own command (runImageCommand) is its service: started in the background */
+        struct vmm_exec_request req = {.argv = argv,
+                                       .env = env,
+                                       .cwd = ix->cwd,
+                                       .user = ix->user,
+                                       .timeout_ms = AFTER_START_TIMEOUT_MS,
+                                       .detach = ix->argv == argv};
         struct vmm_exec_result res = {0};
         struct stderr_tail tail = {0};
         char how[48], text[sizeof(tail.buf) * 4];
@@ -132,7 +139,8 @@ static void after_start_failed(struct agent_daemon *d, struct agent_session *s,
 
 enum core_post_start agent_post_start_first(const struct session_manifest *m)
 {
-        if (m && m->after_start)
+        /* an OCI image's own command (lifecycle.runImageCommand) runs as the afterStart default */
+        if (m && (m->after_start || (m->run_image_command && manifest_image_is_ref(m->image))))
                 return CORE_POST_START_AFTER_START;
         if (m && m->n_checkpoints)
                 return CORE_POST_START_CHECKPOINTS;
@@ -143,6 +151,8 @@ int agent_after_start_run(struct agent_daemon *d, struct agent_session *s, struc
                           struct fk_error *err)
 {
         char **after = NULL, **env = NULL;
+        struct agent_image_exec ix = {0};
+        bool oci = false, want_cmd = false;
         int r = 0;
 
         pthread_mutex_lock(&d->lock);
@@ -155,13 +165,24 @@ int agent_after_start_run(struct agent_daemon *d, struct agent_session *s, struc
                 if (r >= 0)
                         r = fk_strv_push(&env, kv);
         }
+        oci = s->spec && manifest_image_is_ref(s->spec->image);
+        want_cmd = oci && s->spec->run_image_command && !after;
         pthread_mutex_unlock(&d->lock);
+        /* an OCI image: its Env under spec.env, its WorkingDir and User, its command when asked */
+        if (r >= 0 && oci && agent_image_exec_prepare(d, s->key, env, want_cmd, &ix) >= 0) {
+                fk_strv_free(env);
+                env = TAKE_PTR(ix.env);
+                if (want_cmd && ix.argv)
+                        after = ix.argv;
+        }
         if (r < 0)
                 fk_error_set(err, r, "afterStart: %s", strerror(-r));
         else if (after && vm)
-                r = run_after_start(d, vm, after, env, err);
-        fk_strv_free(after);
+                r = run_after_start(d, vm, after, env, &ix, err);
+        if (after != ix.argv)
+                fk_strv_free(after);
         fk_strv_free(env);
+        agent_image_exec_done(&ix);
         return r;
 }
 

@@ -3,6 +3,7 @@
  * destroy, fail) through the VM ops, long ones in a worker thread per action with the session
  * busy meanwhile; the other actions are in executor-runner.c and executor-ops.c. */
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "agent/jail.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"
@@ -106,13 +107,18 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                            struct fk_error *err)
 {
         const struct size_class *sc = node_config_find_size_class(d->cfg, s->spec->size_class);
-        const struct image_spec *img = node_config_find_image(d->cfg, s->spec->image);
+        /* an OCI reference boots on the node image minimal's kernel, initrd and workspace */
+        bool oci = manifest_image_is_ref(s->spec->image);
+        const char *name = oci ? "minimal" : s->spec->image;
+        const char *why = oci ? ": its kernel, initrd and agent boot OCI images" : "";
+        const struct image_spec *img = node_config_find_image(d->cfg, name);
+        int r;
 
         if (!sc)
                 return fk_error_set(err, -EINVAL, "unknown size class \"%s\"", s->spec->size_class);
         if (!img)
-                return fk_error_set(err, -ENOENT, "image \"%s\" is not in the node config (%s)",
-                                    s->spec->image, images_known(d->cfg));
+                return fk_error_set(err, -ENOENT, "image \"%s\" is not in the node config (%s)%s",
+                                    name, images_known(d->cfg), why);
         j->sc = sc;
         j->vcpus = sc->vcpus;
         j->memory_mib = sc->memory_mib;
@@ -131,19 +137,21 @@ static int job_boot_params(struct agent_daemon *d, struct agent_session *s, stru
                     0)
                         return err->code;
         }
-        if (fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
+        if (access(j->kernel, R_OK) < 0 || access(j->initrd, R_OK) < 0)
+                return fk_error_set(
+                        err, -ENOENT, "image \"%s\" is not built: %s missing (build it: %s)%s",
+                        name, access(j->kernel, R_OK) < 0 ? j->kernel : j->initrd,
+                        strcmp(name, "minimal") == 0 ? "cmake --build BUILD --target guest-image"
+                                                     : "see docs/images.md",
+                        why);
+        if (oci && (r = agent_image_job_rootfs(d, s, j->state_dir, &j->rootfs, err)) < 0)
+                return r;
+        if (!oci && fk_asprintf(&j->rootfs, "%s/rootfs.img", img->dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        if (access(j->rootfs, R_OK) < 0) {
+        if (!oci && access(j->rootfs, R_OK) < 0) {
                 free(j->rootfs);
                 j->rootfs = NULL;
         }
-        if (access(j->kernel, R_OK) < 0 || access(j->initrd, R_OK) < 0)
-                return fk_error_set(
-                        err, -ENOENT, "image \"%s\" is not built: %s missing (build it: %s)",
-                        s->spec->image, access(j->kernel, R_OK) < 0 ? j->kernel : j->initrd,
-                        strcmp(s->spec->image, "minimal") == 0
-                                ? "cmake --build BUILD --target guest-image"
-                                : "see docs/images.md");
         return 0;
 }
 
@@ -492,9 +500,16 @@ static void job_body(void *userdata)
         agent_runner_job_end(d, j->s);
 }
 
+/* Without the lock, once the job ended. */
 static void job_release(void *userdata)
 {
-        job_free(userdata);
+        struct job *j = userdata;
+        struct agent_daemon *d = j->d;
+        bool destroy = j->kind == CORE_ACTION_DESTROY;
+
+        job_free(j);
+        if (destroy) /* its image may be unused now */
+                agent_image_collect(d);
 }
 
 static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k,
@@ -540,14 +555,18 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         if (r < 0)
                 return r;
         r = job_boot_params(d, s, j, &err);
-        if (r == -ENOENT) {
+        if (r == -ENOENT || r == -EAGAIN || r == -EIO) {
                 /* Pending, not Failed: the next reconcile pass boots it once the image is
-                 * built (or the node config lists it). Logged once per new message. */
+                 * built (or the node config lists it, or its pull is done). Logged once per
+                 * new message; a pull's progress is not worth a line. */
                 job_free(j);
-                if (strcmp(s->conditions[AGENT_COND_READY].message, err.msg) != 0)
+                if (r != -EAGAIN && strcmp(s->conditions[AGENT_COND_READY].message, err.msg) != 0)
                         log_warning("session %s: %s", s->key, err.msg);
                 s->phase = SESSION_PHASE_PENDING;
-                agent_session_set_condition(s, AGENT_COND_READY, "False", "ImageNotFound",
+                agent_session_set_condition(s, AGENT_COND_READY, "False",
+                                            r == -ENOENT   ? "ImageNotFound"
+                                            : r == -EAGAIN ? "Pulling"
+                                                           : "PullFailed",
                                             now_real(d), "%s", err.msg);
                 return 0;
         }

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 void agent_restore_done(struct agent_restore *r)
 {
         free(r->ck_dir);

@@ -21,6 +21,7 @@ static const char *const condition_names[_AGENT_COND_MAX] = {
         [AGENT_COND_CHECKPOINTS] = "CheckpointsTaken",
         [AGENT_COND_FORKS] = "ForksReady",
         [AGENT_COND_DISK_PRESSURE] = "DiskPressure",
+        [AGENT_COND_IMAGE_READY] = "ImageReady",
 };
 
 struct agent_vm_ref *agent_vm_ref_new(void *vm, const struct agent_vm_ops *ops)

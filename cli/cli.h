@@ -277,3 +277,15 @@ int cli_parse_kubeconfig(int argc, char **argv, struct cli_kubeconfig_args *ret,
 int cli_kubeconfig_render(const char *name, const char *server, const char *ca_pem,
                           const char *token, const char *ns, char **ret);
 int cli_kubeconfig(const struct cli *c, int argc, char **argv);
+
+/* image list|pull|inspect|rm (cli/image.c, cli/image-pull.c). */
+struct cli_image_args {
+        const char *verb;  /* list, pull, inspect, rm */
+        const char *image; /* a reference or a digest (prefix); NULL for list */
+        bool json;         /* -o json */
+};
+int cli_parse_image(int argc, char **argv, struct cli_image_args *ret, struct fk_error *err);
+int cli_image(const struct cli *c, int argc, char **argv);
+int cli_image_pull(const struct cli *c, const char *ref);
+/* "[####......] 1.0 of 3.0 MiB" into buf. Pure. */
+void cli_image_bar(char *buf, size_t size, long long done, long long total);

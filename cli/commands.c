@@ -33,6 +33,9 @@ const struct cli_command cli_commands[] = {
         {"kubeconfig", cli_kubeconfig,
          "kubeconfig [--config NODE.yaml] [--server URL] [--ca FILE] [--token-file FILE] "
          "[--name NAME]   (for kubectl: docs/kubernetes.md)"},
+        {"image", cli_image,
+         "image list [-o json] | pull REF | inspect IMAGE | rm IMAGE   (OCI images: "
+         "docs/images.md)"},
         {"mcp", cli_mcp, "mcp   (an MCP server on stdin/stdout for AI agents: docs/mcp.md)"},
         {},
 };

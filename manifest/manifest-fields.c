@@ -64,6 +64,10 @@ static const struct manifest_field lifecycle[] = {
          .items = MF_STRING,
          .description = "A command and its arguments run in the guest once the session is "
                         "Running; checkpoints are taken after it succeeded."},
+        {.name = "runImageCommand",
+         .type = MF_BOOL,
+         .description = "With an OCI image reference and no afterStart: run the image's "
+                        "Entrypoint and Cmd in the background after a cold boot."},
         {0},
 };
 
@@ -102,7 +106,9 @@ static const struct manifest_field secret[] = {
 static const struct manifest_field spec[] = {
         FIELD("sizeClass", MF_STRING,
               "A size class of the node config (vCPUs, memory, CPU quota); default small."),
-        FIELD("image", MF_STRING, "An image known to the node; default minimal."),
+        FIELD("image", MF_STRING,
+              "An image the node lists (default minimal) or an OCI reference "
+              "(host[:port]/repo[:tag][@sha256:...]) from a registry the node allows."),
         {.name = "state",
          .type = MF_STRING,
          .enums = states,

@@ -126,6 +126,16 @@ void node_config_check_api(struct mctx *c, const struct mnode *api, struct node_
 void node_config_decode_health(struct mctx *c, const struct mnode *v, struct node_config *cfg);
 void node_config_decode_disk_pressure(struct mctx *c, const struct mnode *v,
                                       struct node_config *cfg);
+/* spec.image when it is an OCI reference (a string with '/'): checked against cfg's
+ * registries into *ret; false (nothing done) for a node image name. */
+bool manifest_decode_image_ref(struct mctx *c, const struct mnode *spec,
+                               const struct node_config *cfg, char **ret);
+/* The registries section (manifest-node-registries.c) and freeing it. */
+void node_config_decode_registries(struct mctx *c, const struct mnode *v, const char *base_dir,
+                                   struct node_config *cfg);
+void node_config_registries_free(struct node_config *c);
+/* Without an images section: minimal plus every image directory under <stateDir>/images. */
+int node_config_default_images(struct node_config *c);
 /* Checks apiVersion and kind of a document root (reports problems). */
 /* A string-to-string map at n: label rules (is_env false) or environment names (true). */
 void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,

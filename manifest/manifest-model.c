@@ -199,7 +199,7 @@ static bool lists_eq(const struct session_manifest *a, const struct session_mani
         for (size_t i = 0; i < a->n_checkpoints; i++)
                 if (!str_eq(a->checkpoints[i].name, b->checkpoints[i].name))
                         return false;
-        if (!a->after_start != !b->after_start)
+        if (!a->after_start != !b->after_start || a->run_image_command != b->run_image_command)
                 return false;
         return !a->after_start || fk_strv_equal(a->after_start, b->after_start);
 }
@@ -259,13 +259,16 @@ static json_t *spec_lists_json(const struct session_manifest *m, json_t *s, bool
         set(s, "ports", a = json_array(), ok);
         for (size_t i = 0; a && i < m->n_ports; i++)
                 push(a, json_integer(m->ports[i]), ok);
-        if (m->after_start) {
+        if (m->after_start || m->run_image_command) {
                 json_t *l = json_object();
 
                 set(s, "lifecycle", l, ok);
-                set(l ? l : s, "afterStart", a = json_array(), ok);
-                for (size_t i = 0; a && m->after_start[i]; i++)
+                if (m->after_start)
+                        set(l ? l : s, "afterStart", a = json_array(), ok);
+                for (size_t i = 0; m->after_start && a && m->after_start[i]; i++)
                         push(a, json_string(m->after_start[i]), ok);
+                if (m->run_image_command)
+                        set(l ? l : s, "runImageCommand", json_true(), ok);
         }
         set(s, "checkpoints", a = json_array(), ok);
         for (size_t i = 0; a && i < m->n_checkpoints; i++)

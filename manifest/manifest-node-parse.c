@@ -14,10 +14,11 @@
 #include <sys/socket.h>
 
 static const char *const top_fields[] = {
-        "apiVersion",  "kind",         "nodeName", "stateDir",     "runDir",      "accel",
-        "manifestDir", "api",          "network",  "cgroupParent", "sizeClasses", "images",
-        "capacity",    "controlPlane", "labels",   "jail",         "secrets",     "hardening",
-        "health",      "diskPressure", NULL};
+        "apiVersion",  "kind",        "nodeName",  "stateDir",     "runDir",
+        "accel",       "manifestDir", "api",       "network",      "cgroupParent",
+        "sizeClasses", "images",      "capacity",  "controlPlane", "labels",
+        "jail",        "secrets",     "hardening", "health",       "diskPressure",
+        "registries",  NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile",   "tlsCert",
                                          "tlsKey", "url",    "tlsClientCA", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
@@ -502,6 +503,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 node_config_decode_disk_pressure(n->c, v, n->cfg);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
+        if ((v = opt(root, "registries")))
+                node_config_decode_registries(n->c, v, n->base_dir, n->cfg);
         if ((v = opt(root, "api"))) /* after controlPlane: api.url depends on it */
                 node_config_check_api(n->c, v, n->cfg);
 }

@@ -39,6 +39,7 @@ struct node_config *node_config_free(struct node_config *c)
                 free(c->images[i].dir);
         }
         free(c->images);
+        node_config_registries_free(c);
         fk_strv_free(c->etcd);
         fk_strv_free(c->mint_command);
         fk_strv_free(c->secret_file_dirs);
@@ -183,17 +184,7 @@ int node_config_finish(struct node_config *c)
                 if (!c->size_classes[0].name)
                         return -ENOMEM;
         }
-        if (!c->images) {
-                c->images = calloc(1, sizeof(*c->images));
-                if (!c->images)
-                        return -ENOMEM;
-                c->n_images = 1;
-                c->images[0].name = strdup("minimal");
-                if (!c->images[0].name ||
-                    fk_asprintf(&c->images[0].dir, "%s/images/minimal", c->state_dir) < 0)
-                        return -ENOMEM;
-        }
-        return 0;
+        return c->images ? 0 : node_config_default_images(c);
 }
 
 int node_config_default(struct node_config **ret)

@@ -196,6 +196,11 @@ static void decode_lifecycle(struct mctx *c, const struct mnode *n, struct sessi
 
         if (!mget_map(c, n, "spec.lifecycle", KNOWN("spec.lifecycle")))
                 return;
+        if ((a = opt(n, "runImageCommand")) && (a->type != MNODE_SCALAR || a->kind != MSCALAR_BOOL))
+                mctx_err(c, a, "spec.lifecycle.runImageCommand", "must be true or false, got %s",
+                         mnode_type_name(a));
+        else if (a)
+                m->run_image_command = a->text[0] == 't' || a->text[0] == 'T';
         a = mnode_get(n, "afterStart");
         if (!a)
                 return;
@@ -349,7 +354,8 @@ static void decode_spec(struct mctx *c, const struct mnode *spec, const struct n
         if (!mget_map(c, spec, "spec", KNOWN("spec")))
                 return;
         decode_ref(c, spec, "sizeClass", "class", cfg, &m->size_class);
-        decode_ref(c, spec, "image", "image", cfg, &m->image);
+        if (!manifest_decode_image_ref(c, spec, cfg, &m->image))
+                decode_ref(c, spec, "image", "image", cfg, &m->image);
         e = (int)m->state;
         decode_enum(c, spec, "state", "state", states, ARRAY_SIZE(states), &e);
         m->state = (enum session_state)e;
@@ -364,6 +370,11 @@ static void decode_spec(struct mctx *c, const struct mnode *spec, const struct n
                 decode_ports(c, v, m);
         if ((v = opt(spec, "lifecycle")))
                 decode_lifecycle(c, v, m);
+        if (v && m->run_image_command && !manifest_image_is_ref(m->image))
+                mctx_err(c, mnode_get(v, "runImageCommand"), "spec.lifecycle.runImageCommand",
+                         "needs an OCI image reference in spec.image (HOST/REPO:TAG), not the "
+                         "node image \"%s\"",
+                         m->image);
         if ((v = opt(spec, "checkpoints")))
                 decode_checkpoints(c, v, m);
         if ((v = opt(spec, "forks")))

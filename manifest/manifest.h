@@ -90,7 +90,9 @@ struct session_manifest {
         size_t n_egress;
         uint16_t *ports; /* owned array of n_ports */
         size_t n_ports;
-        char **after_start;                  /* owned NULL-terminated argv, NULL when absent */
+        char **after_start;     /* owned NULL-terminated argv, NULL when absent */
+        bool run_image_command; /* lifecycle.runImageCommand: the image's Entrypoint+Cmd as the
+                                 * afterStart default (OCI images) */
         struct checkpoint_spec *checkpoints; /* owned array */
         size_t n_checkpoints;
         bool has_forks;
@@ -124,6 +126,13 @@ struct size_class {
 struct image_spec {
         char *name; /* owned */
         char *dir;  /* owned, absolute after load (resolved against the config file's dir) */
+};
+
+/* registries entry: where OCI references in spec.image may be pulled from. */
+struct registry_spec {
+        char *host;      /* owned: "ghcr.io", "127.0.0.1:5000" or "*" (any registry, TLS) */
+        char *auth_file; /* owned absolute path (skopeo --authfile) or NULL */
+        bool insecure;   /* plain HTTP / no TLS verification: loopback hosts only */
 };
 
 enum accel_mode {
@@ -161,6 +170,8 @@ struct node_config {
         size_t n_size_classes;
         struct image_spec *images; /* owned array */
         size_t n_images;
+        struct registry_spec *registries; /* owned array; empty: no OCI references */
+        size_t n_registries;
         unsigned reserve_memory_mib;    /* default 1024 */
         unsigned max_sessions;          /* default 64 */
         unsigned max_forks_per_session; /* default 32 */
@@ -252,6 +263,32 @@ int node_config_default(struct node_config **ret);
 
 const struct size_class *node_config_find_size_class(const struct node_config *c, const char *n);
 const struct image_spec *node_config_find_image(const struct node_config *c, const char *n);
+
+/* ---- OCI image references (manifest-oci-ref.c) ------------------------------------------ */
+
+#define MANIFEST_OCI_HOST_MAX 256
+/* host[:port]/repo[:tag][@sha256:HEX], parsed. A reference always names its registry. */
+struct oci_ref {
+        char host[MANIFEST_OCI_HOST_MAX]; /* lowercased "127.0.0.1:5000" */
+        char repo[256];                   /* "tools/python" */
+        char tag[129];                    /* "" with a digest only; "latest" when neither */
+        char digest[72];                  /* "sha256:<64 hex>" or "" */
+};
+/* spec.image names an OCI reference (it holds a '/'), not an image the node lists. */
+bool manifest_image_is_ref(const char *image);
+/* Parses s; -EINVAL with err (may be NULL) saying what is wrong. Pure. */
+int manifest_oci_ref_parse(const char *s, struct oci_ref *ret, struct fk_error *err);
+/* Back to text (host/repo[:tag][@digest]); -ENAMETOOLONG when it does not fit. */
+int manifest_oci_ref_format(const struct oci_ref *ref, char *buf, size_t size);
+/* 127.0.0.0/8 or localhost, with or without a port. */
+bool manifest_registry_host_is_loopback(const char *host);
+/* The registries entry for host: an exact (case-insensitive) match, else "*", else NULL. */
+const struct registry_spec *node_config_find_registry(const struct node_config *c,
+                                                      const char *host);
+/* Parses image as a reference and, with a cfg, checks its registry is listed: -EPERM "registry
+ * X is not allowed on node N (allowed: ...)". ret may be NULL. Does not log. */
+int manifest_check_image_ref(const struct node_config *cfg, const char *image, struct oci_ref *ret,
+                             struct fk_error *err);
 
 /* Canonical JSON: {"apiVersion","kind","metadata":{name,namespace,labels},"spec":{...}} with
  * defaults filled in, keys in a fixed order. Returns a new reference or NULL on ENOMEM. */

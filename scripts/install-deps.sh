@@ -13,7 +13,7 @@ PKGS="build-essential cmake pkg-config git clang clang-format clang-tidy libclan
  qemu-system-x86 qemu-utils e2fsprogs busybox-static cpio gzip xz-utils zstd kmod
  iproute2 nftables procps psmisc util-linux etcd-server etcd-client jq strace
  prometheus curl dnsmasq-base debootstrap acl openssl groff-base bash-static python3
- fonts-dejavu-core chromium"
+ fonts-dejavu-core chromium skopeo umoci docker-registry"
 missing=""
 for p in $PKGS; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

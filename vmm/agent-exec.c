@@ -55,6 +55,7 @@ static int send_request(struct vmm_agent *a, struct agent_pending *p,
                 .timeout_ms = req->timeout_ms,
                 .output_cap = req->output_cap,
                 .cwd = (char *)req->cwd,
+                .user = (char *)req->user,
                 .argv = (char **)req->argv,
                 .env = (char **)(req->env ? req->env : empty),
         };

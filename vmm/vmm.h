@@ -140,6 +140,7 @@ struct vmm_exec_request {
         char *const *argv;      /* borrowed, argv[0] looked up in the guest PATH */
         char *const *env;       /* borrowed "K=V" strv or NULL (added to the agent's default env) */
         const char *cwd;        /* NULL: / */
+        const char *user;       /* NULL: root; else USER[:GROUP] or UID[:GID] in the guest */
         const void *stdin_data; /* borrowed; NULL/0: stdin is /dev/null */
         size_t stdin_size;
         unsigned timeout_ms; /* 0: none; on expiry the process group is killed */

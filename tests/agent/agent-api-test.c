@@ -33,11 +33,54 @@ static void test_routes(void **state)
         json_decref(j);
 }
 
+/* The images API on a node that lists no registries (the pulls themselves: image-oci). */
+static void test_images(void **state)
+{
+        struct env *e = *state;
+        json_t *j = NULL;
+
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/images", NULL, &j), 200);
+        assert_string_equal(json_string_value(json_object_get(j, "kind")), "ImageList");
+        assert_int_equal(json_array_size(json_object_get(j, "items")), 0);
+        json_decref(j);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/images",
+                             "{\"reference\": \"127.0.0.1:5000/a:1\"}", &j),
+                         403);
+        assert_string_equal(json_string_value(json_object_get(j, "message")),
+                            "registry 127.0.0.1:5000 is not allowed on node test (allowed: none; "
+                            "list it under registries in the node config)");
+        json_decref(j);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/images", "{}", NULL), 400);
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/images", "{\"reference\": \"nope\"}", &j),
+                         400);
+        json_decref(j);
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/images/0123456789ab", NULL, NULL), 404);
+        assert_int_equal(req(e, "DELETE", "/api/v1alpha1/images/0123456789ab", NULL, NULL), 404);
+        assert_int_equal(req(e, "GET", "/api/v1alpha1/images/0123", NULL, NULL), 404);
+        assert_int_equal(req(e, "PUT", "/api/v1alpha1/images", "{}", NULL), 405);
+        /* an unlisted registry in a session is refused at apply */
+        assert_int_equal(req(e, "POST", "/api/v1alpha1/namespaces/default/sessions",
+                             "{\"apiVersion\": \"forklet.dev/v1alpha1\", \"kind\": \"Session\", "
+                             "\"metadata\": {\"name\": \"o\"}, \"spec\": {\"image\": "
+                             "\"ghcr.io/a/b:1\"}}",
+                             &j),
+                         422);
+        json_decref(j);
+}
+
 static void test_route_parse(void **state)
 {
         struct api_route r;
 
         (void)state;
+        api_route_parse("/api/v1alpha1/images", &r);
+        assert_int_equal(r.kind, API_ROUTE_IMAGES);
+        assert_string_equal(r.item, "");
+        api_route_parse("/api/v1alpha1/images/0123456789ab", &r);
+        assert_int_equal(r.kind, API_ROUTE_IMAGES);
+        assert_string_equal(r.item, "0123456789ab");
+        api_route_parse("/api/v1alpha1/images/a/b", &r);
+        assert_int_equal(r.kind, API_ROUTE_NOT_FOUND);
         api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/exec", &r);
         assert_int_equal(r.kind, API_ROUTE_SESSION_EXEC);
         assert_string_equal(r.ns, "default");
@@ -347,6 +390,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_route_parse),
                 cmocka_unit_test_setup_teardown(test_routes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_images, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_apply_lifecycle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reapply, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_apply_errors, setup, teardown),

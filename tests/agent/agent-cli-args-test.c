@@ -325,6 +325,39 @@ static void test_age(void **state)
         assert_string_equal(buf, "-");
 }
 
+static void test_image(void **state)
+{
+        struct cli_image_args a;
+        struct fk_error err = {0};
+        char bar[128];
+
+        (void)state;
+        assert_int_equal(cli_parse_image(2, ARGV("image", "list"), &a, &err), 0);
+        assert_string_equal(a.verb, "list");
+        assert_null(a.image);
+        assert_false(a.json);
+        assert_int_equal(cli_parse_image(4, ARGV("image", "list", "-o", "json"), &a, &err), 0);
+        assert_true(a.json);
+        assert_int_equal(cli_parse_image(3, ARGV("image", "pull", "h.io/a:1"), &a, &err), 0);
+        assert_string_equal(a.image, "h.io/a:1");
+        assert_int_equal(cli_parse_image(3, ARGV("image", "rm", "0123456789ab"), &a, &err), 0);
+        assert_int_equal(cli_parse_image(2, ARGV("image", "rm"), &a, &err), -EINVAL);
+        assert_string_equal(err.msg, "image rm: IMAGE is required (a reference or a digest)");
+        assert_int_equal(cli_parse_image(3, ARGV("image", "list", "x"), &a, &err), -EINVAL);
+        assert_string_equal(err.msg, "image list: takes no IMAGE");
+        assert_int_equal(cli_parse_image(2, ARGV("image", "frob"), &a, &err), -EINVAL);
+        assert_string_equal(err.msg, "image: expected list, pull, inspect or rm (got \"frob\")");
+        assert_int_equal(cli_parse_image(1, ARGV("image"), &a, &err), -EINVAL);
+        assert_int_equal(cli_parse_image(4, ARGV("image", "list", "-o", "yaml"), &a, &err),
+                         -EINVAL);
+        cli_image_bar(bar, sizeof(bar), 512 * 1024, 1024 * 1024);
+        assert_string_equal(bar, "[###############...............]   0.5 of 1.0 MiB");
+        cli_image_bar(bar, sizeof(bar), 0, 0);
+        assert_string_equal(bar, "[..............................]   0.0 MiB");
+        cli_image_bar(bar, sizeof(bar), 5, 1);
+        assert_string_equal(bar, "[##############################]   0.0 of 0.0 MiB");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -333,6 +366,7 @@ int main(void)
                 cmocka_unit_test(test_files),       cmocka_unit_test(test_age),
                 cmocka_unit_test(test_action),      cmocka_unit_test(test_cp),
                 cmocka_unit_test(test_portforward), cmocka_unit_test(test_logs_previous),
+                cmocka_unit_test(test_image),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,37 @@ static void test_exec_roundtrip(void **state)
         guest_buf_free(&b);
 }
 
+/* The user field is appended only when set: without it the frame is the older one, byte for
+ * byte; with it, a frame cut inside it is malformed and one cut before it has no user. */
+static void test_exec_user(void **state)
+{
+        (void)state;
+        char *argv[] = {S("id"), NULL};
+        char *env[] = {NULL};
+        struct guest_msg_exec m = {.argv = argv, .env = env}, d;
+        struct guest_buf plain = {0}, b = {0};
+        const uint8_t *p;
+        uint32_t len, plain_len;
+
+        assert_int_equal(guest_proto_put_exec(&plain, 1, &m), 0);
+        (void)one_frame(&plain, GUEST_MSG_EXEC, 1, &plain_len);
+        m.user = S("app:staff");
+        assert_int_equal(guest_proto_put_exec(&b, 1, &m), 0);
+        p = one_frame(&b, GUEST_MSG_EXEC, 1, &len);
+        assert_int_equal(len, plain_len + 4 + 9);
+        assert_memory_equal(p, plain.data + GUEST_PROTO_HEADER_SIZE, plain_len);
+        assert_int_equal(guest_proto_get_exec(p, len, &d), 0);
+        assert_string_equal(d.user, "app:staff");
+        guest_msg_exec_done(&d);
+        assert_int_equal(guest_proto_get_exec(p, plain_len, &d), 0);
+        assert_null(d.user);
+        guest_msg_exec_done(&d);
+        for (uint32_t n = plain_len + 1; n < len; n++)
+                assert_int_equal(guest_proto_get_exec(p, n, &d), -EBADMSG);
+        guest_buf_free(&plain);
+        guest_buf_free(&b);
+}
+
 static void test_exec_invalid(void **state)
 {
         (void)state;
@@ -373,6 +404,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_exec_roundtrip),
+                cmocka_unit_test(test_exec_user),
                 cmocka_unit_test(test_exec_invalid),
                 cmocka_unit_test(test_small_messages),
                 cmocka_unit_test(test_file_identity_path),

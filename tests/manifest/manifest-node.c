@@ -206,7 +206,7 @@ static void test_node_errors(void **state)
                                               "runDir, accel, manifestDir, api, network, "
                                               "cgroupParent, sizeClasses, images, capacity, "
                                               "controlPlane, labels, jail, secrets, "
-                                              "hardening, health, diskPressure)")},
+                                              "hardening, health, diskPressure, registries)")},
                        2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         mt_assert_diag(&d,

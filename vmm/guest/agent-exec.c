@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +44,8 @@ struct spawn {
         char **argv;
         char **envp;
         const char *cwd;
+        bool as_user; /* drop to uid/gid before chdir and exec */
+        unsigned uid, gid;
         int fd[3];  /* child's stdin, stdout, stderr */
         int err_fd; /* CLOEXEC pipe: errno if exec fails */
 };
@@ -121,6 +124,9 @@ static void __attribute__((noreturn)) child_exec(const struct spawn *s)
         for (int i = 0; i < 3; i++)
                 if (dup2(s->fd[i], i) < 0)
                         goto fail;
+        if (s->as_user &&
+            (setgroups(1, &(gid_t){s->gid}) < 0 || setgid(s->gid) < 0 || setuid(s->uid) < 0))
+                goto fail;
         if (chdir(s->cwd ? s->cwd : "/") < 0)
                 goto fail;
         /* Undo the agent's own OOM protection (agent.c): a command is what the OOM killer
@@ -273,6 +279,11 @@ void ga_exec_start(struct ga *a, uint32_t id, const struct guest_msg_exec *m)
 
         if (id == 0 || find_exec_id(a, id))
                 return ga_reply_error(a, id, EEXIST, "request id %u already in use", id);
+        if (m->user && (r = ga_user_resolve(m->user, &s.uid, &s.gid)) < 0)
+                return ga_reply_error(a, id, -r, "user %s: %s", m->user,
+                                      r == -ENOENT ? "not in the guest's /etc/passwd or /etc/group"
+                                                   : strerror(-r));
+        s.as_user = m->user != NULL;
         s.envp = build_env(m->env);
         if (!s.envp)
                 return ga_reply_error(a, id, ENOMEM, "out of memory");

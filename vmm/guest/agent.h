@@ -44,6 +44,9 @@ void ga_reply_raw(struct ga *a, uint16_t type, uint32_t id, const void *p, size_
 
 /* agent-exec.c: runs EXEC requests. Replies go to a->out. */
 void ga_exec_start(struct ga *a, uint32_t id, const struct guest_msg_exec *m);
+/* USER[:GROUP] or UID[:GID] -> ids from /etc/passwd and /etc/group (agent-user.c); -ENOENT
+ * for a name that is not there, -EINVAL when too long. */
+int ga_user_resolve(const char *spec, unsigned *ret_uid, unsigned *ret_gid);
 void ga_exec_stdin(struct ga *a, uint32_t id, const void *p, size_t size, bool eof);
 void ga_exec_signal(struct ga *a, uint32_t id, int sig);
 /* Adds the pollfds of running execs to fds (returns how many) and lowers *timeout_ms to the

@@ -148,6 +148,7 @@ int guest_proto_get_hello(const void *p, size_t size, struct guest_msg_hello *re
 void guest_msg_exec_done(struct guest_msg_exec *m)
 {
         free(m->cwd);
+        free(m->user);
         guest_strv_free(m->argv);
         guest_strv_free(m->env);
         *m = (struct guest_msg_exec){0};
@@ -165,6 +166,8 @@ int guest_proto_get_exec(const void *p, size_t size, struct guest_msg_exec *ret)
         m.cwd = r_str(&r);
         m.argv = r_strv(&r);
         m.env = r_strv(&r);
+        if (!r.error && r.left) /* appended field: absent from older hosts */
+                m.user = r_str(&r);
         if (!r.error && (!m.argv || !m.argv[0] || !m.argv[0][0]))
                 r.error = -EBADMSG;
         for (size_t i = 0; !r.error && m.env && m.env[i]; i++)
@@ -178,6 +181,10 @@ int guest_proto_get_exec(const void *p, size_t size, struct guest_msg_exec *ret)
         if (m.cwd && !m.cwd[0]) {
                 free(m.cwd);
                 m.cwd = NULL;
+        }
+        if (m.user && !m.user[0]) {
+                free(m.user);
+                m.user = NULL;
         }
         *ret = m;
         return 0;

@@ -281,6 +281,8 @@ int guest_proto_put_exec(struct guest_buf *b, uint32_t id, const struct guest_ms
         w_str(&w, m->cwd);
         w_strv(&w, m->argv);
         w_strv(&w, m->env);
+        if (m->user)
+                w_str(&w, m->user);
         return w_end(&w);
 }
 

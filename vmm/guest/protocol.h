@@ -109,6 +109,9 @@ struct guest_msg_exec {
         char *cwd;           /* owned, NULL: "/" */
         char **argv;         /* owned strv, at least one element */
         char **env;          /* owned strv, may be empty, each "K=V" */
+        /* owned, NULL: root. Appended last, only when set (older agents ignore it): USER,
+         * UID, USER:GROUP or UID:GID, resolved in the guest's /etc/passwd and /etc/group. */
+        char *user;
 };
 
 #define GUEST_EXIT_SIGNALED      (1u << 0)

@@ -327,6 +327,7 @@ struct agent_audit_entry {
         const char *action;  /* "apply", "delete", "transition", ... */
         const char *result;  /* "201", "Running", ... */
         double latency_s;
+        uint64_t time_ns; /* the daemon's clock (CLOCK_REALTIME ns); 0: the system clock now */
 };
 /* Opens (creates, mode 0600) path and reads the chain head. Returns 0 or -errno; logs nothing. */
 int agent_audit_open(const char *path, struct agent_audit **ret);

@@ -277,6 +277,7 @@ static void audit_request(struct MHD_Connection *c, struct api_server *s,
                                          .action = action,
                                          .result = result,
                                          .latency_s = (double)(fk_now_mono_ns() - req->t0_ns) / 1e9,
+                                         .time_ns = s->d->clock.now_real_ns(s->d->clock.userdata),
                                  });
 }
 

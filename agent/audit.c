@@ -106,7 +106,7 @@ static char *audit_body(const struct agent_audit_entry *e, const char *prev)
         char *text, *body = NULL;
         size_t n;
 
-        fk_format_rfc3339(fk_now_real_ns(), ts, sizeof(ts));
+        fk_format_rfc3339(e->time_ns ? e->time_ns : fk_now_real_ns(), ts, sizeof(ts));
         j = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:I, s:s}", "time", ts, "caller",
                       e->caller ? e->caller : "unknown", "session", e->session, "action",
                       e->action ? e->action : "", "result", e->result ? e->result : "", "latencyUs",

@@ -192,6 +192,8 @@ void agent_recover_at_start(struct agent_daemon *d)
 /* Audits phase changes since the last pass (under d->lock) and wakes API watchers. */
 void agent_audit_transitions(struct agent_daemon *d)
 {
+        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];
                 const struct agent_condition *c = &s->conditions[AGENT_COND_READY];
@@ -210,6 +212,7 @@ void agent_audit_transitions(struct agent_daemon *d)
                                                                    .session = who,
                                                                    .action = "transition",
                                                                    .result = what,
+                                                                   .time_ns = now,
                                                            });
         }
         d->revision++;
@@ -224,11 +227,13 @@ void agent_daemon_audit(struct agent_daemon *d, const char *ns, const char *name
         if (!d->audit)
                 return;
         snprintf(who, sizeof(who), "%s/%s", ns, name);
-        (void)agent_audit_append(d->audit, &(struct agent_audit_entry){
-                                                   .caller = "forkletd",
-                                                   .session = who,
-                                                   .action = action,
-                                                   .result = result,
-                                                   .latency_s = latency_s,
-                                           });
+        (void)agent_audit_append(d->audit,
+                                 &(struct agent_audit_entry){
+                                         .caller = "forkletd",
+                                         .session = who,
+                                         .action = action,
+                                         .result = result,
+                                         .latency_s = latency_s,
+                                         .time_ns = d->clock.now_real_ns(d->clock.userdata),
+                                 });
 }

@@ -258,7 +258,8 @@ void agent_daemon_set_cgroups(struct agent_daemon *d, struct cg_manager *cg)
                 log_warning("list session cgroups: %s", err.msg);
         for (size_t i = 0; names && names[i]; i++)
                 if (!known_session(d, names[i]))
-                        remove_leftover(d, names[i], fk_now_real_ns() / 1000000000ull);
+                        remove_leftover(d, names[i],
+                                        d->clock.now_real_ns(d->clock.userdata) / 1000000000ull);
         /* adopted VMs keep the cgroup they were booted in */
         for (size_t i = 0; cg && i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];

@@ -254,6 +254,17 @@ static void test_audit_api(void **state)
         assert_non_null(strstr(log, "Starting->Running"));
         assert_non_null(strstr(log, "\"action\":\"removed\""));
         assert_null(strstr(log, "\"GET ")); /* reads are not audited */
+        /* every line carries the daemon's (injected) clock, not the system's */
+        {
+                size_t lines = 0, stamped = 0;
+
+                for (const char *p = log; (p = strchr(p, '\n')); p++)
+                        lines++;
+                for (const char *p = log; (p = strstr(p, "\"time\":\"2026-11-29T")); p++)
+                        stamped++;
+                assert_true(lines >= 5);
+                assert_int_equal(stamped, lines);
+        }
         assert_int_equal(req(e, "GET", "/api/v1alpha1/audit/verify", NULL, &j), 200);
         assert_true(json_is_true(json_object_get(j, "ok")));
         assert_true(json_integer_value(json_object_get(j, "lines")) >= 5);

@@ -559,9 +559,8 @@ json_t *agent_failure_json(const struct agent_failure *f);
 void agent_disk_pressure_observe(struct agent_daemon *d, struct agent_session *s,
                                  const struct agent_vm_health *h);
 
-/* Operations (ops engineer's files): journal recovery, orphan cleanup and the audit of phase
- * transitions. recover_all and audit_transitions run under d->lock; at_start takes it. */
-void agent_journal_recover_all(struct agent_daemon *d);
+/* Operations: orphan cleanup and the audit of phase transitions (recover.c; the journal's
+ * recovery is agent/obs/obs.h's). audit_transitions runs under d->lock; at_start takes it. */
 void agent_recover_at_start(struct agent_daemon *d);
 void agent_audit_transitions(struct agent_daemon *d);
 /* Audits a daemon-side event (caller "forkletd"); thread-safe, no lock needed. */

@@ -201,11 +201,11 @@ void agent_vm_record_clear(struct agent_daemon *d, const char *key)
 static int boot_journaled(struct agent_daemon *d, struct job *j, const struct agent_boot_params *p,
                           void **ret_vm, struct fk_error *err)
 {
-        cleanup_free char *jid = agent_boot_journal_begin(d, j->key, j->run_dir);
+        cleanup_free char *jid = agent_boot_journal_begin(d->cfg->state_dir, j->key, j->run_dir);
         int r;
 
         r = d->ops.boot(d->ops.userdata, p, ret_vm, err);
-        agent_boot_journal_end(d, jid);
+        agent_boot_journal_end(d->cfg->state_dir, jid);
         return r;
 }
 

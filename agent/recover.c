@@ -174,7 +174,7 @@ void agent_recover_at_start(struct agent_daemon *d)
 
         (void)agent_journal_register("boot", recover_boot);
         pthread_mutex_lock(&d->lock);
-        agent_journal_recover_all(d);
+        agent_journal_recover_all(d, d->cfg->state_dir);
         procs = kill_orphan_qemus(d);
         dirs = remove_orphan_dirs(d, d->cfg->run_dir, false);
         /* An invalid manifest file hides its sessions: their disks are not orphans. */

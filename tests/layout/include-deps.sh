@@ -18,6 +18,9 @@ vmm: common vmm
 agent: common manifest core etcd cgroups net vmm agent
 cli: common manifest core etcd cli
 scheduler: common manifest core etcd scheduler'
+# agent/'s sub-libraries (agent/SUB/, lowest first): what their sources may include besides
+# their own folder; agent/ itself may include them all.
+SUBTABLE='agent/obs: common core'
 # Top-level folders that are no library (may include anything).
 FREE='tests bench dist examples scripts build docs'
 
@@ -69,12 +72,36 @@ check_tree() {
                 END { exit bad }' || echo FAIL
         done | {
                 out=$(cat)
+                out=$out$(check_sub "$root")
                 if [ -n "$out" ]; then
                         printf '%s\n' "$out" | grep -v '^FAIL$'
                         exit 1
                 fi
         } || status=1
         return $status
+}
+
+# Prints one line per include in a sub-library that reaches outside its allowance.
+check_sub() {
+        printf '%s\n' "$SUBTABLE" | while IFS= read -r line; do
+                sub=${line%%:*}
+                allowed=${line#*: }
+                [ -d "$1/$sub" ] || continue
+                find "$1/$sub" -name '*.[ch]' | sort | xargs -r awk -v skip="${#1}" -v sub_="$sub" \
+                        -v allowed=" $allowed " '
+                /^[ \t]*#[ \t]*include[ \t]*"[A-Za-z0-9_.-]+\// {
+                        s = $0
+                        sub(/^[^"]*"/, "", s)
+                        sub(/".*/, "", s)
+                        p = s
+                        sub(/\/[^\/]*$/, "", p)
+                        top = s
+                        sub(/\/.*/, "", top)
+                        if (p != sub_ && index(allowed, " " top " ") == 0)
+                                printf "%s:%d: %s/ may not include %s (allowed: its own folder,%s)\n",
+                                       substr(FILENAME, skip + 2), FNR, sub_, s, allowed
+                }'
+        done
 }
 
 self_test() {
@@ -84,6 +111,8 @@ self_test() {
         printf '#include "common/util.h"\n#include "core/core.h"\n' >"$tmp/cli/ok.c"
         printf '#include "common/util.h"\n' >"$tmp/core/core.h"
         printf '#include "core/core.h"\n' >"$tmp/agent/a.c"
+        mkdir -p "$tmp/agent/obs"
+        printf '#include "agent/obs/obs.h"\n#include "common/util.h"\n' >"$tmp/agent/obs/o.c"
         printf '#pragma once\n' >"$tmp/common/util.h"
         if ! out=$(check_tree "$tmp"); then
                 echo "include-deps: self-test: a clean tree was refused:"
@@ -93,13 +122,15 @@ self_test() {
         printf '#include "agent/agent.h"\n' >>"$tmp/cli/ok.c"
         printf '#include "cli/cli.h"\n' >>"$tmp/core/core.h"
         printf '#include "cli/cli.h"\n' >>"$tmp/agent/a.c"
+        printf '#include "agent/agent.h"\n' >>"$tmp/agent/obs/o.c"
         mkdir -p "$tmp/newlib" && printf 'int x;\n' >"$tmp/newlib/x.c"
         if out=$(check_tree "$tmp"); then
                 echo "include-deps: self-test: a broken tree passed"
                 return 1
         fi
         for want in "cli/ok.c:3: cli/ may not include agent/" "core/core.h:2: core/ may not include cli/" \
-                "agent/a.c:2: agent/ may not include cli/" "newlib/ holds C sources"; do
+                "agent/a.c:2: agent/ may not include cli/" "newlib/ holds C sources" \
+                "agent/obs/o.c:3: agent/obs/ may not include agent/agent.h"; do
                 if ! printf '%s\n' "$out" | grep -qF "$want"; then
                         echo "include-deps: self-test: missing \"$want\" in:"
                         printf '%s\n' "$out"

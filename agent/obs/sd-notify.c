@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The systemd readiness protocol without libsystemd: one datagram to $NOTIFY_SOCKET (a path,
  * or an abstract name when it starts with '@'). */
-#include "agent/agent.h"
+#include "agent/obs/obs.h"
 #include "common/cleanup.h"
 
 #include <errno.h>

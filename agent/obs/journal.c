@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The operation journal: <stateDir>/journal/<id>.json written before a multi-step operation
  * and removed after it; on restart each leftover entry goes to its op's recovery handler. */
-#include "agent/agent-internal.h"
+#include "agent/obs/obs.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "manifest/manifest.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,13 +197,13 @@ static void recover_one(struct agent_daemon *d, const char *path)
         json_decref(j);
 }
 
-void agent_journal_recover_all(struct agent_daemon *d)
+void agent_journal_recover_all(struct agent_daemon *d, const char *state_dir)
 {
         cleanup_free char *dir = NULL;
         struct dirent *de;
         DIR *dp;
 
-        if (fk_asprintf(&dir, "%s/journal", d->cfg->state_dir) < 0)
+        if (fk_asprintf(&dir, "%s/journal", state_dir) < 0)
                 return;
         dp = opendir(dir);
         if (!dp)
@@ -220,13 +220,12 @@ void agent_journal_recover_all(struct agent_daemon *d)
         closedir(dp);
 }
 
-char *agent_boot_journal_begin(struct agent_daemon *d, const char *key, const char *run_dir)
+char *agent_boot_journal_begin(const char *state_dir, const char *key, const char *run_dir)
 {
         char *id = NULL;
         int r;
 
-        r = agent_journal_begin(d->cfg->state_dir, "boot", key,
-                                json_pack("{s:s}", "runDir", run_dir), &id);
+        r = agent_journal_begin(state_dir, "boot", key, json_pack("{s:s}", "runDir", run_dir), &id);
         if (r < 0) {
                 log_warning_errno(r, "session %s: write boot journal: %m", key);
                 return NULL;
@@ -234,13 +233,13 @@ char *agent_boot_journal_begin(struct agent_daemon *d, const char *key, const ch
         return id;
 }
 
-void agent_boot_journal_end(struct agent_daemon *d, const char *id)
+void agent_boot_journal_end(const char *state_dir, const char *id)
 {
         int r;
 
         if (!id)
                 return;
-        r = agent_journal_end(d->cfg->state_dir, id);
+        r = agent_journal_end(state_dir, id);
         if (r < 0)
                 log_warning_errno(r, "remove journal entry %s: %m", id);
 }

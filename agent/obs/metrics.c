@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Prometheus metrics: process-wide counters and operation latency histograms that any part of
- * forkletd feeds, and the text exposition of them plus the daemon's sessions by phase. */
-#include "agent/agent-internal.h"
+ * forkletd feeds, and their text exposition (the daemon adds its sessions: metrics-sessions.c). */
+#include "agent/obs/obs.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +136,7 @@ void agent_metrics_reset(void)
         pthread_mutex_unlock(&m.lock);
 }
 
-static void header(FILE *f, const char *name, const char *type, const char *help)
+void agent_metrics_header(FILE *f, const char *name, const char *type, const char *help)
 {
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -144,7 +145,7 @@ static void render_histograms(FILE *f)
 {
         const char *name = "forklet_operation_duration_seconds";
 
-        header(f, name, "histogram", "Wall time of finished operations.");
+        agent_metrics_header(f, name, "histogram", "Wall time of finished operations.");
         for (int op = 0; op < _AGENT_OP_MAX; op++) {
                 const struct histogram *h = &m.ops[op];
                 uint64_t cum = 0;
@@ -160,7 +161,8 @@ static void render_histograms(FILE *f)
                 fprintf(f, "%s_count{op=\"%s\"} %llu\n", name, agent_op_to_string(op),
                         (unsigned long long)h->count);
         }
-        header(f, "forklet_operation_failures_total", "counter", "Operations that failed.");
+        agent_metrics_header(f, "forklet_operation_failures_total", "counter",
+                             "Operations that failed.");
         for (int op = 0; op < _AGENT_OP_MAX; op++)
                 fprintf(f, "forklet_operation_failures_total{op=\"%s\"} %llu\n",
                         agent_op_to_string(op), (unsigned long long)m.failed[op]);
@@ -168,62 +170,43 @@ static void render_histograms(FILE *f)
 
 static void render_counters(FILE *f)
 {
-        header(f, "forklet_reconcile_errors_total", "counter",
-               "Reconcile actions that failed (boot failures, VM exits, executor errors).");
+        agent_metrics_header(
+                f, "forklet_reconcile_errors_total", "counter",
+                "Reconcile actions that failed (boot failures, VM exits, executor errors).");
         fprintf(f, "forklet_reconcile_errors_total %llu\n", (unsigned long long)m.reconcile_errors);
-        header(f, "forklet_forks_total", "counter", "Forked sessions created.");
+        agent_metrics_header(f, "forklet_forks_total", "counter", "Forked sessions created.");
         fprintf(f, "forklet_forks_total %llu\n", (unsigned long long)m.forks);
-        header(f, "forklet_checkpoint_bytes_total", "counter", "Bytes written into checkpoints.");
+        agent_metrics_header(f, "forklet_checkpoint_bytes_total", "counter",
+                             "Bytes written into checkpoints.");
         fprintf(f, "forklet_checkpoint_bytes_total %llu\n", (unsigned long long)m.checkpoint_bytes);
-        header(f, "forklet_forks_inherited_secrets_total", "counter",
-               "Forks started with file secrets copied unchanged from their parent.");
+        agent_metrics_header(f, "forklet_forks_inherited_secrets_total", "counter",
+                             "Forks started with file secrets copied unchanged from their parent.");
         fprintf(f, "forklet_forks_inherited_secrets_total %llu\n",
                 (unsigned long long)m.forks_inherited_secrets);
-        header(f, "forklet_disk_io_error_stops_total", "counter",
-               "VMs QEMU stopped on a disk write error (ENOSPC and others).");
+        agent_metrics_header(f, "forklet_disk_io_error_stops_total", "counter",
+                             "VMs QEMU stopped on a disk write error (ENOSPC and others).");
         fprintf(f, "forklet_disk_io_error_stops_total %llu\n",
                 (unsigned long long)m.io_error_stops);
-        header(f, "forklet_guest_oom_kills_total", "counter",
-               "Processes the guests' OOM killers killed (from their consoles).");
+        agent_metrics_header(f, "forklet_guest_oom_kills_total", "counter",
+                             "Processes the guests' OOM killers killed (from their consoles).");
         fprintf(f, "forklet_guest_oom_kills_total %llu\n", (unsigned long long)m.guest_oom_kills);
-        header(f, "forklet_guest_failures_total", "counter",
-               "Guests that died (panic, out of memory, agent not answering).");
+        agent_metrics_header(f, "forklet_guest_failures_total", "counter",
+                             "Guests that died (panic, out of memory, agent not answering).");
         for (size_t i = 0; i < ARRAY_SIZE(failure_reasons); i++)
                 fprintf(f, "forklet_guest_failures_total{reason=\"%s\"} %llu\n", failure_reasons[i],
                         (unsigned long long)m.guest_failures[i]);
 }
 
-/* Sessions by phase; per-session usage through the hook (under d->lock). */
-static void render_sessions(FILE *f, struct agent_daemon *d)
+int agent_metrics_session_stats(const char *key, struct agent_session_stats *ret)
 {
-        size_t by_phase[_SESSION_PHASE_MAX] = {0};
+        int (*fn)(void *userdata, const char *key, struct agent_session_stats *ret);
+        void *ud;
 
-        for (size_t i = 0; i < d->n_sessions; i++)
-                if (d->sessions[i]->phase >= 0 && d->sessions[i]->phase < _SESSION_PHASE_MAX)
-                        by_phase[d->sessions[i]->phase]++;
-        header(f, "forklet_sessions", "gauge", "Sessions known to this node by phase.");
-        for (int p = 0; p < _SESSION_PHASE_MAX; p++)
-                fprintf(f, "forklet_sessions{phase=\"%s\"} %zu\n", session_phase_to_string(p),
-                        by_phase[p]);
-        if (!m.stats_fn)
-                return;
-        header(f, "forklet_session_cpu_seconds_total", "counter", "CPU time used by a session.");
-        header(f, "forklet_session_memory_bytes", "gauge", "Memory charged to a session.");
-        header(f, "forklet_session_pids", "gauge", "Tasks in a session's cgroup.");
-        for (size_t i = 0; i < d->n_sessions; i++) {
-                const struct agent_session *s = d->sessions[i];
-                struct agent_session_stats st = {0};
-                char l[160];
-
-                if (m.stats_fn(m.stats_userdata, s->key, &st) < 0)
-                        continue;
-                snprintf(l, sizeof(l), "{namespace=\"%s\",name=\"%s\"}", s->namespace, s->name);
-                fprintf(f, "forklet_session_cpu_seconds_total%s %.9g\n", l,
-                        (double)st.cpu_usage_ns / 1e9);
-                fprintf(f, "forklet_session_memory_bytes%s %llu\n", l,
-                        (unsigned long long)st.memory_bytes);
-                fprintf(f, "forklet_session_pids%s %llu\n", l, (unsigned long long)st.pids);
-        }
+        pthread_mutex_lock(&m.lock);
+        fn = m.stats_fn;
+        ud = m.stats_userdata;
+        pthread_mutex_unlock(&m.lock);
+        return fn ? fn(ud, key, ret) : -ENOENT;
 }
 
 static size_t count_fds(void)
@@ -251,38 +234,23 @@ static void render_process(FILE *f)
                         resident = 0;
                 fclose(st);
         }
-        header(f, "process_open_fds", "gauge", "Open file descriptors of forkletd.");
+        agent_metrics_header(f, "process_open_fds", "gauge", "Open file descriptors of forkletd.");
         fprintf(f, "process_open_fds %zu\n", count_fds());
-        header(f, "process_resident_memory_bytes", "gauge", "Resident memory of forkletd.");
+        agent_metrics_header(f, "process_resident_memory_bytes", "gauge",
+                             "Resident memory of forkletd.");
         fprintf(f, "process_resident_memory_bytes %llu\n",
                 resident * (unsigned long long)sysconf(_SC_PAGESIZE));
-        header(f, "forklet_build_info", "gauge", "forkletd version (always 1).");
+        agent_metrics_header(f, "forklet_build_info", "gauge", "forkletd version (always 1).");
         fprintf(f, "forklet_build_info{version=\"%s\"} 1\n", FORKLET_VERSION);
 }
 
-int agent_daemon_metrics_text(struct agent_daemon *d, char **ret)
+void agent_metrics_render(FILE *f)
 {
-        char *buf = NULL;
-        size_t size = 0;
-        FILE *f;
-
-        f = open_memstream(&buf, &size);
-        if (!f)
-                return -ENOMEM;
-        pthread_mutex_lock(&d->lock);
         pthread_mutex_lock(&m.lock);
-        render_sessions(f, d);
         render_histograms(f);
         render_counters(f);
         pthread_mutex_unlock(&m.lock);
-        pthread_mutex_unlock(&d->lock);
         render_process(f);
-        if (fclose(f) != 0 || !buf) {
-                free(buf);
-                return -ENOMEM;
-        }
-        *ret = buf;
-        return 0;
 }
 
 void agent_metrics_op_done(enum agent_op op, int r, uint64_t t0_mono_ns)

@@ -2,13 +2,15 @@
 /* The audit log: append-only, fsynced JSON lines chained by SHA-256 ("prev" is the digest of
  * the whole previous line, "hash" the digest of the line up to its own hash field); the chain
  * itself (sealing and checking a line) is core/audit-chain.c. */
-#include "agent/agent-internal.h"
+#include "agent/obs/obs.h"
+#include "core/core.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

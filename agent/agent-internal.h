@@ -850,3 +850,12 @@ struct api_kube_watch_opts {
 };
 int api_kube_watch(struct MHD_Connection *c, struct api_request *req,
                    const struct api_kube_watch_opts *o, const atomic_bool *stopping);
+
+/* ---- the jail of a boot (jail-boot.c) ------------------------------------------------------- */
+struct agent_jail;
+/* Jails the QEMU that p describes: allocates the uid (j->uid), agent_jail_setup with the
+ * session's ledger, sets p->jail_uid and appends agent_jail_pre_exec(j) to p->pre_exec (last).
+ * j must outlive the spawn; agent_jail_done(j) after it. Returns 0 or -errno with err set;
+ * does not log. */
+int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *p,
+                       struct agent_jail *j, struct fk_error *err);

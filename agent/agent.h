@@ -396,19 +396,6 @@ int api_server_start(struct agent_daemon *d, const struct node_config *cfg, cons
 /* Stops serving and removes the socket file; accepts NULL, returns NULL. */
 struct api_server *api_server_stop(struct api_server *s);
 
-/* Least privilege (privileges.c). The capabilities forkletd keeps (a mask of 1 << CAP_*),
- * fixed at build time: what the netns, nftables, cgroup, jail and checkpoint paths need. */
-uint64_t agent_privileges_keep_mask(void);
-/* Writes mask as comma-separated "cap_*" names into buf. Returns the length or -ENOBUFS. */
-int agent_privileges_names(uint64_t mask, char *buf, size_t size);
-/* Drops every capability outside keep from the calling process's bounding, ambient,
- * inheritable, permitted and effective sets, and locks securebits keep_caps and
- * no_setuid_fixup off and no_cap_ambient_raise on (the bounding set and securebits only with
- * CAP_SETPCAP). Must run before any other thread exists (-EBUSY otherwise: capabilities are per
- * thread). *ret_kept (optional): the permitted set afterwards. Returns 0 or -errno with err
- * set; does not log. */
-int agent_privileges_drop(uint64_t keep, uint64_t *ret_kept, struct fk_error *err);
-
 /* ---- the node's filesystems (runfs.c) ------------------------------------------------------ */
 
 /* One line of /proc/self/mountinfo (octal escapes undone). */

@@ -4,7 +4,7 @@
  * busy meanwhile; the other actions are in executor-runner.c and executor-ops.c. */
 #include "agent/agent-internal.h"
 #include "agent/image.h"
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"
 #include "common/log.h"

@@ -3,7 +3,7 @@
  * or the session's own checkpoint with a RAM copy, or a snapshot's disk), the files it
  * prepares and what it records once the restored VM runs. */
 #include "agent/agent-internal.h"
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

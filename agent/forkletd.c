@@ -2,7 +2,7 @@
 /* forkletd: parses arguments, loads the node config, wires the daemon, the API server and the
  * signal handling together. VMs keep running across a forkletd restart (they are adopted). */
 #include "agent/agent.h"
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "agent/cluster.h"
 #include "cgroups/cgroups.h"
 #include "common/log.h"

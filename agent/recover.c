@@ -2,7 +2,7 @@
 /* Crash recovery at start (after VMs were adopted): interrupted boots from the journal, QEMU
  * processes of no session (found by the run dir in their argv) and state dirs of no session. */
 #include "agent/agent-internal.h"
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -4,7 +4,7 @@
  * and filesystem snapshots (fsfreeze, move the disk, thaw). */
 #include "agent/agent-internal.h"
 #include "agent/vm-qemu.h"
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"

@@ -2,7 +2,7 @@
 /* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
  * re-adopt one after a restart (from the record its boot stored), stop, pause, resume, exec. */
 #include "agent/agent-internal.h"
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "agent/vm-qemu.h"
 #include "common/cleanup.h"
 #include "common/log.h"

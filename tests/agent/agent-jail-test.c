@@ -2,7 +2,7 @@
 /* The jail's bookkeeping without a QEMU: the mount table (paths refused, files inside bound
  * directories folded in), its root's checks, and the grant ledger (a POSIX ACL entry per
  * grant, revoked under a directory and all at once when the session goes). */
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "common/util.h"
 
 #include <errno.h>

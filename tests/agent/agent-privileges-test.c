@@ -21,7 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
+#include "agent/jail/jail.h"
+#include "common/error.h"
 
 #define BIT(c) (UINT64_C(1) << (c))
 

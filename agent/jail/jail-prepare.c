@@ -2,9 +2,7 @@
 /* Before a jailed QEMU starts: its uid, its run dir, its mount namespace's table and grants
  * on exactly the files it opens by name (kernel, initrd, RAM file, disk and the disk's qcow2
  * backing chain); the migration stream needs none: forkletd opens it and passes the fd. */
-#include "agent/agent.h"
-#include "agent/jail.h"
-#include "vmm/vmm.h"
+#include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
@@ -159,36 +157,5 @@ int agent_jail_setup(struct agent_jail *j, const struct agent_jail_files *f, con
             bind(j, f->mem_path, AGENT_JAIL_RW, err) < 0 ||
             grant(ledger_dir, f->mem_path, j->uid, 6, err) < 0)
                 return err->code;
-        return 0;
-}
-
-int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *p,
-                       struct agent_jail *j, struct fk_error *err)
-{
-        struct agent_jail_files f = {
-                .run_dir = p->run_dir,
-                .kernel = p->kernel,
-                .initrd = p->initrd,
-                .rootfs = p->rootfs,
-                .mem_path = p->mem_path,
-                .disk = p->disk,
-                .disk_dir = true,
-                .tap = p->tap != NULL,
-                .kvm = p->accel == VMM_ACCEL_KVM,
-        };
-        int r;
-
-        if (p->n_pre_exec >= AGENT_PRE_EXEC_MAX)
-                return fk_error_set(err, -E2BIG, "jail: too many pre-exec hooks");
-        r = agent_jail_uid(cfg, p->key, p->state_dir, &j->uid);
-        if (r < 0)
-                return fk_error_set(err, r, "jail: no uid for %s in [%u, %u): %s", p->key,
-                                    cfg->jail_uid_base, cfg->jail_uid_base + cfg->jail_uid_count,
-                                    strerror(-r));
-        r = agent_jail_setup(j, &f, p->state_dir, err);
-        if (r < 0)
-                return r;
-        p->jail_uid = j->uid;
-        p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){agent_jail_pre_exec, j};
         return 0;
 }

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Inside agent/ only: the QEMU jail (a persistent uid/gid per session from the node's range, the
- * last pre-exec hook that drops to it, and the file grants QEMU needs as that uid). */
+/* fk_agent_jail: the QEMU jail (a persistent uid/gid per session from the node's range, the
+ * last pre-exec hook that drops to it, and the file grants QEMU needs as that uid) and
+ * forkletd's own least privilege. Below the daemon: includes common/ and manifest/ only. */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct node_config;
-struct agent_boot_params;
 struct fk_error;
 
 #define AGENT_JAIL_UID_FILE    "jail-uid"
@@ -128,9 +130,15 @@ struct agent_jail_files {
 int agent_jail_setup(struct agent_jail *j, const struct agent_jail_files *f, const char *ledger_dir,
                      struct fk_error *err);
 
-/* Jails the QEMU that p describes: allocates the uid (j->uid), agent_jail_setup with the
- * session's ledger, sets p->jail_uid and appends agent_jail_pre_exec(j) to p->pre_exec (last).
- * j must outlive the spawn; agent_jail_done(j) after it. Returns 0 or -errno with err set;
- * does not log. */
-int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *p,
-                       struct agent_jail *j, struct fk_error *err);
+/* Least privilege (privileges.c). The capabilities forkletd keeps (a mask of 1 << CAP_*),
+ * fixed at build time: what the netns, nftables, cgroup, jail and checkpoint paths need. */
+uint64_t agent_privileges_keep_mask(void);
+/* Writes mask as comma-separated "cap_*" names into buf. Returns the length or -ENOBUFS. */
+int agent_privileges_names(uint64_t mask, char *buf, size_t size);
+/* Drops every capability outside keep from the calling process's bounding, ambient,
+ * inheritable, permitted and effective sets, and locks securebits keep_caps and
+ * no_setuid_fixup off and no_cap_ambient_raise on (the bounding set and securebits only with
+ * CAP_SETPCAP). Must run before any other thread exists (-EBUSY otherwise: capabilities are per
+ * thread). *ret_kept (optional): the permitted set afterwards. Returns 0 or -errno with err
+ * set; does not log. */
+int agent_privileges_drop(uint64_t keep, uint64_t *ret_kept, struct fk_error *err);

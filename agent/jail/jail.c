@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The QEMU jail: a persistent uid per session from the node's range, the pre-exec hook that
  * drops QEMU to it with no capabilities, and the file grants (owner or POSIX ACL) it needs. */
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

@@ -2,7 +2,7 @@
 /* The jailed QEMU's private mount namespace: a tmpfs root holding /usr read-only, the loader
  * cache, a few device nodes, a /proc that shows only its own processes, and exactly the
  * session's files at their host paths; the host's tree is gone after pivot_root. */
-#include "agent/jail.h"
+#include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

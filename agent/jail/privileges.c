@@ -2,7 +2,8 @@
 /* forkletd's least privilege: the capabilities it keeps (each with the code that needs it) and
  * dropping every other one from the bounding, ambient, inheritable, permitted and effective sets,
  * with securebits locked so that a later setuid() still clears capabilities. */
-#include "agent/agent.h"
+#include "agent/jail/jail.h"
+#include "common/error.h"
 
 #include <dirent.h>
 #include <errno.h>

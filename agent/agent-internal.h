@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "agent/agent.h"
-#include "agent/store.h"
+#include "agent/store/store.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
@@ -177,29 +177,16 @@ int agent_dir_watch(const char *dir, bool create);
  * directory itself went away (the watch is dead; rescan and watch again). */
 int agent_dir_watch_drain(int fd);
 
-/* ---- free space (space.c) -------------------------------------------------------------------- */
+/* ---- the store's view of sessions (store-session.c) --------------------------------------- */
 
-/* Margins, not measurements: what a checkpoint or snapshot writes besides RAM and disk data
- * (device state, a new qcow2 overlay, meta.json), and a fork or rollback (an overlay, about
- * 200 KiB, and state.json). */
-#define AGENT_SPACE_SLACK   ((uint64_t)8 * 1024 * 1024)
-#define AGENT_SPACE_OVERLAY ((uint64_t)1024 * 1024)
-/* Bytes an unprivileged writer may still use on the filesystem holding path (statvfs). */
-int agent_space_free(const char *path, uint64_t *ret);
-/* Allocated bytes of path (st_blocks; holes are free), 0 when it cannot be read. */
-uint64_t agent_space_allocated(const char *path);
-/* -ENOSPC with err "OP: no space left on the device holding WHAT (N MiB free, M needed)"
- * (free: of path's filesystem now; op may be NULL). Does not log. */
-int agent_space_error(const char *path, const char *what, uint64_t need, const char *op,
-                      struct fk_error *err);
-/* 0 when need bytes fit on path's filesystem, else agent_space_error. */
-int agent_space_check(const char *path, const char *what, uint64_t need, const char *op,
-                      struct fk_error *err);
-/* Whether failure r (with err's text from qemu-img or QEMU) was a full device. */
-bool agent_space_is_full(int r, const struct fk_error *err);
-/* r, or agent_space_error when r says the device was full (err rewritten). */
-int agent_space_explain(int r, const char *path, const char *what, uint64_t need, const char *op,
-                        struct fk_error *err);
+/* store-session.c: s's desired state as AGENT_STORE_SESSION (new reference or NULL), stored
+ * (err as agent_store_update), its removal (the rest of the record stays until the state dir
+ * goes), and every stored session at start (invalid ones are logged and skipped). */
+json_t *agent_store_session_json(const struct agent_session *s);
+int agent_store_save(struct agent_store *st, const struct agent_session *s, struct fk_error *err);
+int agent_store_remove(struct agent_store *st, const char *key, struct fk_error *err);
+int agent_store_load_sessions(struct agent_store *st, const struct node_config *cfg,
+                              struct agent_session ***ret, size_t *ret_n);
 
 /* ---- workspace disk (disk.c): qcow2 overlays under <state>/disk ---------------------------- */
 

@@ -2,7 +2,7 @@
 /* The session half of the state store: an API or cluster session's desired state (manifest,
  * generation, fork origin, pending rollback) as the "session" field of its record, and the
  * sessions loaded back at start so they survive a restart. */
-#include "agent/store.h"
+#include "agent/store/store.h"
 #include "agent/agent-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"

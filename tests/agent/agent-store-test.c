@@ -2,7 +2,7 @@
 /* agent/store: a record survives a reopen, a schemaVersion it does not know stops it with a clear
  * error, a garbage file is kept and never overwritten, a failed write changes nothing and leaves
  * no temporary, a planted symlink is never followed, and the old layout is upgraded. */
-#include "agent/store.h"
+#include "agent/store/store.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/util.h"

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* The state store: one versioned record per session, <stateDir>/sessions/<key>/state.json, held
- * in memory and written by this module only (openat on the session dir, an unpredictable temp
- * name created O_EXCL|O_NOFOLLOW, fsync, renameat, directory fsync). */
+/* fk_agent_store: the state store (below the daemon: includes common/ and manifest/ only), one
+ * versioned record per session, <stateDir>/sessions/<key>/state.json, held in memory and written by
+ * this module only (openat on the session dir, an unpredictable temp name created
+ * O_EXCL|O_NOFOLLOW, fsync, renameat, directory fsync). */
 #pragma once
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct json_t json_t; /* jansson */
 struct fk_error;
-struct node_config;
-struct agent_session;
 
 #define AGENT_STORE_FILE   "state.json"
 #define AGENT_STORE_SCHEMA 1 /* the schemaVersion this forkletd reads and writes */
@@ -69,15 +69,6 @@ int agent_store_keys(struct agent_store *st, char ***ret);
  * load) or a state.json that could not be read. */
 bool agent_store_keeps(struct agent_store *st, const char *key);
 
-/* store-session.c: s's desired state as AGENT_STORE_SESSION (new reference or NULL), stored
- * (err as agent_store_update), its removal (the rest of the record stays until the state dir
- * goes), and every stored session at start (invalid ones are logged and skipped). */
-json_t *agent_store_session_json(const struct agent_session *s);
-int agent_store_save(struct agent_store *st, const struct agent_session *s, struct fk_error *err);
-int agent_store_remove(struct agent_store *st, const char *key, struct fk_error *err);
-int agent_store_load_sessions(struct agent_store *st, const struct node_config *cfg,
-                              struct agent_session ***ret, size_t *ret_n);
-
 /* Pure codec. decode: a record from state.json text (new reference), -EPROTO for another
  * schemaVersion, -EINVAL for anything else that is not a record; err names the field. encode:
  * the text to write (heap) or NULL. */
@@ -90,3 +81,28 @@ char *agent_store_encode(const json_t *rec);
  * 0 nothing to do, -errno with err (the old files stay). Does not log. */
 int agent_store_upgrade_one(int sessions_fd, const char *key, const char *run_dir,
                             struct fk_error *err);
+
+/* ---- free space (space.c): the wording of a full device, shared by the daemon
+ * -------------------------------------------------------------------- */
+
+/* Margins, not measurements: what a checkpoint or snapshot writes besides RAM and disk data
+ * (device state, a new qcow2 overlay, meta.json), and a fork or rollback (an overlay, about
+ * 200 KiB, and state.json). */
+#define AGENT_SPACE_SLACK   ((uint64_t)8 * 1024 * 1024)
+#define AGENT_SPACE_OVERLAY ((uint64_t)1024 * 1024)
+/* Bytes an unprivileged writer may still use on the filesystem holding path (statvfs). */
+int agent_space_free(const char *path, uint64_t *ret);
+/* Allocated bytes of path (st_blocks; holes are free), 0 when it cannot be read. */
+uint64_t agent_space_allocated(const char *path);
+/* -ENOSPC with err "OP: no space left on the device holding WHAT (N MiB free, M needed)"
+ * (free: of path's filesystem now; op may be NULL). Does not log. */
+int agent_space_error(const char *path, const char *what, uint64_t need, const char *op,
+                      struct fk_error *err);
+/* 0 when need bytes fit on path's filesystem, else agent_space_error. */
+int agent_space_check(const char *path, const char *what, uint64_t need, const char *op,
+                      struct fk_error *err);
+/* Whether failure r (with err's text from qemu-img or QEMU) was a full device. */
+bool agent_space_is_full(int r, const struct fk_error *err);
+/* r, or agent_space_error when r says the device was full (err rewritten). */
+int agent_space_explain(int r, const char *path, const char *what, uint64_t need, const char *op,
+                        struct fk_error *err);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The state store: every session's record (state.json) in memory, the codec, and the only code
  * that writes a record: through a directory fd, never by path. */
-#include "agent/store.h"
-#include "agent/agent-internal.h"
+#include "agent/store/store.h"
 #include "common/cleanup.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Free space on the filesystems forkletd writes to (stateDir, runDir): checks before an
  * operation whose size is known, and one message for a full device whichever step hit it. */
-#include "agent/agent-internal.h"
+#include "agent/store/store.h"
 #include "common/cleanup.h"
+#include "common/error.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
 /* The state layout before schemaVersion 1, converted at start: session.json, identity.json,
  * restored, lineage and disk/active in the session's state dir and vm.json in its run dir
  * become one state.json; the old files go once it is written. */
-#include "agent/store.h"
+#include "agent/store/store.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/util.h"

@@ -846,3 +846,41 @@ struct agent_jail;
  * does not log. */
 int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *p,
                        struct agent_jail *j, struct fk_error *err);
+
+/* ---- images, the daemon's side (image-session.c, api-images.c)
+ * ----------------------------------------------------- */
+
+struct agent_daemon;
+struct agent_session;
+/* The daemon's store, made on first use (NULL only on ENOMEM or an unusable stateDir). */
+struct agent_image_store *agent_daemon_images(struct agent_daemon *d);
+/* The digest a session booted from: <session state dir>/image-digest ("" when none). */
+int agent_image_session_digest(const char *session_state_dir, char *ret, size_t size);
+int agent_image_session_record(const char *session_state_dir, const char *digest);
+/* Under d->lock, for a boot of s (spec.image a reference; sd its state dir): the rootfs
+ * (heap) and ImageReady True, or ImageReady False (Pulling: -EAGAIN, PullFailed: -EIO or
+ * -EPERM) with err. Records the digest in sd. */
+int agent_image_job_rootfs(struct agent_daemon *d, struct agent_session *s, const char *sd,
+                           char **ret_rootfs, struct fk_error *err);
+/* What exec and afterStart of session key apply from its image: the image's Env followed by
+ * env, its WorkingDir and User, and (want_command) Entrypoint + Cmd. -ENOENT: not an OCI session.
+ * Without d->lock. */
+struct agent_image_exec {
+        char **env;  /* owned strv */
+        char *cwd;   /* owned or NULL */
+        char *user;  /* owned or NULL (root) */
+        char **argv; /* owned or NULL */
+};
+int agent_image_exec_prepare(struct agent_daemon *d, const char *key, char *const *env,
+                             bool want_command, struct agent_image_exec *ret);
+void agent_image_exec_done(struct agent_image_exec *x);
+/* Who uses digest: "session NS/NAME (N checkpoints)", "snapshot ID" (strv, caller frees);
+ * ret_in_use (may be NULL): every digest any of them uses. Takes d->lock. */
+int agent_image_users(struct agent_daemon *d, const char *digest, char ***ret_users,
+                      char ***ret_in_use);
+/* Removes the images nothing uses any more (not those pulled by hand). Without d->lock. */
+void agent_image_collect(struct agent_daemon *d);
+/* GET/POST /api/v1alpha1/images, GET/DELETE /api/v1alpha1/images/ID (api-images.c). */
+struct MHD_Connection;
+struct api_request;
+int api_handle_images(struct MHD_Connection *c, struct api_request *req);

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "core/core.h"
+#include "agent/image/image.h"
 #include "agent/obs/obs.h"
 
 typedef struct json_t json_t; /* jansson */
@@ -33,9 +34,7 @@ extern const struct agent_clock agent_clock_system;
 /* The serial console log of a session: <state dir>/console.log, at most AGENT_CONSOLE_MAX
  * bytes, the previous boot's (or the overflow) in console.log.1. */
 #define AGENT_CONSOLE_LOG "console.log"
-/* ext4 label of an image's rootfs.img (scripts/build-image-debian.sh); forklet.root= names it. */
-#define AGENT_ROOTFS_LABEL "forklet-root"
-#define AGENT_CONSOLE_MAX  (1024u * 1024)
+#define AGENT_CONSOLE_MAX (1024u * 1024)
 
 /* Everything needed to boot one session VM. Strings are borrowed for the call. */
 #define AGENT_PRE_EXEC_MAX 4

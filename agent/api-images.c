@@ -4,7 +4,7 @@
  * GET /api/v1alpha1/images/ID (inspect) and DELETE it (409 naming the users). ID is a digest
  * (or 12+ of its hex digits). */
 #include "agent/agent-internal.h"
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "common/cleanup.h"
 
 #include <errno.h>

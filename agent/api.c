@@ -2,7 +2,7 @@
 /* The REST server: libmicrohttpd on a unix socket we bind (mode 0600), a thread per
  * connection, request bodies collected up to CORE_API_MAX_BODY, dispatch by route, JSON replies. */
 #include "agent/agent-internal.h"
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

@@ -3,7 +3,7 @@
  * concurrent stop cannot free it) and re-adopting the VMs the state records name after a
  * restart. */
 #include "agent/agent-internal.h"
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

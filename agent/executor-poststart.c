@@ -3,7 +3,7 @@
  * timeout and stderr tail as the AfterStart condition; a failure is a state) and which
  * spec.checkpoints are still to take. */
 #include "agent/agent-internal.h"
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

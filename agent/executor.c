@@ -3,7 +3,7 @@
  * destroy, fail) through the VM ops, long ones in a worker thread per action with the session
  * busy meanwhile; the other actions are in executor-runner.c and executor-ops.c. */
 #include "agent/agent-internal.h"
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "agent/jail/jail.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"

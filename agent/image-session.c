@@ -3,7 +3,7 @@
  * reference with the ImageReady condition, the image config applied to exec and afterStart,
  * and who uses an image (sessions with their checkpoints, snapshots) for rm and the GC. */
 #include "agent/agent-internal.h"
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/image-internal.h"
+#include "agent/image/image-internal.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 

@@ -22,7 +22,8 @@ scheduler: common manifest core etcd scheduler'
 # their own folder; agent/ itself may include them all.
 SUBTABLE='agent/obs: common core
 agent/jail: common manifest
-agent/store: common manifest'
+agent/store: common manifest
+agent/image: common manifest'
 # Top-level folders that are no library (may include anything).
 FREE='tests bench dist examples scripts build docs'
 

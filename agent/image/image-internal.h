@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/image.h"
+#include "agent/image/image.h"
 #include "manifest/manifest.h"
 
 enum image_pull_state {

@@ -2,8 +2,7 @@
 /* The OCI image store under <stateDir>/oci: images/<hex>/{rootfs.img,config.json,image.json}
  * (one per manifest digest), refs.json (reference -> digest), tmp/ (pulls in progress, removed
  * at start), and the pulls table that resolve, pull and the API read. */
-#include "agent/image-internal.h"
-#include "agent/agent.h"
+#include "agent/image/image-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -2,8 +2,7 @@
 /* One pull, in its own thread: skopeo inspect --raw (the manifest digest and its size), skopeo
  * copy into an OCI layout under <stateDir>/oci/tmp (bytes counted while it runs), umoci raw
  * unpack, the rootfs build, then one rename into images/<hex>. */
-#include "agent/image-internal.h"
-#include "agent/agent.h"
+#include "agent/image/image-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading and pruning the image store: the list (with the references of each digest), the
  * image config exec applies, lookups by id or reference, removal and garbage collection. */
-#include "agent/image-internal.h"
+#include "agent/image/image-internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -2,8 +2,7 @@
 /* From an unpacked OCI tree to a bootable read-only root disk: the forklet agent copied in
  * from the node image's initrd (paths resolved inside the tree), mkfs.ext4 -d (no loop mount,
  * no root needed for the build itself), and the image config read from the OCI layout. */
-#include "agent/image-internal.h"
-#include "agent/agent.h"
+#include "agent/image/image-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HELPER_TIMEOUT_MS 120000
+#define LIVE_CONVERGE_MS  20000 /* precopy this long at most, then stop to finish */
 
 /* Grants (recorded in the session's ledger) on a layer of the session's disk dir,
  * <state_dir>/disk/<layer>: the ledger lives in <state_dir>. */
@@ -103,6 +105,14 @@ static int helper_jail(const struct qemu_vm *q, const char *mem_path, const char
         return agent_jail_setup(j, &f, NULL, err);
 }
 
+/* The first 8 hex digits of the checkpoint id in dir's name (".ck_X.partial" or "ck_X"). */
+static void helper_tag(const char *dir, char *buf, size_t size)
+{
+        const char *base = strrchr(dir, '/'), *ck = strstr(base ? base : dir, "ck_");
+
+        snprintf(buf, size, "%.8s", ck ? ck + 3 : "0");
+}
+
 int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
                       const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
                       struct fk_error *err)
@@ -113,12 +123,15 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
         char **argv = NULL;
         int r;
 
-        /* Sockets in the run dir: unix socket paths are short (108 bytes). */
-        (void)dir;
-        if (fk_asprintf(&qmp, "%s/helper-qmp.sock", q->run_dir) < 0 ||
-            fk_asprintf(&agent, "%s/helper-agent.sock", q->run_dir) < 0 ||
-            fk_asprintf(&console, "%s/helper-console.log", q->run_dir) < 0 ||
-            fk_asprintf(&log, "%s/helper-qemu.log", q->run_dir) < 0)
+        char tag[16];
+
+        /* Sockets in the run dir: unix socket paths are short (108 bytes). One helper per
+         * checkpoint being written (they may overlap), named by its id. */
+        helper_tag(dir, tag, sizeof(tag));
+        if (fk_asprintf(&qmp, "%s/helper-%s-qmp.sock", q->run_dir, tag) < 0 ||
+            fk_asprintf(&agent, "%s/helper-%s-agent.sock", q->run_dir, tag) < 0 ||
+            fk_asprintf(&console, "%s/helper-%s-console.log", q->run_dir, tag) < 0 ||
+            fk_asprintf(&log, "%s/helper-%s-qemu.log", q->run_dir, tag) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         struct vmm_config c = {
                 .name = "materialize",
@@ -198,9 +211,11 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
         unlink(full);
         if (qmp_path) {
                 cleanup_free char *agent = NULL;
+                char tag[16];
 
                 unlink(qmp_path);
-                if (fk_asprintf(&agent, "%s/helper-agent.sock", q->run_dir) >= 0)
+                helper_tag(p->dir, tag, sizeof(tag));
+                if (fk_asprintf(&agent, "%s/helper-%s-agent.sock", q->run_dir, tag) >= 0)
                         unlink(agent);
         }
         return r;
@@ -253,20 +268,68 @@ uint64_t qemu_checkpoint_bytes(void *vm)
         return q->mem_private ? 2 * (ram > q->mem_bytes ? ram : q->mem_bytes) : ram;
 }
 
-int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
-                    struct agent_checkpoint_result *ret, struct fk_error *err)
+/* The disk freeze at the live switch-over (the guest is stopped there). */
+struct live_switch {
+        struct qemu_vm *q;
+        const struct agent_checkpoint_params *p;
+        struct agent_checkpoint_result *res;
+};
+
+static int live_switchover(void *userdata, struct fk_error *err)
 {
-        struct agent_checkpoint_result res = {0};
-        struct qemu_vm *q = vm;
+        struct live_switch *ls = userdata;
+        int r;
+
+        if (!ls->p->new_disk)
+                return 0;
+        r = switch_disk(ls->q, ls->p->new_disk, err);
+        if (r >= 0)
+                ls->res->disk_switched = true;
+        return r;
+}
+
+/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two). */
+static bool live_wanted(void)
+{
+        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
+
+        return !m || strcmp(m, "stop-copy") != 0;
+}
+
+/* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. */
+static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params *p,
+                           const char *full, struct agent_checkpoint_result *res,
+                           struct fk_error *err)
+{
+        struct live_switch ls = {.q = q, .p = p, .res = res};
+        struct vmm_live_opts o = {.converge_ms = LIVE_CONVERGE_MS,
+                                  .timeout_ms = p->timeout_ms,
+                                  .switchover = live_switchover,
+                                  .userdata = &ls};
+        struct vmm_live_stats st = {0};
+        int r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
+
+        if (r < 0)
+                return r;
+        res->live = true;
+        res->forced = st.forced;
+        res->pause_ns = st.pause_ns;
+        res->downtime_ms = st.downtime_ms;
+        res->write_pending = true;
+        return 0;
+}
+
+/* Stop, save, cont: device state + a sparse RAM copy, or a full stream for private RAM. */
+static int checkpoint_stopped(struct qemu_vm *q, const struct agent_checkpoint_params *p,
+                              const char *full, struct agent_checkpoint_result *res,
+                              struct fk_error *err)
+{
         struct fk_error cont_err = {0};
-        cleanup_free char *status = NULL, *full = NULL;
+        cleanup_free char *status = NULL;
         bool was_running;
         uint64_t t0;
         int r, k;
 
-        (void)userdata;
-        if (fk_asprintf(&full, "%s/full", p->dir) < 0)
-                return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_query_status(q->qmp, VM_QMP_TIMEOUT_MS, &status, err);
         if (r < 0)
                 return r;
@@ -275,7 +338,7 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
         if (was_running &&
             (r = qmp_execute(q->qmp, "stop", NULL, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
                 return r;
-        r = save_paused(q, p, full, &res, err);
+        r = save_paused(q, p, full, res, err);
         /* A failed checkpoint leaves the session running. */
         if (was_running) {
                 k = qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, &cont_err);
@@ -284,20 +347,57 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
                         r = k;
                 }
         }
-        res.pause_ns = fk_now_mono_ns() - t0;
-        if (r >= 0 && q->mem_private) {
-                res.materialized = true;
-                r = materialize(q, p, full, err);
-                if (r >= 0) {
-                        cleanup_free char *ram = NULL;
-
-                        if (fk_asprintf(&ram, "%s/ram", p->dir) >= 0)
-                                res.ram_bytes = data_bytes(ram);
-                }
-        } else
+        res->pause_ns = fk_now_mono_ns() - t0;
+        res->write_pending = r >= 0 && q->mem_private;
+        if (!res->write_pending)
                 unlink(full);
+        return r;
+}
+
+int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                    struct agent_checkpoint_result *ret, struct fk_error *err)
+{
+        struct agent_checkpoint_result res = {0};
+        struct qemu_vm *q = vm;
+        cleanup_free char *full = NULL;
+        int r = -EOPNOTSUPP;
+
+        (void)userdata;
+        if (fk_asprintf(&full, "%s/full", p->dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (live_wanted())
+                r = checkpoint_live(q, p, full, &res, err);
+        else
+                fk_error_set(err, r, "FORKLET_CHECKPOINT_MODE=stop-copy");
+        if (r == -EOPNOTSUPP) {
+                memcpy(res.fallback, err->msg, sizeof(res.fallback));
+                res.fallback[sizeof(res.fallback) - 1] = 0;
+                *err = (struct fk_error){0};
+                r = checkpoint_stopped(q, p, full, &res, err);
+        }
         *ret = res;
         return r;
+}
+
+int qemu_checkpoint_write(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                          struct agent_checkpoint_result *ret, struct fk_error *err)
+{
+        struct qemu_vm *q = vm;
+        cleanup_free char *full = NULL, *ram = NULL, *state = NULL;
+        struct stat st;
+        int r;
+
+        (void)userdata;
+        if (fk_asprintf(&full, "%s/full", p->dir) < 0 || fk_asprintf(&ram, "%s/ram", p->dir) < 0 ||
+            fk_asprintf(&state, "%s/state", p->dir) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = materialize(q, p, full, err);
+        if (r < 0)
+                return r;
+        ret->materialized = true;
+        ret->ram_bytes = data_bytes(ram);
+        ret->state_bytes = stat(state, &st) == 0 ? (uint64_t)st.st_size : 0;
+        return 0;
 }
 
 int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err)

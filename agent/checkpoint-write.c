@@ -6,11 +6,13 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "vmm/vmm.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,25 @@ bool agent_checkpoint_meta_writing(const json_t *meta)
         return st && strcmp(st, "Writing") == 0;
 }
 
+/* The helper QEMU a killed forkletd left writing dir (see dir/helper.pid), if still there. */
+static void kill_helper(const char *dir)
+{
+        cleanup_free char *path = NULL, *buf = NULL;
+        struct vmm_process *proc = NULL;
+        unsigned long long start = 0;
+        int pid = 0;
+
+        if (fk_asprintf(&path, "%s/helper.pid", dir) < 0 || fk_read_file(path, 64, &buf, NULL) < 0 ||
+            sscanf(buf, "%d %llu", &pid, &start) != 2 || pid <= 1)
+                return;
+        if (vmm_process_adopt((pid_t)pid, (uint64_t)start, &proc) < 0)
+                return;
+        (void)vmm_process_kill(proc, SIGKILL);
+        (void)vmm_process_wait(proc, 5000);
+        vmm_process_free(proc);
+        log_info("ended helper QEMU %d of %s", pid, dir);
+}
+
 void agent_checkpoint_clean_writing(const char *root)
 {
         struct dirent *de;
@@ -86,9 +107,11 @@ void agent_checkpoint_clean_writing(const char *root)
                 if (strncmp(de->d_name, "ck_", 3) || fk_asprintf(&p, "%s/%s", root, de->d_name) < 0)
                         continue;
                 m = agent_checkpoint_read_meta(p);
-                if (agent_checkpoint_meta_writing(m) && !agent_checkpoint_writing(p) &&
-                    fk_rm_rf(p) >= 0)
-                        log_info("removed %s: its write did not finish", p);
+                if (agent_checkpoint_meta_writing(m) && !agent_checkpoint_writing(p)) {
+                        kill_helper(p);
+                        if (fk_rm_rf(p) >= 0)
+                                log_info("removed %s: its write did not finish", p);
+                }
                 json_decref(m);
         }
         if (dp)

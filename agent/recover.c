@@ -138,7 +138,9 @@ static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base)
 
                 cleanup_free char *stored = NULL;
 
-                if (de->d_name[0] == '.' || find_key(d, de->d_name))
+                /* .KEY.helper-X: a checkpoint writer's helper QEMU (killed above) */
+                if ((de->d_name[0] == '.' && !strstr(de->d_name, ".helper-")) ||
+                    find_key(d, de->d_name))
                         continue;
                 if (fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0 ||
                     fk_asprintf(&stored, "%s/session.json", path) < 0)

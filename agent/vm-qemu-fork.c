@@ -83,11 +83,11 @@ static int helper_pre_exec(void *userdata)
 
 /* The helper runs jailed like the fork it serves (same uid): its RAM file is made here, owned
  * by forkletd, and lent to that uid for the helper's life (the caller revokes it). */
-static int helper_jail(const struct qemu_vm *q, const char *mem_path, const char *disk,
-                       struct agent_jail *j, struct fk_error *err)
+static int helper_jail(const struct qemu_vm *q, const char *hdir, const char *mem_path,
+                       const char *disk, struct agent_jail *j, struct fk_error *err)
 {
         struct agent_jail_files f = {
-                .run_dir = q->run_dir,
+                .run_dir = hdir,
                 .kernel = q->kernel,
                 .initrd = q->initrd,
                 .rootfs = q->rootfs,
@@ -105,34 +105,40 @@ static int helper_jail(const struct qemu_vm *q, const char *mem_path, const char
         return agent_jail_setup(j, &f, NULL, err);
 }
 
-/* The first 8 hex digits of the checkpoint id in dir's name (".ck_X.partial" or "ck_X"). */
-static void helper_tag(const char *dir, char *buf, size_t size)
+/* The helper's own run dir beside the session's, <runDir>/sessions/.KEY.helper-X (X: 8 hex
+ * digits of the checkpoint id in dir, ".ck_X.partial" or "ck_X"): the jail hands its run dir
+ * and the files in it to QEMU's uid, which must not reach the session's vm.json; helpers of
+ * overlapping writes do not meet; recovery removes it with whatever QEMU names it. */
+static int helper_run_dir(const struct qemu_vm *q, const char *dir, char **ret)
 {
         const char *base = strrchr(dir, '/'), *ck = strstr(base ? base : dir, "ck_");
+        const char *key = strrchr(q->run_dir, '/');
+        int n = (int)(key ? key - q->run_dir : 0);
 
-        snprintf(buf, size, "%.8s", ck ? ck + 3 : "0");
+        return fk_asprintf(ret, "%.*s/.%s.helper-%.8s", n, q->run_dir, key ? key + 1 : "vm",
+                           ck ? ck + 3 : "0");
 }
 
 int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
                       const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
                       struct fk_error *err)
 {
-        cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *log = NULL;
+        cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *log = NULL, *hdir = NULL;
         struct agent_jail jail = {0};
         struct helper_exec hx = {.netns = q->tap != NULL, .jail = q->jail_uid ? &jail : NULL};
         char **argv = NULL;
         int r;
 
-        char tag[16];
-
-        /* Sockets in the run dir: unix socket paths are short (108 bytes). One helper per
-         * checkpoint being written (they may overlap), named by its id. */
-        helper_tag(dir, tag, sizeof(tag));
-        if (fk_asprintf(&qmp, "%s/helper-%s-qmp.sock", q->run_dir, tag) < 0 ||
-            fk_asprintf(&agent, "%s/helper-%s-agent.sock", q->run_dir, tag) < 0 ||
-            fk_asprintf(&console, "%s/helper-%s-console.log", q->run_dir, tag) < 0 ||
-            fk_asprintf(&log, "%s/helper-%s-qemu.log", q->run_dir, tag) < 0)
+        /* Sockets in a run dir: unix socket paths are short (108 bytes). */
+        if (helper_run_dir(q, dir, &hdir) < 0 || fk_asprintf(&qmp, "%s/qmp.sock", hdir) < 0 ||
+            fk_asprintf(&agent, "%s/agent.sock", hdir) < 0 ||
+            fk_asprintf(&console, "%s/console.log", hdir) < 0 ||
+            fk_asprintf(&log, "%s/qemu.log", hdir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
+        (void)fk_rm_rf(hdir);
+        r = fk_mkdir_p(hdir, 0700);
+        if (r < 0)
+                return fk_error_set(err, r, "create %s: %s", hdir, strerror(-r));
         struct vmm_config c = {
                 .name = "materialize",
                 .accel = (enum vmm_accel)q->accel,
@@ -156,7 +162,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
                 .sandbox = q->jail_uid != 0,
         };
-        r = hx.jail ? helper_jail(q, mem_path, disk, &jail, err) : 0;
+        r = hx.jail ? helper_jail(q, hdir, mem_path, disk, &jail, err) : 0;
         if (r >= 0)
                 r = vmm_build_argv(&c, &argv, err);
         if (r >= 0)
@@ -169,12 +175,26 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
         return r;
 }
 
+/* dir/helper.pid: "PID START_TIME" of the helper, so a forkletd killed meanwhile finds it on
+ * its next start (agent_checkpoint_clean_writing) and ends it. */
+static void helper_record(const char *dir, const struct vmm_process *proc)
+{
+        cleanup_free char *path = NULL;
+        char buf[64];
+        int n = snprintf(buf, sizeof(buf), "%d %llu\n", (int)vmm_process_pid(proc),
+                         (unsigned long long)vmm_process_start_time(proc));
+
+        if (fk_asprintf(&path, "%s/helper.pid", dir) >= 0)
+                (void)fk_write_file_atomic(path, buf, (size_t)n, 0600);
+}
+
 /* A fork's RAM is private, so x-ignore-shared does not skip it: load the full stream once
  * into a helper QEMU whose RAM is a new share=on file (dir/ram), then save device state only. */
 static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *p, const char *full,
                        struct fk_error *err)
 {
-        cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL;
+        cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL,
+                          *pidfile = NULL, *hdir = NULL;
         struct vmm_process *proc = NULL;
         struct qmp_client *qmp = NULL;
         int r, k;
@@ -190,6 +210,8 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
                 r = agent_disk_create_overlay(disk, p->frozen_disk, err);
         if (r >= 0)
                 r = qemu_spawn_helper(q, p->dir, ram, disk, &proc, &qmp_path, err);
+        if (r >= 0)
+                helper_record(p->dir, proc);
         if (r >= 0)
                 r = qmp_client_connect(qmp_path, HELPER_TIMEOUT_MS, &qmp, err);
         if (r >= 0)
@@ -209,15 +231,10 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
         if (disk)
                 unlink(disk);
         unlink(full);
-        if (qmp_path) {
-                cleanup_free char *agent = NULL;
-                char tag[16];
-
-                unlink(qmp_path);
-                helper_tag(p->dir, tag, sizeof(tag));
-                if (fk_asprintf(&agent, "%s/helper-%s-agent.sock", q->run_dir, tag) >= 0)
-                        unlink(agent);
-        }
+        if (fk_asprintf(&pidfile, "%s/helper.pid", p->dir) >= 0)
+                unlink(pidfile);
+        if (helper_run_dir(q, p->dir, &hdir) >= 0)
+                (void)fk_rm_rf(hdir);
         return r;
 }
 

@@ -426,7 +426,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, int accel, void **ret
         r = read_vm_state(run_dir, q, &pid, &start);
         if (r < 0) {
                 qemu_free(NULL, q);
-                return fk_error_set(err, r, "no usable %s/" VM_STATE_FILE, run_dir);
+                return fk_error_set(err, r, "no usable %s/" VM_STATE_FILE " (%s)", run_dir,
+                                    strerror(-r));
         }
         r = vmm_process_adopt(pid, start, &q->proc);
         if (r < 0)

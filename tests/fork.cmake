@@ -20,3 +20,6 @@ endif()
 fk_forkletd_test(fork-secrets TIMEOUT 1200)
 # kill -9 of forkletd mid-checkpoint and mid-fork of 5, then restart (issue 7's recovery).
 fk_forkletd_test(agent-crash TIMEOUT 900)
+# Live checkpoints (Writing -> Ready, a fork that waits, kill -9 mid-write, the stop-and-copy
+# fallback) and rollback without a RAM copy.
+fk_forkletd_test(fork-live TIMEOUT 1200)

@@ -23,8 +23,8 @@ static int set_caps(struct qmp_client *qmp, bool live, unsigned timeout_ms, stru
 {
         /* x-ignore-shared off: the stream carries the RAM, so the guest may keep writing it */
         json_t *args = json_pack("{s:[{s:s,s:b},{s:s,s:b}]}", "capabilities", "capability",
-                                 "x-ignore-shared", false, "capability", "pause-before-switchover",
-                                 live);
+                                 "x-ignore-shared", "state", 0, "capability",
+                                 "pause-before-switchover", "state", (int)live);
         int r;
 
         if (!args)

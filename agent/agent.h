@@ -103,6 +103,7 @@ struct agent_checkpoint_result {
         bool forced;          /* live, but did not converge: stopped to finish the copy */
         bool write_pending;   /* dir holds a stream: checkpoint_write makes state + ram */
         uint64_t downtime_ms; /* live: QEMU's reported downtime */
+        uint64_t switch_ns;   /* live: the disk switch at the switch-over */
         char fallback[256];   /* stop-and-copy because the live path was refused: why */
 };
 

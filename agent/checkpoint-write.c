@@ -84,8 +84,9 @@ static void kill_helper(const char *dir)
         unsigned long long start = 0;
         int pid = 0;
 
-        if (fk_asprintf(&path, "%s/helper.pid", dir) < 0 || fk_read_file(path, 64, &buf, NULL) < 0 ||
-            sscanf(buf, "%d %llu", &pid, &start) != 2 || pid <= 1)
+        if (fk_asprintf(&path, "%s/helper.pid", dir) < 0 ||
+            fk_read_file(path, 64, &buf, NULL) < 0 || sscanf(buf, "%d %llu", &pid, &start) != 2 ||
+            pid <= 1)
                 return;
         if (vmm_process_adopt((pid_t)pid, (uint64_t)start, &proc) < 0)
                 return;

@@ -142,18 +142,19 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
                         const char *layer, uint64_t created,
                         const struct agent_checkpoint_result *res)
 {
-        json_t *m = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:I, s:I, s:I, s:I, s:b, s:s, s:s}",
-                              "id", id, "session", key, "name", name, "parent", parent, "disk",
-                              layer, "createdNs", (json_int_t)created, "ramBytes",
-                              (json_int_t)res->ram_bytes, "stateBytes",
-                              (json_int_t)res->state_bytes, "pauseNs", (json_int_t)res->pause_ns,
-                              "materialized", res->materialized, "status",
-                              res->write_pending ? "Writing" : "Ready", "mode",
-                              res->live ? "live" : "stop-copy");
+        json_t *m = json_pack(
+                "{s:s, s:s, s:s?, s:s?, s:s?, s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "id", id,
+                "session", key, "name", name, "parent", parent, "disk", layer, "createdNs",
+                (json_int_t)created, "ramBytes", (json_int_t)res->ram_bytes, "stateBytes",
+                (json_int_t)res->state_bytes, "pauseNs", (json_int_t)res->pause_ns, "materialized",
+                res->materialized, "status", res->write_pending ? "Writing" : "Ready", "mode",
+                res->live ? "live" : "stop-copy");
 
         /* what QEMU said it stopped the guest for, and why the live path was not taken */
-        if (m && res->live)
+        if (m && res->live) {
                 json_object_set_new(m, "downtimeMs", json_integer((json_int_t)res->downtime_ms));
+                json_object_set_new(m, "diskSwitchNs", json_integer((json_int_t)res->switch_ns));
+        }
         if (m && res->forced)
                 json_object_set_new(m, "forcedStop", json_true());
         if (m && res->fallback[0])

@@ -234,7 +234,8 @@ static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
         json_decref(j->s->identity);
         j->s->identity = id;
         agent_identity_save(j->state_dir, id);
-        if (j->restore.private_ram && !j->restore.rollback && json_array_size(json_object_get(id, "inheritedSecrets")))
+        if (j->restore.private_ram && !j->restore.rollback &&
+            json_array_size(json_object_get(id, "inheritedSecrets")))
                 agent_metrics_add_forks_inherited_secrets(1);
 }
 

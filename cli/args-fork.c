@@ -72,8 +72,8 @@ static int want(const struct parsed *p, size_t n, const char *usage, struct fk_e
 
 static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, struct fk_error *err)
 {
-        const char *usage =
-                "checkpoint create NAME [--wait] | list NAME | inspect NAME ID | delete NAME ID [--cascade]";
+        const char *usage = "checkpoint create NAME [--wait] | list NAME | inspect NAME ID | "
+                            "delete NAME ID [--cascade]";
 
         if (p->n < 1)
                 return fk_error_set(err, -EINVAL, "usage: forklet %s", usage);

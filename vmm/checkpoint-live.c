@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LIVE_POLL_NS       1000000ull /* 1 ms: the poll bounds how late the pause is seen */
-#define LIVE_DOWNTIME_MS   10         /* what QEMU may stop the guest for at the switch-over */
+#define LIVE_POLL_NS       1000000ull  /* 1 ms: the poll bounds how late the pause is seen */
+#define LIVE_DOWNTIME_MS   10          /* what QEMU may stop the guest for at the switch-over */
 #define LIVE_BANDWIDTH_MAX (1ll << 40) /* bytes/s: a file, not a network (7.2 default 32 MiB/s) */
 
 static int set_caps(struct qmp_client *qmp, bool live, unsigned timeout_ms, struct fk_error *err)
@@ -139,9 +139,10 @@ static int wait_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o
                         forced = true;
                 }
                 if (fk_now_mono_ns() > deadline)
-                        return fk_error_set(err, -ETIMEDOUT,
-                                            "live checkpoint did not reach the switch-over in %u ms",
-                                            o->timeout_ms);
+                        return fk_error_set(
+                                err, -ETIMEDOUT,
+                                "live checkpoint did not reach the switch-over in %u ms",
+                                o->timeout_ms);
                 sleep_ns(LIVE_POLL_NS);
         }
         *ret_last_running_ns = last;
@@ -162,8 +163,8 @@ static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t 
                 if (r < 0)
                         return r;
                 if (strcmp(st, "completed") == 0) {
-                        *ret_downtime_ms = (uint64_t)json_integer_value(
-                                json_object_get(info, "downtime"));
+                        *ret_downtime_ms =
+                                (uint64_t)json_integer_value(json_object_get(info, "downtime"));
                         json_decref(info);
                         return 0;
                 }

@@ -381,6 +381,8 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
         if (r < 0)
                 return r;
         res->switch_ns = ls.switch_ns;
+        /* until Ready: the stream's size (touched RAM + device state) stands for ramBytes */
+        res->ram_bytes = st.stream_bytes;
         res->live = true;
         res->forced = st.forced;
         res->pause_ns = st.pause_ns;

@@ -170,11 +170,16 @@ fk_check_start_log() {
 }
 
 # fk_check_ram NAME: the RAM file of the running session NAME (memPath in its vm.json, a booted
-# or rolled back VM: a fork maps its checkpoint's copy-on-write) is on a tmpfs under $T/run
+# VM) is on a tmpfs under $T/run; a rolled back VM maps its checkpoint's RAM copy-on-write, as a
+# fork does: memPrivate, through the session's origin/ links
 fk_check_ram() {
         local vm=$T/run/sessions/default.$1/vm.json mem
         mem=$(sed -n 's/^ *"memPath": *"\([^"]*\)",*$/\1/p' "$vm" 2>/dev/null)
         [ -n "$mem" ] || fail "$1: no memPath in $vm"
+        if [ "$mem" = "$T/state/sessions/default.$1/origin/ram" ]; then
+                grep -q '"memPrivate": true' "$vm" || fail "$1: maps $mem shared"
+                return 0
+        fi
         case $mem in "$T/run/sessions/default.$1/"*) ;; *) fail "$1: RAM file $mem not in its run dir" ;; esac
         [ "$(stat -f -c %T "$mem")" = tmpfs ] || fail "$1: RAM file $mem on $(stat -f -c %T "$mem")"
 }

@@ -195,8 +195,10 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
 {
         cleanup_free char *ram = NULL, *disk = NULL, *qmp_path = NULL, *state = NULL,
                           *pidfile = NULL, *hdir = NULL;
+        uint64_t need = agent_space_allocated(full) + AGENT_SPACE_SLACK;
         struct vmm_process *proc = NULL;
         struct qmp_client *qmp = NULL;
+        struct fk_error full_err = {0};
         int r, k;
 
         if (fk_asprintf(&ram, "%s/ram", p->dir) < 0 ||
@@ -204,8 +206,7 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
             (p->frozen_disk && fk_asprintf(&disk, "%s/helper.qcow2", p->dir) < 0))
                 return fk_error_set(err, -ENOMEM, "out of memory");
         /* the helper's RAM holds what the stream holds (zero pages stay holes) */
-        r = agent_space_check(p->dir, "stateDir", agent_space_allocated(full) + AGENT_SPACE_SLACK,
-                              "checkpoint (materialize)", err);
+        r = agent_space_check(p->dir, "stateDir", need, "checkpoint (materialize)", err);
         if (r >= 0 && disk)
                 r = agent_disk_create_overlay(disk, p->frozen_disk, err);
         if (r >= 0)
@@ -218,6 +219,11 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
                 r = vmm_migrate_load_file(qmp, full, false, HELPER_TIMEOUT_MS, err);
         if (r >= 0)
                 r = vmm_migrate_save_file(qmp, state, true, HELPER_TIMEOUT_MS, err);
+        /* a helper that died writing its RAM (SIGBUS: the jailed uid has no root-reserved
+         * blocks) on a filesystem that is full now: say so, as the check before would */
+        if (r < 0 && proc &&
+            agent_space_check(p->dir, "stateDir", need, "checkpoint (materialize)", &full_err) < 0)
+                *err = full_err, r = full_err.code;
         if (proc) {
                 (void)vmm_process_kill(proc, SIGKILL);
                 (void)vmm_process_wait(proc, 10000);
@@ -274,6 +280,14 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
         return r;
 }
 
+/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two). */
+static bool live_wanted(void)
+{
+        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
+
+        return !m || strcmp(m, "stop-copy") != 0;
+}
+
 uint64_t qemu_checkpoint_bytes(void *vm)
 {
         const struct qemu_vm *q = vm;
@@ -282,7 +296,11 @@ uint64_t qemu_checkpoint_bytes(void *vm)
         /* Private RAM goes into a stream, then into the helper's RAM file: at least what the
          * fork started from (its file, as allocated at boot: the link goes once it runs) twice;
          * what it touched since shows in the stream's size (materialize checks again). */
-        return q->mem_private ? 2 * (ram > q->mem_bytes ? ram : q->mem_bytes) : ram;
+        if (q->mem_private)
+                return 2 * (ram > q->mem_bytes ? ram : q->mem_bytes);
+        /* live: the stream (touched pages; the RAM file made from it is checked before the
+         * helper writes it) */
+        return ram;
 }
 
 /* The disk freeze at the live switch-over (the guest is stopped there). */
@@ -349,14 +367,6 @@ static int live_switchover(void *userdata, struct fk_error *err)
         free(ls->q->disk);
         ls->q->disk = strdup(ls->p->new_disk);
         return 0;
-}
-
-/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two). */
-static bool live_wanted(void)
-{
-        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
-
-        return !m || strcmp(m, "stop-copy") != 0;
 }
 
 /* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. */

@@ -162,6 +162,31 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
         return m;
 }
 
+/* The checkpoint in dir final is listed: log it and, when the guest ran on before its RAM file
+ * was complete, start its Writing phase. */
+static int taken(struct agent_daemon *d, const char *key, const char *id, const char *final,
+                 const char *layer, struct agent_vm_ref *vm,
+                 const struct agent_checkpoint_result *res, struct fk_error *err)
+{
+        int r;
+
+        agent_metrics_add_checkpoint_bytes(res->ram_bytes + res->state_bytes);
+        log_info("session %s: checkpoint %s (%s, paused %.1f ms, QEMU downtime %llu ms, %.1f MiB "
+                 "RAM%s)",
+                 key, id, res->live ? "live" : "stop-and-copy", (double)res->pause_ns / 1e6,
+                 (unsigned long long)res->downtime_ms, (double)res->ram_bytes / 1048576.0,
+                 res->write_pending ? ", writing" : "");
+        if (res->fallback[0])
+                log_info("session %s: checkpoint %s: stop-and-copy: %s", key, id, res->fallback);
+        /* the guest runs again: the files forks map are written beside it (Writing) */
+        if (res->write_pending && d->ops.checkpoint_write &&
+            (r = agent_checkpoint_write_start(d, key, id, final, layer, vm)) < 0) {
+                (void)fk_rm_rf(final);
+                return fk_error_set(err, r, "start writing checkpoint %s: %s", id, strerror(-r));
+        }
+        return 0;
+}
+
 static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key,
                          struct agent_vm_ref *vm, const char *name, const char *id,
                          struct fk_error *err)
@@ -215,21 +240,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                                            err);
         }
         lineage_set(sd, id);
-        agent_metrics_add_checkpoint_bytes(res.ram_bytes + res.state_bytes);
-        log_info("session %s: checkpoint %s (%s, paused %.1f ms, QEMU downtime %llu ms, %.1f MiB "
-                 "RAM%s)",
-                 key, id, res.live ? "live" : "stop-and-copy", (double)res.pause_ns / 1e6,
-                 (unsigned long long)res.downtime_ms, (double)res.ram_bytes / 1048576.0,
-                 res.write_pending ? ", writing" : "");
-        if (res.fallback[0])
-                log_info("session %s: checkpoint %s: stop-and-copy: %s", key, id, res.fallback);
-        /* the guest runs again: the files forks map are written beside it (Writing) */
-        if (res.write_pending && d->ops.checkpoint_write &&
-            (r = agent_checkpoint_write_start(d, key, id, final, layer, vm)) < 0) {
-                (void)fk_rm_rf(final);
-                return fk_error_set(err, r, "start writing checkpoint %s: %s", id, strerror(-r));
-        }
-        return 0;
+        return taken(d, key, id, final, layer, vm, &res, err);
 }
 
 int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,

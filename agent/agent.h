@@ -100,6 +100,7 @@ struct agent_checkpoint_result {
         bool disk_switched;   /* the VM now writes to new_disk (also when a later step failed) */
         bool materialized;    /* private RAM (a fork): full stream loaded into a helper QEMU */
         bool live;            /* the guest ran while its RAM was saved (else stop-and-copy) */
+        bool background;      /* live by background snapshot (else precopy) */
         bool forced;          /* live, but did not converge: stopped to finish the copy */
         bool write_pending;   /* dir holds a stream: checkpoint_write makes state + ram */
         uint64_t downtime_ms; /* live: QEMU's reported downtime */

@@ -265,8 +265,9 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
         struct vmm_checkpoint_stats st = {0};
         int r = 0;
 
-        /* Before the migration: a completed migration inactivates the block layer until cont. */
-        if (p->new_disk) {
+        /* Before the migration: a completed migration inactivates the block layer until cont.
+         * (Not again when a refused live path switched it already.) */
+        if (p->new_disk && !res->disk_switched) {
                 r = switch_disk(q, p->new_disk, err);
                 if (r < 0)
                         return r;
@@ -280,12 +281,20 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
         return r;
 }
 
-/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two). */
+/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two),
+ * precopy the precopy live method instead of the background snapshot. */
 static bool live_wanted(void)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
         return !m || strcmp(m, "stop-copy") != 0;
+}
+
+static bool live_precopy(void)
+{
+        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
+
+        return m && strcmp(m, "precopy") == 0;
 }
 
 uint64_t qemu_checkpoint_bytes(void *vm)
@@ -378,7 +387,8 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
         struct vmm_live_opts o = {.converge_ms = LIVE_CONVERGE_MS,
                                   .timeout_ms = p->timeout_ms,
                                   .switchover = live_switchover,
-                                  .userdata = &ls};
+                                  .userdata = &ls,
+                                  .background = !live_precopy()};
         struct vmm_live_stats st = {0};
         int r = overlay_open(&ls, err);
 
@@ -394,6 +404,7 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
         /* until Ready: the stream's size (touched RAM + device state) stands for ramBytes */
         res->ram_bytes = st.stream_bytes;
         res->live = true;
+        res->background = o.background;
         res->forced = st.forced;
         res->pause_ns = st.pause_ns;
         res->downtime_ms = st.downtime_ms;

@@ -49,9 +49,13 @@ pinged() {
         return $rc
 }
 
+# LIVE_MODE: the FORKLET_CHECKPOINT_MODE of the live cells ("" for forkletd's default, the
+# background snapshot; precopy: pause-before-switchover, see docs/fork-engine.md)
+LIVE_MODE=${LIVE_MODE-precopy}
 restart() {
         stop_daemon
-        if [ "$1" = stop-copy ]; then FORKLET_CHECKPOINT_MODE=stop-copy start_daemon; else start_daemon; fi
+        if [ "$1" = stop-copy ]; then FORKLET_CHECKPOINT_MODE=stop-copy start_daemon; else
+                FORKLET_CHECKPOINT_MODE=$LIVE_MODE start_daemon; fi
 }
 
 # cell SIZE TOUCH MODE: REPS checkpoints; appends "SIZE TOUCH MODE qemu_ms pause_ms gap_ms base_ms"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Live checkpoints: a precopy migration of a running VM into a stream file that pauses before
- * the switch-over (so the caller freezes the disk at the RAM's instant), then cont. The guest
- * runs while its RAM is copied and stops only for the last dirty pages and device state. */
+/* Live checkpoints: the guest runs while its RAM goes into a stream file. Background snapshot
+ * (the default): stop, freeze the disk, QEMU saves the devices and resumes the guest under
+ * userfaultfd write protection. Precopy: a migration that pauses before the switch-over (the
+ * disk freezes there), then cont. */
 #include "vmm/vmm.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -19,12 +20,15 @@
 #define LIVE_DOWNTIME_MS   10          /* what QEMU may stop the guest for at the switch-over */
 #define LIVE_BANDWIDTH_MAX (1ll << 40) /* bytes/s: a file, not a network (7.2 default 32 MiB/s) */
 
-static int set_caps(struct qmp_client *qmp, bool live, unsigned timeout_ms, struct fk_error *err)
+/* on: the capability of mode bg (background-snapshot) or precopy (pause-before-switchover). */
+static int set_caps(struct qmp_client *qmp, bool on, bool bg, unsigned timeout_ms,
+                    struct fk_error *err)
 {
         /* x-ignore-shared off: the stream carries the RAM, so the guest may keep writing it */
-        json_t *args = json_pack("{s:[{s:s,s:b},{s:s,s:b}]}", "capabilities", "capability",
-                                 "x-ignore-shared", "state", 0, "capability",
-                                 "pause-before-switchover", "state", (int)live);
+        json_t *args = json_pack("{s:[{s:s,s:b},{s:s,s:b},{s:s,s:b}]}", "capabilities",
+                                 "capability", "x-ignore-shared", "state", 0, "capability",
+                                 "pause-before-switchover", "state", (int)(on && !bg), "capability",
+                                 "background-snapshot", "state", (int)(on && bg));
         int r;
 
         if (!args)
@@ -32,6 +36,15 @@ static int set_caps(struct qmp_client *qmp, bool live, unsigned timeout_ms, stru
         r = qmp_execute(qmp, "migrate-set-capabilities", args, timeout_ms, NULL, err);
         json_decref(args);
         return r;
+}
+
+/* -EOPNOTSUPP with "what: QEMU's reason" (err->msg is the reason: copied, not read in place) */
+static int refused(struct fk_error *err, const char *what)
+{
+        char why[sizeof(err->msg)];
+
+        snprintf(why, sizeof(why), "%s", err->msg);
+        return fk_error_set(err, -EOPNOTSUPP, "%s: %s", what, why);
 }
 
 static int set_params(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
@@ -206,12 +219,10 @@ static int live_setup(struct qmp_client *qmp, const struct vmm_live_opts *o, str
                 return r;
         if (strcmp(status, "running"))
                 return fk_error_set(err, -EOPNOTSUPP, "the VM is %s, not running", status);
-        r = set_caps(qmp, true, o->timeout_ms, err);
+        r = set_caps(qmp, true, o->background, o->timeout_ms, err);
         if (r >= 0)
                 r = set_params(qmp, o->timeout_ms, err);
-        if (r == -EIO)
-                r = fk_error_set(err, -EOPNOTSUPP, "QEMU refused live migration: %s", err->msg);
-        return r;
+        return r == -EIO ? refused(err, "QEMU refused live migration") : r;
 }
 
 static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
@@ -241,6 +252,77 @@ static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm
         return r;
 }
 
+/* Until QEMU's snapshot thread has the guest running again (it resumes it from a bottom half
+ * once write tracking is on); *ret_ns: when that was seen. */
+static int wait_resumed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret_ns,
+                        struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                cleanup_free char *status = NULL;
+                char st[32];
+                int r = qmp_query_status(qmp, timeout_ms, &status, err);
+
+                if (r < 0)
+                        return r;
+                if (strcmp(status, "running") == 0) {
+                        *ret_ns = fk_now_mono_ns();
+                        return 0;
+                }
+                r = migrate_status(qmp, timeout_ms, st, sizeof(st), NULL, err);
+                if (r < 0)
+                        return r;
+                if (strcmp(st, "setup") && strcmp(st, "active") && strcmp(st, "completed"))
+                        return fk_error_set(err, -EIO, "background snapshot is %s", st);
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "the guest did not run again in %u ms",
+                                            timeout_ms);
+                sleep_ns(LIVE_POLL_NS);
+        }
+}
+
+/* background-snapshot: the guest stops here, the disk switches, and QEMU saves the devices,
+ * write-protects the RAM (userfaultfd) and resumes the guest; pages it then writes are copied
+ * into the stream first, so the stream is the RAM of the instant of the stop. */
+static int bg_run(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                  struct vmm_live_stats *st, bool *ret_started, struct fk_error *err)
+{
+        uint64_t stop_ns, run_ns = 0;
+        int r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
+
+        if (r < 0)
+                return r;
+        stop_ns = fk_now_mono_ns();
+        if (o->switchover)
+                r = o->switchover(o->userdata, err);
+        if (r >= 0)
+                r = start_stream(qmp, stream, o->timeout_ms, err);
+        *ret_started = r >= 0;
+        if (r >= 0)
+                r = wait_resumed(qmp, o->timeout_ms, &run_ns, err);
+        st->pause_ns = (run_ns ? run_ns : fk_now_mono_ns()) - stop_ns;
+        if (r >= 0)
+                r = wait_completed(qmp, o->timeout_ms, &st->downtime_ms, err);
+        return r;
+}
+
+/* background-snapshot: refused, or failed once the guest was stopped: it runs on. */
+static int bg_checkpoint(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                         struct vmm_live_stats *st, struct fk_error *err)
+{
+        bool started = false;
+        int r = bg_run(qmp, stream, o, st, &started, err);
+
+        if (r < 0 && started)
+                abort_live(qmp, o->timeout_ms);
+        else if (r < 0)
+                (void)qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, NULL);
+        if (r == -EIO && !started)
+                r = refused(err, "QEMU refused the background snapshot");
+        return r;
+}
+
 int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
                         struct vmm_live_stats *ret, struct fk_error *err)
 {
@@ -250,10 +332,19 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
         int r;
 
         r = live_setup(qmp, o, err);
+        if (r >= 0 && o->background) {
+                r = bg_checkpoint(qmp, stream, o, &st, err);
+                (void)set_caps(qmp, false, true, o->timeout_ms, NULL);
+                if (r < 0) {
+                        unlink(stream);
+                        return r;
+                }
+                goto done;
+        }
         if (r >= 0 && (r = start_stream(qmp, stream, o->timeout_ms, err)) == -EIO)
-                r = fk_error_set(err, -EOPNOTSUPP, "QEMU refused live migration: %s", err->msg);
+                r = refused(err, "QEMU refused live migration");
         if (r < 0) {
-                (void)set_caps(qmp, false, o->timeout_ms, NULL);
+                (void)set_caps(qmp, false, o->background, o->timeout_ms, NULL);
                 unlink(stream);
                 return r;
         }
@@ -261,9 +352,10 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
         if (r < 0)
                 abort_live(qmp, o->timeout_ms);
         /* later stop-and-copy saves must not wait at a switch-over nobody continues */
-        (void)set_caps(qmp, false, o->timeout_ms, NULL);
+        (void)set_caps(qmp, false, false, o->timeout_ms, NULL);
         if (r < 0)
                 return r;
+done:
         st.total_ns = fk_now_mono_ns() - t0;
         if (stat(stream, &sb) == 0)
                 st.stream_bytes = (uint64_t)sb.st_size;

@@ -318,6 +318,10 @@ struct vmm_live_opts {
         unsigned timeout_ms;          /* the whole save */
         vmm_switchover_fn switchover; /* NULL: nothing to do at the switch-over */
         void *userdata;
+        /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)
+         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG, a precopy of
+         * a guest writing memory fast was seen to lose pages: forks of it crashed) */
+        bool background;
 };
 
 struct vmm_live_stats {
@@ -328,12 +332,15 @@ struct vmm_live_stats {
         bool forced;           /* did not converge in converge_ms: stopped to finish */
 };
 
-/* Saves a running VM into the stream file (created 0600, replaced) by precopy migration with
- * x-ignore-shared off and pause-before-switchover: the guest runs while RAM is copied, stops
- * for the last pages, o->switchover runs, the device state is written, then cont. The stream
- * holds RAM and devices (load it with vmm_migrate_load_file, ignore_shared false). -EOPNOTSUPP
- * (err says why) when refused before anything happened to the guest (not running, a QEMU
- * refusing the capability or the migration): take the stop-and-copy path. On any other failure
- * the migration is cancelled and the guest left running. Does not log. */
+/* Saves a running VM into the stream file (created 0600, replaced), x-ignore-shared off. With
+ * o->background: stop, o->switchover, migrate with background-snapshot (QEMU resumes the guest
+ * once its RAM is write-protected), wait for completion. Else precopy with
+ * pause-before-switchover: the guest runs while RAM is copied, stops for the last pages,
+ * o->switchover runs, the device state is written, then cont. The stream holds RAM and devices
+ * (load it with vmm_migrate_load_file, ignore_shared false). -EOPNOTSUPP (err says why) when
+ * QEMU refused before the migration started (not running, a capability or the migration
+ * refused; with background the guest was stopped briefly and o->switchover may have run): take
+ * the stop-and-copy path. On any other failure the migration is cancelled and the guest left
+ * running. Does not log. */
 int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
                         struct vmm_live_stats *ret, struct fk_error *err);

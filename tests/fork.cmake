@@ -23,3 +23,7 @@ fk_forkletd_test(agent-crash TIMEOUT 900)
 # Live checkpoints (Writing -> Ready, a fork that waits, kill -9 mid-write, the stop-and-copy
 # fallback) and rollback without a RAM copy.
 fk_forkletd_test(fork-live TIMEOUT 1200)
+# vmm_checkpoint_live against real QEMU: copies of a guest rewriting memory must run on.
+add_executable(vmm-live-test integration/vmm-live-test.c)
+target_link_libraries(vmm-live-test PRIVATE fork-harness)
+fk_integration_test(vmm-live COMMAND vmm-live-test TIMEOUT 900)

@@ -191,6 +191,26 @@ static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t 
         }
 }
 
+static int wait_runstate(struct qmp_client *qmp, const char *want, unsigned timeout_ms,
+                         struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                cleanup_free char *status = NULL;
+                int r = qmp_query_status(qmp, timeout_ms, &status, err);
+
+                if (r < 0)
+                        return r;
+                if (strcmp(status, want) == 0)
+                        return 0;
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "the VM is %s, not %s after %u ms",
+                                            status, want, timeout_ms);
+                sleep_ns(LIVE_POLL_NS);
+        }
+}
+
 /* After a failure once the migration started: cancel it (QEMU restarts a guest it stopped for
  * the switch-over) and make sure the guest runs. */
 static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
@@ -244,6 +264,10 @@ static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm
         json_decref(args);
         if (r >= 0)
                 r = wait_completed(qmp, o->timeout_ms, &st->downtime_ms, err);
+        /* QEMU's migration thread sets postmigrate after "completed": a cont before that would
+         * leave a running guest whose runstate says postmigrate */
+        if (r >= 0)
+                r = wait_runstate(qmp, "postmigrate", o->timeout_ms, err);
         /* postmigrate: cont reactivates the block layer and runs the guest on */
         if (r >= 0)
                 r = qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, err);

@@ -475,8 +475,10 @@ static void test_live_checkpoint(void **state)
                 {"\"query-migrate\"",
                  "{\"return\": {\"status\": \"completed\", \"downtime\": 4}, \"id\": 11}\r\n", 0,
                  false},
-                {"\"cont\"", RET(12), 0, false},
-                {"\"pause-before-switchover\",\"state\":false", RET(13), 0, false},
+                {"\"query-status\"", "{\"return\": {\"status\": \"postmigrate\"}, \"id\": 12}\r\n",
+                 0, false},
+                {"\"cont\"", RET(13), 0, false},
+                {"\"pause-before-switchover\",\"state\":false", RET(14), 0, false},
         };
         struct vmm_live_opts o = {
                 .converge_ms = 10000, .timeout_ms = 2000, .switchover = count_switchover};

@@ -273,7 +273,8 @@ int agent_secrets_resolve(const struct node_config *cfg, const struct session_ma
 struct agent_restore {
         char *ck_dir;     /* owned: checkpoint dir (state, ram), NULL: cold boot */
         char *layer;      /* owned: disk layer the new overlay goes over, NULL: keep the disk */
-        bool private_ram; /* fork: map ck_dir/ram share=off; rollback: copy it into run dir */
+        bool private_ram; /* map ck_dir/ram share=off (copy-on-write): forks and rollbacks */
+        bool rollback;    /* the session's own checkpoint (else a fork's first start) */
         char fork_id[96]; /* identity for the guest */
         char ck_id[48];   /* the checkpoint's id (for the lineage) */
 };
@@ -351,6 +352,23 @@ void agent_restore_describe(const struct agent_session *s, const struct agent_re
  * records its RolledBack event). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r);
+/* Writes meta.json of checkpoint dir (atomically). */
+int agent_checkpoint_write_meta(const char *dir, json_t *meta);
+/* The Writing phase (checkpoint-write.c). A thread turns the stream in dir into state + ram
+ * through vm (a reference is taken), marks the checkpoint Ready or removes it, and adds an
+ * event to session key. Logs. */
+int agent_checkpoint_write_start(struct agent_daemon *d, const char *key, const char *id,
+                                 const char *dir, const char *frozen, struct agent_vm_ref *vm);
+/* Whether this process is writing checkpoint dir now. Thread-safe. */
+bool agent_checkpoint_writing(const char *dir);
+/* Whether a checkpoint's meta says Writing. */
+bool agent_checkpoint_meta_writing(const json_t *meta);
+/* Removes checkpoints under root left Writing (not by this process): after a crash. Logs. */
+void agent_checkpoint_clean_writing(const char *root);
+/* Under the lock: waits (releasing it) while dir of s is being written; -ENOENT with err when
+ * the write failed or s was deleted meanwhile. */
+int agent_checkpoint_wait_written(struct agent_daemon *d, const struct agent_session *s,
+                                  const char *dir, const char *id, struct fk_error *err);
 /* Complete checkpoints in state dir sd, oldest first: meta objects + sizeBytes (new ref). */
 json_t *agent_checkpoints_list(const char *sd);
 json_t *agent_checkpoint_read_meta(const char *dir);

@@ -101,6 +101,13 @@ struct agent_checkpoint_result {
         uint64_t state_bytes; /* device state */
         bool disk_switched;   /* the VM now writes to new_disk (also when a later step failed) */
         bool materialized;    /* private RAM (a fork): full stream loaded into a helper QEMU */
+        bool live;            /* the guest ran while its RAM was saved (else stop-and-copy) */
+        bool background;      /* live by background snapshot (else precopy) */
+        bool forced;          /* live, but did not converge: stopped to finish the copy */
+        bool write_pending;   /* dir holds a stream: checkpoint_write makes state + ram */
+        uint64_t downtime_ms; /* live: QEMU's reported downtime */
+        uint64_t switch_ns;   /* live: the disk switch at the switch-over */
+        char fallback[256];   /* stop-and-copy because the live path was refused: why */
 };
 
 /* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the
@@ -152,6 +159,12 @@ struct agent_vm_ops {
         /* The bytes a checkpoint of vm writes at least (its RAM file's allocated blocks; twice
          * that for private RAM, which is materialized through a stream); NULL: unknown. */
         uint64_t (*checkpoint_bytes)(void *vm);
+        /* After checkpoint returned write_pending (the guest runs again): turns the stream in
+         * p->dir into the files forks map (state, ram) through a helper QEMU; fills ram_bytes
+         * and state_bytes. Runs without the session busy, beside the running VM. NULL: never
+         * pending. */
+        int (*checkpoint_write)(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                                struct agent_checkpoint_result *ret, struct fk_error *err);
         /* Freezes the guest filesystem on /workspace, moves the disk onto new_disk (the old
          * overlay becomes read-only), thaws. */
         int (*snapshot_disk)(void *userdata, void *vm, const char *new_disk, struct fk_error *err);

@@ -56,11 +56,13 @@ void agent_checkpoint_clean_partial(const char *state_dir)
 {
         cleanup_free char *root = NULL;
 
-        if (fk_asprintf(&root, "%s/checkpoints", state_dir) >= 0)
-                agent_clean_partial_in(root);
+        if (fk_asprintf(&root, "%s/checkpoints", state_dir) < 0)
+                return;
+        agent_clean_partial_in(root);
+        agent_checkpoint_clean_writing(root);
 }
 
-static int write_meta(const char *dir, json_t *meta)
+int agent_checkpoint_write_meta(const char *dir, json_t *meta)
 {
         cleanup_free char *path = NULL, *text = json_dumps(meta, JSON_INDENT(2) | JSON_SORT_KEYS);
 
@@ -122,11 +124,52 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
                         const char *layer, uint64_t created,
                         const struct agent_checkpoint_result *res)
 {
-        return json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:I, s:I, s:I, s:I, s:b}", "id", id,
-                         "session", key, "name", name, "parent", parent, "disk", layer, "createdNs",
-                         (json_int_t)created, "ramBytes", (json_int_t)res->ram_bytes, "stateBytes",
-                         (json_int_t)res->state_bytes, "pauseNs", (json_int_t)res->pause_ns,
-                         "materialized", res->materialized);
+        json_t *m = json_pack(
+                "{s:s, s:s, s:s?, s:s?, s:s?, s:I, s:I, s:I, s:I, s:b, s:s, s:s}", "id", id,
+                "session", key, "name", name, "parent", parent, "disk", layer, "createdNs",
+                (json_int_t)created, "ramBytes", (json_int_t)res->ram_bytes, "stateBytes",
+                (json_int_t)res->state_bytes, "pauseNs", (json_int_t)res->pause_ns, "materialized",
+                res->materialized, "status", res->write_pending ? "Writing" : "Ready", "mode",
+                res->live ? "live" : "stop-copy");
+
+        /* what QEMU said it stopped the guest for, and why the live path was not taken */
+        if (m && res->live) {
+                json_object_set_new(m, "downtimeMs", json_integer((json_int_t)res->downtime_ms));
+                json_object_set_new(m, "diskSwitchNs", json_integer((json_int_t)res->switch_ns));
+                json_object_set_new(
+                        m, "method",
+                        json_string(res->background ? "background-snapshot" : "precopy"));
+        }
+        if (m && res->forced)
+                json_object_set_new(m, "forcedStop", json_true());
+        if (m && res->fallback[0])
+                json_object_set_new(m, "fallback", json_string(res->fallback));
+        return m;
+}
+
+/* The checkpoint in dir final is listed: log it and, when the guest ran on before its RAM file
+ * was complete, start its Writing phase. */
+static int taken(struct agent_daemon *d, const char *key, const char *id, const char *final,
+                 const char *layer, struct agent_vm_ref *vm,
+                 const struct agent_checkpoint_result *res, struct fk_error *err)
+{
+        int r;
+
+        agent_metrics_add_checkpoint_bytes(res->ram_bytes + res->state_bytes);
+        log_info("session %s: checkpoint %s (%s, paused %.1f ms, QEMU downtime %llu ms, %.1f MiB "
+                 "RAM%s)",
+                 key, id, res->live ? "live" : "stop-and-copy", (double)res->pause_ns / 1e6,
+                 (unsigned long long)res->downtime_ms, (double)res->ram_bytes / 1048576.0,
+                 res->write_pending ? ", writing" : "");
+        if (res->fallback[0])
+                log_info("session %s: checkpoint %s: stop-and-copy: %s", key, id, res->fallback);
+        /* the guest runs again: the files forks map are written beside it (Writing) */
+        if (res->write_pending && d->ops.checkpoint_write &&
+            (r = agent_checkpoint_write_start(d, key, id, final, layer, vm)) < 0) {
+                (void)fk_rm_rf(final);
+                return fk_error_set(err, r, "start writing checkpoint %s: %s", id, strerror(-r));
+        }
+        return 0;
 }
 
 static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key,
@@ -174,7 +217,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                       : NULL;
         if (r >= 0 && !meta)
                 r = fk_error_set(err, -ENOMEM, "out of memory");
-        if (r >= 0 && ((k = write_meta(partial, meta)) < 0 ||
+        if (r >= 0 && ((k = agent_checkpoint_write_meta(partial, meta)) < 0 ||
                        (k = rename(partial, final) < 0 ? -errno : 0) < 0))
                 r = fk_error_set(err, k, "record checkpoint %s: %s", final, strerror(-k));
         json_decref(meta);
@@ -186,11 +229,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
         if (agent_store_set_string(d->store, key, AGENT_STORE_LINEAGE, id, &lerr) < 0)
                 log_warning("session %s: checkpoint %s taken, its lineage not stored: %s", key, id,
                             lerr.msg);
-        agent_metrics_add_checkpoint_bytes(res.ram_bytes + res.state_bytes);
-        log_info("session %s: checkpoint %s (paused %.1f ms, %.1f MiB RAM%s)", key, id,
-                 (double)res.pause_ns / 1e6, (double)res.ram_bytes / 1048576.0,
-                 res.materialized ? ", materialized" : "");
-        return 0;
+        return taken(d, key, id, final, layer, vm, &res, err);
 }
 
 int agent_checkpoint_take(struct agent_daemon *d, struct agent_session *s, struct agent_vm_ref *vm,
@@ -307,9 +346,15 @@ int agent_checkpoint_own_dir(struct agent_daemon *d, const struct agent_session 
 {
         cleanup_free char *dir = NULL;
 
+        int r;
+
         if (!id_is_valid(id) || agent_checkpoint_dir(d->cfg->state_dir, s->key, id, &dir) < 0 ||
             access(dir, F_OK) < 0)
                 return agent_checkpoint_not_found(d, s, id, err);
+        /* a Writing checkpoint: its RAM file is not complete yet */
+        r = agent_checkpoint_wait_written(d, s, dir, id, err);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(dir);
         return 0;
 }

@@ -273,7 +273,8 @@ static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
         if (id &&
             agent_store_set(j->d->store, j->key, AGENT_STORE_IDENTITY, json_incref(id), &err) < 0)
                 log_warning("session %s: %s", j->key, err.msg);
-        if (j->restore.private_ram && json_array_size(json_object_get(id, "inheritedSecrets")))
+        if (j->restore.private_ram && !j->restore.rollback &&
+            json_array_size(json_object_get(id, "inheritedSecrets")))
                 agent_metrics_add_forks_inherited_secrets(1);
 }
 
@@ -336,7 +337,7 @@ static void job_boot(struct job *j)
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
         /* a fork's start is a fork; a rollback's restore is timed by the rollback request */
-        if (!j->restore.ck_dir || j->restore.private_ram)
+        if (!j->restore.ck_dir || !j->restore.rollback)
                 agent_metrics_op_done(j->restore.ck_dir ? AGENT_OP_FORK : AGENT_OP_BOOT, r, t0);
         pthread_mutex_lock(&d->lock);
         if (j->net && !j->s->net) { /* kept after a failed boot too: reused, or torn down */

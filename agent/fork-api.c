@@ -176,19 +176,12 @@ int agent_fork_create_many(struct agent_daemon *d, struct agent_session *p, cons
         return 0;
 }
 
-/* The RAM copy goes to runDir, a new overlay to stateDir. */
+/* A new overlay goes to stateDir; the RAM is the checkpoint's, mapped copy-on-write. */
 static int rollback_space(struct agent_daemon *d, const char *ck_dir, struct fk_error *err)
 {
-        cleanup_free char *ram = NULL;
-        int r;
-
-        if (fk_asprintf(&ram, "%s/ram", ck_dir) < 0)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = agent_space_check(d->cfg->run_dir, "runDir", agent_space_allocated(ram), "rollback",
-                              err);
-        return r < 0 ? r
-                     : agent_space_check(d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY,
-                                         "rollback", err);
+        (void)ck_dir;
+        return agent_space_check(d->cfg->state_dir, "stateDir", AGENT_SPACE_OVERLAY, "rollback",
+                                 err);
 }
 
 int agent_rollback_prepare(struct agent_daemon *d, struct agent_session *s, const char *id,
@@ -262,7 +255,8 @@ static char *named_checkpoint_id(struct agent_daemon *d, struct agent_session *p
         {
                 const char *n = json_string_value(json_object_get(m, "name"));
 
-                if (n && !strcmp(n, name) && !id)
+                /* a Writing one is used once Ready (its write wakes the reconcile loop) */
+                if (n && !strcmp(n, name) && !id && !agent_checkpoint_meta_writing(m))
                         id = strdup(json_string_value(json_object_get(m, "id")));
         }
         return id;
@@ -375,6 +369,12 @@ int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, jso
                  * first one): what `forklet tree` hangs checkpoints under */
                 if (c && json_is_string(json_object_get(m, "parent")))
                         json_object_set(c, "parent", json_object_get(m, "parent"));
+                /* Writing | Ready, live | stop-copy, and what the source was paused for */
+                static const char *const keep[] = {"status", "mode", "pauseNs", "downtimeMs",
+                                                   "fallback"};
+                for (size_t k = 0; c && k < ARRAY_SIZE(keep); k++)
+                        if (json_object_get(m, keep[k]))
+                                json_object_set(c, keep[k], json_object_get(m, keep[k]));
                 json_array_append_new(cks, c);
         }
         json_object_set_new(st, "forks", forks);

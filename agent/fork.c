@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Forks and rollback: what a boot restores from (a parent's checkpoint with copy-on-write RAM,
- * or the session's own checkpoint with a RAM copy, or a snapshot's disk), the files it
- * prepares and what it records once the restored VM runs. */
+/* Forks and rollback: what a boot restores from (a parent's checkpoint or the session's own,
+ * both with copy-on-write RAM, or a snapshot's disk), the files it prepares and what it records
+ * once the restored VM runs. */
 #include "agent/agent-internal.h"
 #include "agent/jail/jail.h"
 #include "common/cleanup.h"
@@ -63,6 +63,34 @@ static int restore_from(const char *dir, const char *layer_dir, bool private_ram
         return k;
 }
 
+/* A rollback maps the checkpoint's RAM copy-on-write, as a fork does, through links in
+ * <state>/origin: the checkpoint may be deleted while the session runs on them, and the
+ * jailed QEMU's grant on them goes once it runs (agent_restore_finish). */
+static int rollback_link_origin(const char *ck, const char *sd, char **ret, struct fk_error *err)
+{
+        static const char *const files[] = {"state", "ram", "meta.json"};
+        cleanup_free char *origin = NULL;
+        int k;
+
+        if (fk_asprintf(&origin, "%s/origin", sd) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        (void)fk_rm_rf(origin);
+        k = fk_mkdir_p(origin, 0700);
+        if (k < 0)
+                return fk_error_set(err, k, "create %s: %s", origin, strerror(-k));
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                cleanup_free char *src = NULL, *dst = NULL;
+
+                if (fk_asprintf(&src, "%s/%s", ck, files[i]) < 0 ||
+                    fk_asprintf(&dst, "%s/%s", origin, files[i]) < 0)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                if (link(src, dst) < 0)
+                        return fk_error_set(err, -errno, "link %s: %m", dst);
+        }
+        *ret = TAKE_PTR(origin);
+        return 0;
+}
+
 static bool restored_once(struct agent_daemon *d, const char *key)
 {
         json_t *v = agent_store_get(d->store, key, AGENT_STORE_RESTORED);
@@ -81,8 +109,15 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
         if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0)
                 return -ENOMEM;
         if (s->rollback_to) {
+                cleanup_free char *origin = NULL;
+
                 k = agent_checkpoint_own_dir(d, s, s->rollback_to, &dir, err);
-                return k < 0 ? k : restore_from(dir, NULL, false, s->name, r, err);
+                if (k >= 0)
+                        k = rollback_link_origin(dir, sd, &origin, err);
+                if (k >= 0)
+                        k = restore_from(origin, NULL, true, s->name, r, err);
+                r->rollback = true;
+                return k;
         }
         if (s->fork_parent && !restored_once(d, s->key)) {
                 cleanup_free char *origin = NULL, *disk = NULL;
@@ -142,8 +177,8 @@ int agent_restore_prepare(const struct agent_restore *r, struct agent_store *st,
                           char **ret_mem, struct fk_error *err)
 {
         cleanup_free char *next = NULL, *mem = NULL, *src = NULL;
-        /* Rollback owns its RAM again (a copy into runDir), so later checkpoints need no
-         * materialize step; the copy costs only the checkpoint's touched RAM. */
+        /* A snapshot restore or cold boot owns its RAM; forks and rollbacks map the
+         * checkpoint's copy-on-write (no copy: later checkpoints take the live path). */
         bool copy = r->ck_dir && !r->private_ram;
         uint64_t need = 0;
         int k;
@@ -178,7 +213,7 @@ int agent_restore_prepare(const struct agent_restore *r, struct agent_store *st,
 
 const char *agent_restore_reason(const struct agent_restore *r, bool failed)
 {
-        if (r->ck_dir && !r->private_ram)
+        if (r->ck_dir && r->rollback)
                 return failed ? "RollbackFailed" : "RollingBack";
         if (r->ck_dir)
                 return failed ? "ForkFailed" : "Forking";
@@ -190,7 +225,7 @@ const char *agent_restore_reason(const struct agent_restore *r, bool failed)
 void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
                             unsigned mib, unsigned vcpus, char *buf, size_t size)
 {
-        if (r->ck_dir && !r->private_ram)
+        if (r->ck_dir && r->rollback)
                 snprintf(buf, size, "rolling back to checkpoint %s (a %u MiB, %u vCPU microVM)",
                          s->rollback_to ? s->rollback_to : r->ck_id, mib, vcpus);
         else if (r->ck_dir)
@@ -233,7 +268,7 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
 
         if (!r->ck_dir)
                 return;
-        if (!r->private_ram && s->rollback_to)
+        if (r->rollback && s->rollback_to)
                 agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), false,
                                         "RolledBack", "rolled back to checkpoint %s, QEMU pid %d",
                                         s->rollback_to, (int)s->pid);

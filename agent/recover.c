@@ -136,7 +136,9 @@ static size_t remove_orphan_dirs(struct agent_daemon *d, const char *base, bool 
         while ((de = readdir(dp))) {
                 cleanup_free char *path = NULL;
 
-                if (de->d_name[0] == '.' || find_key(d, de->d_name))
+                /* .KEY.helper-X: a checkpoint writer's helper QEMU (killed above) */
+                if ((de->d_name[0] == '.' && !strstr(de->d_name, ".helper-")) ||
+                    find_key(d, de->d_name))
                         continue;
                 if (fk_asprintf(&path, "%s/%s", dir, de->d_name) < 0)
                         continue;

@@ -503,6 +503,7 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .exec = qemu_exec,
         .checkpoint = qemu_checkpoint,
         .checkpoint_bytes = qemu_checkpoint_bytes,
+        .checkpoint_write = qemu_checkpoint_write,
         .snapshot_disk = qemu_snapshot_disk,
         .write_file = qemu_write_file,
         .read_file = qemu_read_file,

@@ -46,6 +46,8 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                       struct fk_error *err);
 int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
                     struct agent_checkpoint_result *ret, struct fk_error *err);
+int qemu_checkpoint_write(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                          struct agent_checkpoint_result *ret, struct fk_error *err);
 uint64_t qemu_checkpoint_bytes(void *vm);
 int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
 

@@ -12,7 +12,7 @@ struct parsed {
         const char *pos[4];
         size_t n;
         const char *from, *count, *name, *output;
-        bool cascade;
+        bool cascade, wait;
 };
 
 static int opt(int argc, char **argv, int *i, const char *name, const char **ret,
@@ -51,6 +51,10 @@ static int collect(int argc, char **argv, int start, struct parsed *p, struct fk
                         p->cascade = true;
                         continue;
                 }
+                if (strcmp(argv[i], "--wait") == 0) {
+                        p->wait = true;
+                        continue;
+                }
                 if (argv[i][0] == '-' || p->n == 4)
                         return fk_error_set(err, -EINVAL, "%s: unexpected argument \"%s\"", argv[0],
                                             argv[i]);
@@ -68,8 +72,8 @@ static int want(const struct parsed *p, size_t n, const char *usage, struct fk_e
 
 static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, struct fk_error *err)
 {
-        const char *usage =
-                "checkpoint create NAME | list NAME | inspect NAME ID | delete NAME ID [--cascade]";
+        const char *usage = "checkpoint create NAME [--wait] | list NAME | inspect NAME ID | "
+                            "delete NAME ID [--cascade]";
 
         if (p->n < 1)
                 return fk_error_set(err, -EINVAL, "usage: forklet %s", usage);
@@ -92,6 +96,9 @@ static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, str
         a->cascade = p->cascade;
         if (p->cascade && a->verb != CLI_CHECKPOINT_DELETE)
                 return fk_error_set(err, -EINVAL, "--cascade goes with checkpoint delete");
+        a->wait = p->wait;
+        if (p->wait && a->verb != CLI_CHECKPOINT_CREATE)
+                return fk_error_set(err, -EINVAL, "--wait goes with checkpoint create");
         if (p->output && strcmp(p->output, "json") == 0)
                 a->output = CLI_OUTPUT_JSON;
         else if (p->output && strcmp(p->output, "yaml") == 0)

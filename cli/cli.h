@@ -144,6 +144,7 @@ struct cli_fork_args {
         const char *id;   /* checkpoint or snapshot id */
         unsigned count;
         bool cascade;
+        bool wait;              /* checkpoint create: until Ready */
         enum cli_output output; /* checkpoint list -o json */
 };
 int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_error *err);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define FORK_PROGRESS_MAX_S 600
+#define CK_WAIT_MAX_S       600
 
 /* One request; on 2xx *ret gets the parsed body (new reference), else the error is printed. */
 static int call(const struct cli *c, const char *what, const char *method, const char *name,
@@ -63,7 +64,8 @@ static int print_list(json_t *j, enum cli_output o)
                 free(t);
                 return CLI_EXIT_OK;
         }
-        printf("%-20s %-12s %-8s %-9s %-9s %s\n", "ID", "NAME", "AGE", "SIZE", "RAM", "PARENT");
+        printf("%-20s %-12s %-8s %-9s %-9s %-8s %-16s %s\n", "ID", "NAME", "AGE", "SIZE", "RAM",
+               "STATUS", "MODE/PAUSE", "PARENT");
         json_array_foreach(items, i, m)
         {
                 char created[64], age[16], size[16], ram[16];
@@ -77,9 +79,15 @@ static int print_list(json_t *j, enum cli_output o)
                            sizeof(size));
                 print_size((uint64_t)json_integer_value(json_object_get(m, "ramBytes")), ram,
                            sizeof(ram));
-                printf("%-20s %-12s %-8s %-9s %-9s %s\n",
+                const char *st = json_string_value(json_object_get(m, "status"));
+                const char *mode = json_string_value(json_object_get(m, "mode"));
+                char pause[32];
+
+                snprintf(pause, sizeof(pause), "%s/%.1fms", mode ? mode : "stop-copy",
+                         (double)json_integer_value(json_object_get(m, "pauseNs")) / 1e6);
+                printf("%-20s %-12s %-8s %-9s %-9s %-8s %-16s %s\n",
                        json_string_value(json_object_get(m, "id")), name ? name : "-", age, size,
-                       ram, parent ? parent : "-");
+                       ram, st ? st : "Ready", pause, parent ? parent : "-");
         }
         return CLI_EXIT_OK;
 }
@@ -151,6 +159,32 @@ static void fork_progress(const struct cli *c, json_t *names)
                 usleep(250000);
         }
         fputc('\n', stderr);
+}
+
+/* checkpoint create --wait: until the checkpoint is Ready (its RAM file complete). */
+static int wait_ready(const struct cli *c, const char *name, const char *id)
+{
+        cleanup_free char *suffix = NULL;
+
+        if (fk_asprintf(&suffix, "/checkpoints/%s", id) < 0)
+                return CLI_EXIT_FAILURE;
+        for (unsigned t = 0; t < CK_WAIT_MAX_S * 20; t++) {
+                json_t *m = NULL;
+                const char *st;
+                int r = call(c, "forklet checkpoint create --wait", "GET", name, suffix, NULL, &m);
+
+                if (r != CLI_EXIT_OK)
+                        return r; /* gone: its write failed (the session's events say why) */
+                st = json_string_value(json_object_get(m, "status"));
+                r = !st || strcmp(st, "Writing") != 0;
+                json_decref(m);
+                if (r)
+                        return CLI_EXIT_OK;
+                usleep(50000);
+        }
+        fprintf(stderr, "forklet checkpoint create --wait: %s still Writing after %d s\n", id,
+                CK_WAIT_MAX_S);
+        return CLI_EXIT_FAILURE;
 }
 
 static int run(const struct cli *c, const struct cli_fork_args *a, json_t **out)
@@ -227,6 +261,10 @@ int cli_fork_engine(const struct cli *c, int argc, char **argv)
                 break;
         default:
                 printf("%s\n", json_string_value(json_object_get(out, "id")));
+                fflush(stdout);
+                if (a.verb == CLI_CHECKPOINT_CREATE && a.wait)
+                        r = wait_ready(c, a.name,
+                                       json_string_value(json_object_get(out, "id")) ?: "");
         }
         json_decref(out);
         return r;

@@ -11,7 +11,7 @@ PKGS="build-essential cmake pkg-config git clang clang-format clang-tidy libclan
  libyaml-dev libjansson-dev libmicrohttpd-dev libgnutls28-dev libcmocka-dev libcurl4-openssl-dev
  libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
  qemu-system-x86 qemu-utils e2fsprogs busybox-static cpio gzip xz-utils zstd kmod
- iproute2 nftables procps psmisc util-linux etcd-server etcd-client jq strace
+ iproute2 iputils-ping nftables procps psmisc util-linux etcd-server etcd-client jq strace
  prometheus curl dnsmasq-base debootstrap acl openssl groff-base bash-static python3
  fonts-dejavu-core chromium skopeo umoci docker-registry"
 missing=""

@@ -307,3 +307,41 @@ int vmm_migrate_save_file(struct qmp_client *qmp, const char *path, bool ignore_
                           unsigned timeout_ms, struct fk_error *err);
 int vmm_migrate_load_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
                           unsigned timeout_ms, struct fk_error *err);
+
+/* ---- live checkpoints (checkpoint-live.c) ----------------------------------------------- */
+
+/* Called while the guest is stopped at the switch-over (block layer still active): freeze the
+ * disk here so it matches the saved RAM. A failure aborts the checkpoint (the guest runs on). */
+typedef int (*vmm_switchover_fn)(void *userdata, struct fk_error *err);
+
+struct vmm_live_opts {
+        unsigned converge_ms;         /* precopy this long, then stop the guest to finish */
+        unsigned timeout_ms;          /* the whole save */
+        vmm_switchover_fn switchover; /* NULL: nothing to do at the switch-over */
+        void *userdata;
+        /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)
+         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG, a precopy of
+         * a guest writing memory fast was seen to lose pages: forks of it crashed) */
+        bool background;
+};
+
+struct vmm_live_stats {
+        uint64_t downtime_ms;  /* QEMU's query-migrate "downtime" */
+        uint64_t pause_ns;     /* measured here: last poll that saw it run .. cont returned */
+        uint64_t total_ns;     /* migrate .. cont */
+        uint64_t stream_bytes; /* the stream file (touched RAM + device state) */
+        bool forced;           /* did not converge in converge_ms: stopped to finish */
+};
+
+/* Saves a running VM into the stream file (created 0600, replaced), x-ignore-shared off. With
+ * o->background: stop, o->switchover, migrate with background-snapshot (QEMU resumes the guest
+ * once its RAM is write-protected), wait for completion. Else precopy with
+ * pause-before-switchover: the guest runs while RAM is copied, stops for the last pages,
+ * o->switchover runs, the device state is written, then cont. The stream holds RAM and devices
+ * (load it with vmm_migrate_load_file, ignore_shared false). -EOPNOTSUPP (err says why) when
+ * QEMU refused before the migration started (not running, a capability or the migration
+ * refused; with background the guest was stopped briefly and o->switchover may have run): take
+ * the stop-and-copy path. On any other failure the migration is cancelled and the guest left
+ * running. Does not log. */
+int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                        struct vmm_live_stats *ret, struct fk_error *err);

@@ -107,7 +107,8 @@ static void test_restore_reasons(void **state)
 {
         struct agent_session *s = agent_session_new("default", "web-fork-0");
         char ck[] = "/state/checkpoints/ck_9", layer[] = "/state/x.qcow2", msg[192];
-        struct agent_restore cold = {0}, rollback = {.ck_dir = ck},
+        struct agent_restore cold = {0},
+                             rollback = {.ck_dir = ck, .private_ram = true, .rollback = true},
                              fork = {.ck_dir = ck, .private_ram = true}, snap = {.layer = layer};
 
         (void)state;

@@ -19,7 +19,8 @@ start_daemon
 for n in r1 r2 r3; do session "$n"; done
 for n in r1 r2 r3; do "$FORKLET" wait "$n" --for=Running --timeout=300 >/dev/null || fail "$n not Running"; done
 for n in r1 r2 r3; do
-        for _ in 1 2; do "$FORKLET" checkpoint create "$n" >/dev/null || fail "checkpoint $n"; done
+        # --wait: a live checkpoint's write (a helper QEMU) is forkletd's work, not a read's
+        for _ in 1 2; do "$FORKLET" checkpoint create "$n" --wait >/dev/null || fail "checkpoint $n"; done
 done
 count_cks() { "$FORKLET" get sessions -o json | python3 -c "import json,sys
 print(sum(len(s['status'].get('checkpoints', [])) for s in json.load(sys.stdin)['items']))"; }

@@ -138,7 +138,7 @@ start_daemon
 
 # Checkpoint (migration to an fd: QEMU may not spawn) and a fork under its own uid.
 gsh a 'echo before-fork > /workspace/mark' >/dev/null || fail "write mark"
-ck=$("$FORKLET" checkpoint create a) || fail "checkpoint create with -sandbox spawn=deny"
+ck=$("$FORKLET" checkpoint create a --wait) || fail "checkpoint create with -sandbox spawn=deny"
 f=$("$FORKLET" fork a --from "$ck" --count 1) || fail "fork"
 "$FORKLET" wait "$f" --for=Running --timeout=300 || fail "$f not Running"
 uf=$(check_jailed "$(qpid "$f")") || exit 1
@@ -155,9 +155,10 @@ ram=$(ls -d "$T"/state/sessions/default.a/checkpoints/*/ram | head -n1)
 getfacl -pn "$ram" | grep -q "^user:[0-9]" && fail "$ram still lent after the fork runs: $(getfacl -pn "$ram")"
 # A checkpoint of the fork goes through the materialize helper QEMU: it runs jailed too (seen
 # while it lives), and the checkpoint's RAM it made is forkletd's alone afterwards.
-watch_helper "$T/run/sessions/default.$f/helper-qmp.sock" "$T/helper.seen" &
+# (the helper's own run dir beside the fork's; --wait: it writes the RAM file after create)
+watch_helper "$T/run/sessions/.default.$f.helper-" "$T/helper.seen" &
 wpid=$!
-ck2=$("$FORKLET" checkpoint create "$f") || fail "checkpoint of fork $f (jailed helper)"
+ck2=$("$FORKLET" checkpoint create "$f" --wait) || fail "checkpoint of fork $f (jailed helper)"
 wait "$wpid" || fail "the materialize helper QEMU was never seen with its filter: $(cat "$T/helper.seen" 2>/dev/null)"
 read -r hu hs hns <"$T/helper.seen"
 [ "$hu" = "$uf" ] && [ "$hs" = 2 ] && [ "$hns" != "$(readlink /proc/self/ns/mnt)" ] ||

@@ -15,7 +15,7 @@
 #define FORK0   "/api/v1alpha1/namespaces/default/sessions/hello-fork-0"
 
 /* Checkpoint backend state the tests steer. */
-static atomic_bool ck_fail, ck_slow, ck_release, ck_started;
+static atomic_bool ck_fail, ck_slow, ck_release, ck_started, ck_pending, wr_release;
 static atomic_int ck_calls;
 static char last_restore[512];
 static bool last_private;
@@ -40,6 +40,30 @@ static int fake_checkpoint(void *ud, void *vm, const struct agent_checkpoint_par
         snprintf(path, sizeof(path), "%s/ram", p->dir);
         assert_int_equal(fk_write_file_atomic(path, "ram-bytes", 9, 0600), 0);
         *ret = (struct agent_checkpoint_result){.pause_ns = 1000000, .ram_bytes = 9};
+        /* a live save: the guest runs again, the files forks map come later */
+        if (atomic_load(&ck_pending)) {
+                snprintf(path, sizeof(path), "%s/ram", p->dir);
+                unlink(path);
+                ret->write_pending = ret->live = true;
+                ret->downtime_ms = 3;
+        }
+        return 0;
+}
+
+/* The Writing phase: waits until the test releases it, then writes ram. */
+static int fake_write(void *ud, void *vm, const struct agent_checkpoint_params *p,
+                      struct agent_checkpoint_result *ret, struct fk_error *err)
+{
+        char path[600];
+
+        (void)ud, (void)vm, (void)err;
+        for (int i = 0; i < 500 && !atomic_load(&wr_release); i++)
+                usleep(10000);
+        snprintf(path, sizeof(path), "%s/ram", p->dir);
+        assert_int_equal(fk_write_file_atomic(path, "ram-bytes", 9, 0600), 0);
+        ret->ram_bytes = 9;
+        ret->state_bytes = 5;
+        ret->materialized = true;
         return 0;
 }
 
@@ -59,12 +83,15 @@ static int fork_setup(void **state)
         e = *state;
         env_stop(e);
         e->ops.checkpoint = fake_checkpoint;
+        e->ops.checkpoint_write = fake_write;
         e->ops.boot = recording_boot;
         env_start(e);
         atomic_store(&ck_fail, false);
         atomic_store(&ck_slow, false);
         atomic_store(&ck_release, false);
         atomic_store(&ck_calls, 0);
+        atomic_store(&ck_pending, false);
+        atomic_store(&wr_release, false);
         agent_metrics_reset();
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
         reconcile(e);
@@ -260,24 +287,72 @@ static void test_fork_budget(void **state)
         assert_int_equal(req(e, "GET", SESSION "-fork-2", NULL, NULL), 404);
 }
 
-static void test_rollback_copies_ram(void **state)
+static void test_rollback_maps_ram(void **state)
 {
         struct env *e = *state;
-        cleanup_free char *id = create(e, 201), *body = NULL, *mem = NULL, *ram = NULL;
+        cleanup_free char *id = create(e, 201), *body = NULL, *mem = NULL, *origin = NULL;
         int boots = atomic_load(&e->fake.boots), stops = atomic_load(&e->fake.stops);
 
         assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
         assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
         assert_int_equal(atomic_load(&e->fake.stops), stops + 1);
         assert_int_equal(atomic_load(&e->fake.boots), boots + 1);
-        assert_non_null(strstr(last_restore, id));
-        assert_false(last_private);
+        /* the checkpoint's files through links in origin/, RAM mapped private: no copy */
+        assert_true(fk_asprintf(&origin, "%s/state/sessions/default.hello/origin", e->dir) > 0);
+        assert_string_equal(last_restore, origin);
+        assert_true(last_private);
         assert_true(fk_asprintf(&mem, "%s/run/sessions/default.hello/mem.ram", e->dir) > 0);
-        assert_int_equal(fk_read_file(mem, 64, &ram, NULL), 0);
-        assert_string_equal(ram, "ram-bytes");
+        assert_int_equal(access(mem, F_OK), -1);
+        assert_int_equal(access(origin, F_OK), -1); /* the links go once it runs */
         metrics_has(e, "forklet_operation_duration_seconds_count{op=\"rollback\"} 1\n");
         assert_int_equal(req(e, "POST", SESSION "/rollback", "{\"checkpoint\": \"ck_00\"}", NULL),
                          404);
+}
+
+static void *release_later(void *arg)
+{
+        (void)arg;
+        usleep(300000);
+        atomic_store(&wr_release, true);
+        return NULL;
+}
+
+/* status of checkpoint id of the session, "" when it is not listed */
+static void ck_status(struct env *e, const char *id, char *buf, size_t size)
+{
+        cleanup_free char *path = NULL;
+        json_t *j = NULL;
+
+        buf[0] = '\0';
+        assert_true(fk_asprintf(&path, SESSION "/checkpoints/%s", id) > 0);
+        if (req(e, "GET", path, NULL, &j) == 200)
+                snprintf(buf, size, "%s", json_string_value(json_object_get(j, "status")) ?: "?");
+        json_decref(j);
+}
+
+static void test_writing_then_ready(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = NULL, *body = NULL;
+        char st[32];
+        pthread_t t;
+        uint64_t t0;
+
+        atomic_store(&ck_pending, true);
+        id = create(e, 201);
+        assert_non_null(id);
+        ck_status(e, id, st, sizeof(st));
+        assert_string_equal(st, "Writing");
+        assert_int_equal(count_checkpoints(e, SESSION "/checkpoints"), 1);
+        /* a fork of it waits for Ready */
+        assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+        t0 = fk_now_mono_ns();
+        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 1}", id) > 0);
+        assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
+        assert_true(fk_now_mono_ns() - t0 >= 250000000ull);
+        pthread_join(t, NULL);
+        ck_status(e, id, st, sizeof(st));
+        assert_string_equal(st, "Ready");
 }
 
 /* The newest event with reason in session path: its type, and its message in msg. */
@@ -445,7 +520,8 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_fork_budget, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_ownership_cascade, fork_setup, teardown),
-                cmocka_unit_test_setup_teardown(test_rollback_copies_ram, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rollback_maps_ram, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_writing_then_ready, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events_name_each_step, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_events, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_requests_serialize, fork_setup, teardown),

@@ -148,6 +148,8 @@ int fh_vm_wait(struct fh_vm *vm, const char *name, bool fork, struct fk_error *e
         return 0;
 }
 
+bool fh_full_stream;
+
 int fh_vm_start(struct fh_vm *vm, const char *workdir, const char *name, const char *image,
                 unsigned memory_mib, const char *ckpt_dir, bool wait, struct fk_error *err)
 {
@@ -162,7 +164,18 @@ int fh_vm_start(struct fh_vm *vm, const char *workdir, const char *name, const c
         r = qmp_client_connect(vm->qmp_path, 30000, &vm->qmp, err);
         if (r < 0)
                 return r;
-        if (ckpt_dir) {
+        if (ckpt_dir && fh_full_stream) {
+                cleanup_free char *full = NULL;
+
+                /* a live checkpoint's stream: RAM and devices into the private mapping */
+                if (fk_asprintf(&full, "%s/full", ckpt_dir) < 0)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                r = vmm_migrate_load_file(vm->qmp, full, false, CALL_TIMEOUT_MS, err);
+                if (r >= 0)
+                        r = qmp_execute(vm->qmp, "cont", NULL, CALL_TIMEOUT_MS, NULL, err);
+                if (r < 0)
+                        return r;
+        } else if (ckpt_dir) {
                 r = vmm_checkpoint_load(vm->qmp, ckpt_dir, true, CALL_TIMEOUT_MS, err);
                 if (r < 0)
                         return r;

@@ -29,6 +29,9 @@ struct fh_out {
  * VM is instead a fork of that checkpoint: RAM ckpt_dir/ram mapped share=off, device state
  * loaded, resumed, and given identity `name` with fresh entropy. Waits for the agent unless
  * wait is false (then call fh_vm_wait). Returns -errno with err filled. */
+/* Forks load ckpt_dir/full (a live checkpoint's stream: RAM and devices, x-ignore-shared off)
+ * into RAM ckpt_dir/ram mapped share=off, instead of state + ram. */
+extern bool fh_full_stream;
 int fh_vm_start(struct fh_vm *vm, const char *workdir, const char *name, const char *image,
                 unsigned memory_mib, const char *ckpt_dir, bool wait, struct fk_error *err);
 int fh_vm_wait(struct fh_vm *vm, const char *name, bool fork, struct fk_error *err);

@@ -190,11 +190,16 @@ fk_check_start_log() {
 }
 
 # fk_check_ram NAME: the RAM file of the running session NAME (vm.memPath in its state.json, a
-# booted or rolled back VM: a fork maps its checkpoint's copy-on-write) is on a tmpfs under $T/run
+# booted VM) is on a tmpfs under $T/run; a rolled back VM maps its checkpoint's RAM copy-on-write,
+# as a fork does: memPrivate, through the session's origin/ links
 fk_check_ram() {
         local vm=$T/state/sessions/default.$1/state.json mem
         mem=$(jq -r '.vm.memPath // empty' "$vm" 2>/dev/null)
         [ -n "$mem" ] || fail "$1: no memPath in $vm"
+        if [ "$mem" = "$T/state/sessions/default.$1/origin/ram" ]; then
+                [ "$(jq -r '.vm.memPrivate' "$vm")" = true ] || fail "$1: maps $mem shared"
+                return 0
+        fi
         case $mem in "$T/run/sessions/default.$1/"*) ;; *) fail "$1: RAM file $mem not in its run dir" ;; esac
         [ "$(stat -f -c %T "$mem")" = tmpfs ] || fail "$1: RAM file $mem on $(stat -f -c %T "$mem")"
 }

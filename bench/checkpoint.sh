@@ -1,0 +1,151 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# bench/checkpoint: how long a checkpoint stops its source, live against stop-and-copy in the
+# same run, for 256 MiB and 1 GiB guests with little and much touched RAM; and rollback to
+# agent-ready. Through a real forkletd (the harness of tests/lib/harness.sh: tmpfs
+# runDir, disk stateDir). Per checkpoint: QEMU's reported downtime (live only), forkletd's
+# stop-to-cont time, and from outside the longest gap between replies of a 5 ms ping to the guest
+# from its netns while the checkpoint is taken, against the same ping without one. The mode is
+# switched with FORKLET_CHECKPOINT_MODE=stop-copy (forkletd restarts; VMs are adopted).
+# Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/checkpoint.sh build/agent/forkletd \
+#   build/cli/forklet   [REPS=5 SIZES="256 1024" HIGH_256=150 HIGH_1024=700 (MiB written)]
+FORKLETD=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+REPS=${REPS:-5}
+SIZES=${SIZES:-256 1024}
+FK_TAG=bench-ck
+. "$(dirname "$0")/../tests/lib/harness.sh"
+fk_setup
+command -v ping >/dev/null || skip "ping (iputils-ping) not installed"
+FK_CLASSES=("{name: s256, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}"
+        "{name: s1024, vcpus: 1, memoryMiB: 1024, cpu: 1.0, pids: 1024}")
+fk_node_config >"$T/node.yaml"
+OUT=$T/results
+: >"$OUT"
+
+pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
+        i = int((NR - 1) * p + 0.5) + 1; printf "%.1f", v[i]}'; }
+# gap FILE: the longest gap (ms) between replies in a ping -D log
+gap() {
+        awk -F'[][]' '/bytes from/ {t = $2 * 1000; if (p) {d = t - p; if (d > m) m = d}; p = t}
+                END {printf "%.1f", m}' "$1"
+}
+ck_json() { "$FORKLET" checkpoint inspect "$1" "$2" -o json; }
+num() { sed -n "s/^ *\"$1\": *\([0-9]*\),*$/\1/p" | head -n1; }
+
+# pinged NAME FILE CMD...: runs CMD while a 5 ms ping from NAME's netns to its guest logs to FILE
+pinged() {
+        local name=$1 file=$2 ns ip pp
+        shift 2
+        ns=$(field "$name" netns)
+        ip=$(field "$name" guestIP)
+        ip netns exec "$ns" ping -D -n -i 0.005 -W 1 "$ip" >"$file" 2>&1 &
+        pp=$!
+        sleep 1
+        "$@"
+        local rc=$?
+        sleep 0.5
+        kill "$pp" 2>/dev/null
+        wait "$pp" 2>/dev/null
+        return $rc
+}
+
+# LIVE_MODE: the FORKLET_CHECKPOINT_MODE of the live cells ("" for forkletd's default, the
+# background snapshot; precopy: pause-before-switchover, see docs/fork-engine.md)
+LIVE_MODE=${LIVE_MODE-precopy}
+restart() {
+        stop_daemon
+        if [ "$1" = stop-copy ]; then FORKLET_CHECKPOINT_MODE=stop-copy start_daemon; else
+                FORKLET_CHECKPOINT_MODE=$LIVE_MODE start_daemon; fi
+}
+
+# cell SIZE TOUCH MODE: REPS checkpoints; appends "SIZE TOUCH MODE qemu_ms pause_ms gap_ms base_ms"
+cell() {
+        local size=$1 touch=$2 mode=$3 name=b$1 i ck j dt ps g b
+        for i in $(seq "$REPS"); do
+                pinged "$name" "$T/base.ping" sleep 1 || fail "baseline ping"
+                b=$(gap "$T/base.ping")
+                pinged "$name" "$T/ck.ping" "$FORKLET" checkpoint create "$name" >"$T/ck.id" ||
+                        fail "checkpoint of $name ($mode)"
+                ck=$(cat "$T/ck.id")
+                g=$(gap "$T/ck.ping")
+                # the next one after this one is Ready (its helper competes for the CPUs)
+                for j in $(seq 1200); do
+                        ck_json "$name" "$ck" | grep -q '"status": "Writing"' || break
+                        sleep 0.1
+                done
+                j=$(ck_json "$name" "$ck")
+                echo "$j" | grep -q "\"mode\": \"$mode\"" || fail "$ck: not $mode: $j"
+                dt=$(echo "$j" | num downtimeMs)
+                ps=$(echo "$j" | num pauseNs)
+                echo "$size $touch $mode ${dt:--} $(awk -v n="$ps" 'BEGIN {printf "%.1f", n / 1e6}') $g $b" >>"$OUT"
+                LAST=$ck
+                [ "$i" = "$REPS" ] || "$FORKLET" checkpoint delete "$name" "$ck" >/dev/null
+        done
+}
+
+start_daemon
+declare -A ROLL
+for size in $SIZES; do
+        name=b$size
+        FK_SESSION_CLASS=s$size session "$name"
+        "$FORKLET" wait "$name" --for=Running --timeout=300 || fail "$name not Running"
+        for touch in low high; do
+                if [ $touch = high ]; then
+                        hv=HIGH_$size
+                        mib=${!hv:-$((size * 6 / 10))}
+                        gsh "$name" "head -c 1048576 /dev/urandom > /run/r1m && i=0 &&
+                                while [ \$i -lt $mib ]; do cat /run/r1m; i=\$((i + 1)); done > /run/fill" ||
+                                fail "fill $mib MiB in $name"
+                fi
+                for mode in stop-copy live; do
+                        restart $mode
+                        cell "$size" "$touch" "$mode"
+                        [ $mode = live ] && ck_live=$LAST
+                done
+                # rollback to agent-ready, onto the live checkpoint's RAM (mapped, not copied)
+                for i in 1 2 3; do
+                        t0=$(date +%s%N)
+                        "$FORKLET" rollback "$name" "$ck_live" >/dev/null || fail "rollback $name"
+                        ROLL[$size.$touch]="${ROLL[$size.$touch]:-} $((($(date +%s%N) - t0) / 1000000))"
+                done
+                ram=$(ck_json "$name" "$ck_live" | num ramBytes)
+
+                echo "# $size MiB, $touch: checkpoint RAM $((ram / 1048576)) MiB" >&2
+                for c in $("$FORKLET" checkpoint list "$name" | awk 'NR > 1 {print $1}'); do
+                        "$FORKLET" checkpoint delete "$name" "$c" --cascade >/dev/null 2>&1
+                done
+        done
+        "$FORKLET" delete "$name" >/dev/null
+done
+
+echo
+echo "source pause per checkpoint (ms), $REPS each, p50 / p90; outside: longest gap of a 5 ms ping"
+printf "%-6s %-5s | %-15s %-15s | %-15s %-15s | %-11s %-11s %-11s | %s\n" "guest" "touch" \
+        "stop-copy pause" "live pause" "live QEMU dt" "stop-copy ping" "live ping" "no-ck ping" \
+        "pause s-c/live" "ping s-c/live"
+for size in $SIZES; do
+        for touch in low high; do
+                sel() { awk -v s="$size" -v t="$touch" -v m="$1" -v c="$2" '$1 == s && $2 == t && $3 == m {print $c}' "$OUT"; }
+                sp50=$(sel stop-copy 5 | pct 0.5) sp90=$(sel stop-copy 5 | pct 0.9)
+                lp50=$(sel live 5 | pct 0.5) lp90=$(sel live 5 | pct 0.9)
+                ld50=$(sel live 4 | pct 0.5) ld90=$(sel live 4 | pct 0.9)
+                sg50=$(sel stop-copy 6 | pct 0.5) sg90=$(sel stop-copy 6 | pct 0.9)
+                lg50=$(sel live 6 | pct 0.5) lg90=$(sel live 6 | pct 0.9)
+                bg50=$( (sel live 7; sel stop-copy 7) | pct 0.5)
+                bg90=$( (sel live 7; sel stop-copy 7) | pct 0.9)
+                printf "%-6s %-5s | %6s / %-6s %6s / %-6s | %6s / %-6s %6s / %-6s | %4s / %-4s %-11s | %7.1fx %7.1fx\n" \
+                        "${size}M" "$touch" "$sp50" "$sp90" "$lp50" "$lp90" "$ld50" "$ld90" \
+                        "$sg50" "$sg90" "$lg50" "$lg90" "$bg50 / $bg90" \
+                        "$(awk -v a="$sp50" -v b="$lp50" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
+                        "$(awk -v a="$sg50" -v b="$lg50" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+        done
+done
+echo
+echo "rollback to agent-ready (ms, 3 each, onto the live checkpoint's RAM, no copy)"
+for k in "${!ROLL[@]}"; do
+        printf "%-12s %s  p50 %s\n" "$k" "${ROLL[$k]}" "$(echo ${ROLL[$k]} | tr ' ' '\n' | pct 0.5)"
+done | sort
+echo
+echo "raw: size touch mode qemu_downtime_ms pause_ms ping_gap_ms baseline_gap_ms"
+cat "$OUT"

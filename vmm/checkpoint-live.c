@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/* Live checkpoints: the guest runs while its RAM goes into a stream file. Background snapshot
+ * (the default): stop, freeze the disk, QEMU saves the devices and resumes the guest under
+ * userfaultfd write protection. Precopy: a migration that pauses before the switch-over (the
+ * disk freezes there), then cont. */
+#include "vmm/vmm.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVE_POLL_NS       1000000ull  /* 1 ms: the poll bounds how late the pause is seen */
+#define LIVE_DOWNTIME_MS   10          /* what QEMU may stop the guest for at the switch-over */
+#define LIVE_BANDWIDTH_MAX (1ll << 40) /* bytes/s: a file, not a network (7.2 default 32 MiB/s) */
+
+/* on: the capability of mode bg (background-snapshot) or precopy (pause-before-switchover). */
+static int set_caps(struct qmp_client *qmp, bool on, bool bg, unsigned timeout_ms,
+                    struct fk_error *err)
+{
+        /* x-ignore-shared off: the stream carries the RAM, so the guest may keep writing it */
+        json_t *args = json_pack("{s:[{s:s,s:b},{s:s,s:b},{s:s,s:b}]}", "capabilities",
+                                 "capability", "x-ignore-shared", "state", 0, "capability",
+                                 "pause-before-switchover", "state", (int)(on && !bg), "capability",
+                                 "background-snapshot", "state", (int)(on && bg));
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate-set-capabilities", args, timeout_ms, NULL, err);
+        json_decref(args);
+        return r;
+}
+
+/* -EOPNOTSUPP with "what: QEMU's reason" (err->msg is the reason: copied, not read in place) */
+static int refused(struct fk_error *err, const char *what)
+{
+        char why[sizeof(err->msg)];
+
+        snprintf(why, sizeof(why), "%s", err->msg);
+        return fk_error_set(err, -EOPNOTSUPP, "%s: %s", what, why);
+}
+
+static int set_params(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
+{
+        json_t *args = json_pack("{s:I, s:I}", "downtime-limit", (json_int_t)LIVE_DOWNTIME_MS,
+                                 "max-bandwidth", (json_int_t)LIVE_BANDWIDTH_MAX);
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate-set-parameters", args, timeout_ms, NULL, err);
+        json_decref(args);
+        return r;
+}
+
+/* Hands the stream file to QEMU (getfd) and starts the migration into it. */
+static int start_stream(struct qmp_client *qmp, const char *path, unsigned timeout_ms,
+                        struct fk_error *err)
+{
+        cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        json_t *args;
+        int r;
+
+        if (fd < 0)
+                return fk_error_set(err, -errno, "open %s: %s", path, strerror(errno));
+        args = json_pack("{s:s}", "fdname", "fk-live");
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute_with_fd(qmp, "getfd", args, fd, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0)
+                return r;
+        args = json_pack("{s:s}", "uri", "fd:fk-live");
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate", args, timeout_ms, NULL, err);
+        json_decref(args);
+        if (r < 0) {
+                json_t *c = json_pack("{s:s}", "fdname", "fk-live");
+
+                (void)qmp_execute(qmp, "closefd", c, timeout_ms, NULL, NULL);
+                json_decref(c);
+        }
+        return r;
+}
+
+/* query-migrate's status into buf; *ret_info keeps the reply (new reference) when asked. */
+static int migrate_status(struct qmp_client *qmp, unsigned timeout_ms, char *buf, size_t size,
+                          json_t **ret_info, struct fk_error *err)
+{
+        json_t *ret = NULL;
+        const char *st;
+        int r = qmp_execute(qmp, "query-migrate", NULL, timeout_ms, &ret, err);
+
+        if (r < 0)
+                return r;
+        st = json_string_value(json_object_get(ret, "status"));
+        snprintf(buf, size, "%s", st ? st : "none");
+        if (strcmp(buf, "failed") == 0) {
+                const char *desc = json_string_value(json_object_get(ret, "error-desc"));
+
+                r = fk_error_set(err, -EIO, "migration failed: %s", desc ? desc : "no reason");
+        }
+        if (ret_info && r >= 0)
+                *ret_info = ret;
+        else
+                json_decref(ret);
+        return r;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+        struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+
+        nanosleep(&ts, NULL);
+}
+
+/* Polls until the migration stops before the switch-over. Past converge_ms the guest is
+ * stopped so the rest goes out without new dirty pages (*ret_forced). ret_last_running_ns: the
+ * monotonic time of the last reply that still saw the guest run (the pause began after it). */
+static int wait_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o,
+                           uint64_t *ret_last_running_ns, bool *ret_forced, struct fk_error *err)
+{
+        uint64_t start = fk_now_mono_ns(), last = start;
+        uint64_t converge = start + (uint64_t)o->converge_ms * 1000000ull;
+        uint64_t deadline = start + (uint64_t)o->timeout_ms * 1000000ull;
+        bool forced = false;
+        char st[32];
+        int r;
+
+        for (;;) {
+                r = migrate_status(qmp, o->timeout_ms, st, sizeof(st), NULL, err);
+                if (r < 0)
+                        return r;
+                if (strcmp(st, "pre-switchover") == 0)
+                        break;
+                if (strcmp(st, "active") && strcmp(st, "setup"))
+                        return fk_error_set(err, -EIO, "migration is %s, not pre-switchover", st);
+                if (!forced)
+                        last = fk_now_mono_ns();
+                if (!forced && last > converge) {
+                        r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
+                        if (r < 0)
+                                return r;
+                        forced = true;
+                }
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(
+                                err, -ETIMEDOUT,
+                                "live checkpoint did not reach the switch-over in %u ms",
+                                o->timeout_ms);
+                sleep_ns(LIVE_POLL_NS);
+        }
+        *ret_last_running_ns = last;
+        *ret_forced = forced;
+        return 0;
+}
+
+static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret_downtime_ms,
+                          struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+        char st[32];
+
+        for (;;) {
+                json_t *info = NULL;
+                int r = migrate_status(qmp, timeout_ms, st, sizeof(st), &info, err);
+
+                if (r < 0)
+                        return r;
+                if (strcmp(st, "completed") == 0) {
+                        *ret_downtime_ms =
+                                (uint64_t)json_integer_value(json_object_get(info, "downtime"));
+                        json_decref(info);
+                        return 0;
+                }
+                json_decref(info);
+                if (strcmp(st, "device") && strcmp(st, "active") && strcmp(st, "pre-switchover"))
+                        return fk_error_set(err, -EIO, "migration is %s, not completed", st);
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "migration did not complete in %u ms",
+                                            timeout_ms);
+                sleep_ns(LIVE_POLL_NS);
+        }
+}
+
+static int wait_runstate(struct qmp_client *qmp, const char *want, unsigned timeout_ms,
+                         struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                cleanup_free char *status = NULL;
+                int r = qmp_query_status(qmp, timeout_ms, &status, err);
+
+                if (r < 0)
+                        return r;
+                if (strcmp(status, want) == 0)
+                        return 0;
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "the VM is %s, not %s after %u ms",
+                                            status, want, timeout_ms);
+                sleep_ns(LIVE_POLL_NS);
+        }
+}
+
+/* After a failure once the migration started: cancel it (QEMU restarts a guest it stopped for
+ * the switch-over) and make sure the guest runs. */
+static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
+{
+        cleanup_free char *status = NULL;
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+        char st[32];
+
+        (void)qmp_execute(qmp, "migrate_cancel", NULL, timeout_ms, NULL, NULL);
+        while (fk_now_mono_ns() < deadline &&
+               migrate_status(qmp, timeout_ms, st, sizeof(st), NULL, NULL) >= 0 &&
+               (strcmp(st, "cancelling") == 0 || strcmp(st, "pre-switchover") == 0 ||
+                strcmp(st, "active") == 0 || strcmp(st, "device") == 0))
+                sleep_ns(LIVE_POLL_NS);
+        if (qmp_query_status(qmp, timeout_ms, &status, NULL) >= 0 && strcmp(status, "running"))
+                (void)qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, NULL);
+}
+
+/* Refusals before the guest was touched: the caller may take the stop-and-copy path. */
+static int live_setup(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
+{
+        cleanup_free char *status = NULL;
+        int r = qmp_query_status(qmp, o->timeout_ms, &status, err);
+
+        if (r < 0)
+                return r;
+        if (strcmp(status, "running"))
+                return fk_error_set(err, -EOPNOTSUPP, "the VM is %s, not running", status);
+        r = set_caps(qmp, true, o->background, o->timeout_ms, err);
+        if (r >= 0)
+                r = set_params(qmp, o->timeout_ms, err);
+        return r == -EIO ? refused(err, "QEMU refused live migration") : r;
+}
+
+static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                    struct vmm_live_stats *st, struct fk_error *err)
+{
+        uint64_t running_ns = 0;
+        json_t *args;
+        int r;
+
+        r = wait_switchover(qmp, o, &running_ns, &st->forced, err);
+        if (r >= 0 && o->switchover)
+                r = o->switchover(o->userdata, err);
+        if (r < 0)
+                return r;
+        args = json_pack("{s:s}", "state", "pre-switchover");
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate-continue", args, o->timeout_ms, NULL, err);
+        json_decref(args);
+        if (r >= 0)
+                r = wait_completed(qmp, o->timeout_ms, &st->downtime_ms, err);
+        /* QEMU's migration thread sets postmigrate after "completed": a cont before that would
+         * leave a running guest whose runstate says postmigrate */
+        if (r >= 0)
+                r = wait_runstate(qmp, "postmigrate", o->timeout_ms, err);
+        /* postmigrate: cont reactivates the block layer and runs the guest on */
+        if (r >= 0)
+                r = qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, err);
+        st->pause_ns = fk_now_mono_ns() - running_ns;
+        (void)stream;
+        return r;
+}
+
+/* Until QEMU's snapshot thread has the guest running again (it resumes it from a bottom half
+ * once write tracking is on); *ret_ns: when that was seen. */
+static int wait_resumed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret_ns,
+                        struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                cleanup_free char *status = NULL;
+                char st[32];
+                int r = qmp_query_status(qmp, timeout_ms, &status, err);
+
+                if (r < 0)
+                        return r;
+                if (strcmp(status, "running") == 0) {
+                        *ret_ns = fk_now_mono_ns();
+                        return 0;
+                }
+                r = migrate_status(qmp, timeout_ms, st, sizeof(st), NULL, err);
+                if (r < 0)
+                        return r;
+                if (strcmp(st, "setup") && strcmp(st, "active") && strcmp(st, "completed"))
+                        return fk_error_set(err, -EIO, "background snapshot is %s", st);
+                if (fk_now_mono_ns() > deadline)
+                        return fk_error_set(err, -ETIMEDOUT, "the guest did not run again in %u ms",
+                                            timeout_ms);
+                sleep_ns(LIVE_POLL_NS);
+        }
+}
+
+/* background-snapshot: the guest stops here, the disk switches, and QEMU saves the devices,
+ * write-protects the RAM (userfaultfd) and resumes the guest; pages it then writes are copied
+ * into the stream first, so the stream is the RAM of the instant of the stop. */
+static int bg_run(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                  struct vmm_live_stats *st, bool *ret_started, struct fk_error *err)
+{
+        uint64_t stop_ns, run_ns = 0;
+        int r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
+
+        if (r < 0)
+                return r;
+        stop_ns = fk_now_mono_ns();
+        if (o->switchover)
+                r = o->switchover(o->userdata, err);
+        if (r >= 0)
+                r = start_stream(qmp, stream, o->timeout_ms, err);
+        *ret_started = r >= 0;
+        if (r >= 0)
+                r = wait_resumed(qmp, o->timeout_ms, &run_ns, err);
+        st->pause_ns = (run_ns ? run_ns : fk_now_mono_ns()) - stop_ns;
+        if (r >= 0)
+                r = wait_completed(qmp, o->timeout_ms, &st->downtime_ms, err);
+        return r;
+}
+
+/* background-snapshot: refused, or failed once the guest was stopped: it runs on. */
+static int bg_checkpoint(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                         struct vmm_live_stats *st, struct fk_error *err)
+{
+        bool started = false;
+        int r = bg_run(qmp, stream, o, st, &started, err);
+
+        if (r < 0 && started)
+                abort_live(qmp, o->timeout_ms);
+        else if (r < 0)
+                (void)qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, NULL);
+        if (r == -EIO && !started)
+                r = refused(err, "QEMU refused the background snapshot");
+        return r;
+}
+
+int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                        struct vmm_live_stats *ret, struct fk_error *err)
+{
+        struct vmm_live_stats st = {0};
+        uint64_t t0 = fk_now_mono_ns();
+        struct stat sb;
+        int r;
+
+        r = live_setup(qmp, o, err);
+        if (r >= 0 && o->background) {
+                r = bg_checkpoint(qmp, stream, o, &st, err);
+                (void)set_caps(qmp, false, true, o->timeout_ms, NULL);
+                if (r < 0) {
+                        unlink(stream);
+                        return r;
+                }
+                goto done;
+        }
+        if (r >= 0 && (r = start_stream(qmp, stream, o->timeout_ms, err)) == -EIO)
+                r = refused(err, "QEMU refused live migration");
+        if (r < 0) {
+                (void)set_caps(qmp, false, o->background, o->timeout_ms, NULL);
+                unlink(stream);
+                return r;
+        }
+        r = live_run(qmp, stream, o, &st, err);
+        if (r < 0)
+                abort_live(qmp, o->timeout_ms);
+        /* later stop-and-copy saves must not wait at a switch-over nobody continues */
+        (void)set_caps(qmp, false, false, o->timeout_ms, NULL);
+        if (r < 0)
+                return r;
+done:
+        st.total_ns = fk_now_mono_ns() - t0;
+        if (stat(stream, &sb) == 0)
+                st.stream_bytes = (uint64_t)sb.st_size;
+        if (ret)
+                *ret = st;
+        return 0;
+}

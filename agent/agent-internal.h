@@ -853,6 +853,9 @@ struct api_kube_watch_opts {
         char include[16];
         unsigned timeout_s; /* timeoutSeconds; 0: none */
 };
+/* Sleeps until the reconcile pass after *revision (or timeout_ms, whole seconds), then sets
+ * *revision to the daemon's (api-watch.c; both watches use it). Takes d->lock. */
+void api_watch_wait_pass(struct agent_daemon *d, uint64_t *revision, unsigned timeout_ms);
 int api_kube_watch(struct MHD_Connection *c, struct api_request *req,
                    const struct api_kube_watch_opts *o, const atomic_bool *stopping);
 

@@ -115,21 +115,6 @@ static int push_bookmark(struct kwatch *w)
         return r;
 }
 
-/* Sleeps until the next reconcile pass or KWATCH_POLL_MS. */
-static void wait_pass(struct kwatch *w)
-{
-        struct agent_daemon *d = w->d;
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += KWATCH_POLL_MS / 1000;
-        pthread_mutex_lock(&d->lock);
-        if (d->revision == w->revision)
-                pthread_cond_timedwait(&d->watch_cond, &d->lock, &ts);
-        w->revision = d->revision;
-        pthread_mutex_unlock(&d->lock);
-}
-
 static ssize_t kwatch_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct kwatch *w = cls;
@@ -150,7 +135,7 @@ static ssize_t kwatch_read(void *cls, uint64_t pos, char *buf, size_t max)
                     now - w->last_emit_ns > KWATCH_BOOKMARK_NS && push_bookmark(w) < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (w->out_size == 0)
-                        wait_pass(w);
+                        api_watch_wait_pass(w->d, &w->revision, KWATCH_POLL_MS);
                 else
                         w->last_emit_ns = now;
         }

@@ -148,18 +148,16 @@ static int watch_diff(struct watch *w)
         return r;
 }
 
-/* Sleeps until the next reconcile pass or WATCH_POLL_MS. */
-static void watch_wait(struct watch *w)
+void api_watch_wait_pass(struct agent_daemon *d, uint64_t *revision, unsigned timeout_ms)
 {
-        struct agent_daemon *d = w->d;
         struct timespec ts;
 
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += WATCH_POLL_MS / 1000;
+        ts.tv_sec += timeout_ms / 1000;
         pthread_mutex_lock(&d->lock);
-        if (d->revision == w->revision)
+        if (d->revision == *revision)
                 pthread_cond_timedwait(&d->watch_cond, &d->lock, &ts);
-        w->revision = d->revision;
+        *revision = d->revision;
         pthread_mutex_unlock(&d->lock);
 }
 
@@ -188,7 +186,7 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
                         json_decref(o);
                 }
                 if (w->out_size == 0)
-                        watch_wait(w);
+                        api_watch_wait_pass(w->d, &w->revision, WATCH_POLL_MS);
                 else
                         w->last_emit_ns = fk_now_mono_ns();
         }

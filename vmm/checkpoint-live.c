@@ -4,6 +4,7 @@
  * userfaultfd write protection. Precopy: a migration that pauses before the switch-over (the
  * disk freezes there), then cont. */
 #include "vmm/vmm.h"
+#include "vmm/vmm-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
@@ -57,37 +58,6 @@ static int set_params(struct qmp_client *qmp, unsigned timeout_ms, struct fk_err
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_execute(qmp, "migrate-set-parameters", args, timeout_ms, NULL, err);
         json_decref(args);
-        return r;
-}
-
-/* Hands the stream file to QEMU (getfd) and starts the migration into it. */
-static int start_stream(struct qmp_client *qmp, const char *path, unsigned timeout_ms,
-                        struct fk_error *err)
-{
-        cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        json_t *args;
-        int r;
-
-        if (fd < 0)
-                return fk_error_set(err, -errno, "open %s: %s", path, strerror(errno));
-        args = json_pack("{s:s}", "fdname", "fk-live");
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute_with_fd(qmp, "getfd", args, fd, timeout_ms, NULL, err);
-        json_decref(args);
-        if (r < 0)
-                return r;
-        args = json_pack("{s:s}", "uri", "fd:fk-live");
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate", args, timeout_ms, NULL, err);
-        json_decref(args);
-        if (r < 0) {
-                json_t *c = json_pack("{s:s}", "fdname", "fk-live");
-
-                (void)qmp_execute(qmp, "closefd", c, timeout_ms, NULL, NULL);
-                json_decref(c);
-        }
         return r;
 }
 
@@ -321,7 +291,7 @@ static int bg_run(struct qmp_client *qmp, const char *stream, const struct vmm_l
         if (o->switchover)
                 r = o->switchover(o->userdata, err);
         if (r >= 0)
-                r = start_stream(qmp, stream, o->timeout_ms, err);
+                r = vmm_migrate_start_fd(qmp, "migrate", stream, o->timeout_ms, err);
         *ret_started = r >= 0;
         if (r >= 0)
                 r = wait_resumed(qmp, o->timeout_ms, &run_ns, err);
@@ -365,7 +335,8 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
                 }
                 goto done;
         }
-        if (r >= 0 && (r = start_stream(qmp, stream, o->timeout_ms, err)) == -EIO)
+        if (r >= 0 &&
+            (r = vmm_migrate_start_fd(qmp, "migrate", stream, o->timeout_ms, err)) == -EIO)
                 r = refused(err, "QEMU refused live migration");
         if (r < 0) {
                 (void)set_caps(qmp, false, o->background, o->timeout_ms, NULL);

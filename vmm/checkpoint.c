@@ -2,6 +2,7 @@
 /* The fork engine's QEMU half: save a paused VM's device state next to a sparse copy of its
  * shared RAM file, and load such a checkpoint into a QEMU started with -incoming defer. */
 #include "vmm/vmm.h"
+#include "vmm/vmm-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
@@ -67,8 +68,8 @@ static int wait_migration(struct qmp_client *qmp, unsigned timeout_ms, struct fk
 /* Migration through a file forkletd opens and hands to QEMU (getfd + "fd:"): a sandboxed QEMU
  * may neither spawn the "exec:cat" helper (-sandbox spawn=deny) nor open paths of ours. QEMU
  * 7.2 has no file: transport (8.2); fd: on a regular file works both ways. */
-static int migrate_fd(struct qmp_client *qmp, const char *command, const char *path,
-                      unsigned timeout_ms, struct fk_error *err)
+int vmm_migrate_start_fd(struct qmp_client *qmp, const char *command, const char *path,
+                         unsigned timeout_ms, struct fk_error *err)
 {
         bool out = strcmp(command, "migrate") == 0;
         cleanup_close int fd = out ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
@@ -97,7 +98,15 @@ static int migrate_fd(struct qmp_client *qmp, const char *command, const char *p
                 json_decref(c);
                 return r;
         }
-        return wait_migration(qmp, timeout_ms, err);
+        return 0;
+}
+
+static int migrate_fd(struct qmp_client *qmp, const char *command, const char *path,
+                      unsigned timeout_ms, struct fk_error *err)
+{
+        int r = vmm_migrate_start_fd(qmp, command, path, timeout_ms, err);
+
+        return r < 0 ? r : wait_migration(qmp, timeout_ms, err);
 }
 
 /* The capability must be set on both ends before the stream starts. */

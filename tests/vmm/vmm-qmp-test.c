@@ -467,7 +467,7 @@ static void test_live_checkpoint(void **state)
                 {"\"pause-before-switchover\",\"state\":true", RET(3), 0, false},
                 {"\"downtime-limit\":10", RET(4), 0, false},
                 {"\"getfd\"", RET(5), 0, false},
-                {"\"fd:fk-live\"", RET(6), 0, false},
+                {"\"fd:fk-migrate\"", RET(6), 0, false},
                 {"\"query-migrate\"", MIG(7, "active"), 0, false},
                 {"\"query-migrate\"", MIG(8, "pre-switchover"), 0, false},
                 {"\"migrate-continue\"", RET(9), 0, false},

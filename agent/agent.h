@@ -62,6 +62,7 @@ struct agent_boot_params {
         struct agent_pre_exec {
                 int (*fn)(void *userdata);
                 void *userdata;
+                const char *step; /* named in a failure report ("join netns"), NULL: "hook N" */
         } pre_exec[AGENT_PRE_EXEC_MAX];
         size_t n_pre_exec;
         /* Extra kernel command line (e.g. forklet.ip=...), NULL: none. Borrowed. */

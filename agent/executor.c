@@ -194,7 +194,8 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
         if (r < 0)
                 return r;
         if (join)
-                p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){cg_join_pre_exec, join};
+                p->pre_exec[p->n_pre_exec++] =
+                        (struct agent_pre_exec){cg_join_pre_exec, join, "join cgroup"};
         /* last: after the cgroup join and the netns entry, which need root */
         if (d->ops.jailable && d->cfg->jail_uid_count)
                 r = agent_jail_prepare(d->cfg, p, &jail, err);

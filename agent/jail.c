@@ -4,6 +4,7 @@
 #include "agent/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "vmm/vmm.h"
 #include "manifest/manifest.h"
 
 #include <dirent.h>
@@ -159,6 +160,7 @@ static int give_tap(uid_t uid)
         struct ifreq ifr;
         int fd, r = 0;
 
+        vmm_pre_exec_step("jail: open /dev/net/tun", NULL);
         fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -166,9 +168,14 @@ static int give_tap(uid_t uid)
         memcpy(ifr.ifr_name, JAIL_TAP_NAME, sizeof(JAIL_TAP_NAME));
         ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
         /* persistent: a tap that did not exist yet (a throwaway netns) outlives this fd */
-        if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETPERSIST, 1UL) < 0 ||
-            ioctl(fd, TUNSETOWNER, (unsigned long)uid) < 0 ||
-            ioctl(fd, TUNSETGROUP, (unsigned long)uid) < 0)
+        vmm_pre_exec_step("jail: TUNSETIFF", JAIL_TAP_NAME);
+        if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+                r = -errno;
+        if (r >= 0)
+                vmm_pre_exec_step("jail: TUNSETPERSIST/OWNER/GROUP", JAIL_TAP_NAME);
+        if (r >= 0 &&
+            (ioctl(fd, TUNSETPERSIST, 1UL) < 0 || ioctl(fd, TUNSETOWNER, (unsigned long)uid) < 0 ||
+             ioctl(fd, TUNSETGROUP, (unsigned long)uid) < 0))
                 r = -errno;
         close(fd);
         return r;
@@ -211,6 +218,7 @@ int agent_jail_pre_exec(void *userdata)
         const struct agent_jail *j = userdata;
         int r;
 
+        vmm_pre_exec_step("jail: rlimits", NULL);
         if ((r = set_limit(RLIMIT_NOFILE, j->nofile)) < 0 || (r = set_limit(RLIMIT_CORE, 0)) < 0 ||
             (r = set_limit(RLIMIT_NPROC, j->nproc)) < 0)
                 return r;
@@ -218,6 +226,7 @@ int agent_jail_pre_exec(void *userdata)
                 return r;
         if (j->root && (r = agent_jail_enter_mounts(j)) < 0)
                 return r;
+        vmm_pre_exec_step("jail: drop to uid", NULL);
         return drop_to(j->uid);
 }
 

@@ -196,7 +196,11 @@ static int run_pre_exec(void *userdata)
         const struct agent_boot_params *p = userdata;
 
         for (size_t i = 0; i < p->n_pre_exec; i++) {
-                int r = p->pre_exec[i].fn(p->pre_exec[i].userdata);
+                char n[] = {'h', 'o', 'o', 'k', ' ', (char)('0' + i % 10), '\0'};
+                int r;
+
+                vmm_pre_exec_step(p->pre_exec[i].step ? p->pre_exec[i].step : n, NULL);
+                r = p->pre_exec[i].fn(p->pre_exec[i].userdata);
                 if (r != 0)
                         return r;
         }

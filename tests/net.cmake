@@ -23,3 +23,7 @@ add_executable(bench-net-connect ${CMAKE_SOURCE_DIR}/bench/net-connect.c)
 target_link_libraries(bench-net-connect PRIVATE fk_net)
 # learned resolver addresses across forkletd restarts (stop/start and SIGKILL), real QEMU guest
 fk_forkletd_test(net-restart TIMEOUT 900)
+# the EBUSY race of parallel boots: a tap made while other threads fork is attachable at once
+add_executable(net-tap-race ${CMAKE_CURRENT_SOURCE_DIR}/integration/net-tap-race.c)
+target_link_libraries(net-tap-race PRIVATE fk_net pthread)
+fk_integration_test(net-tap-race COMMAND $<TARGET_FILE:net-tap-race> TIMEOUT 120)

@@ -68,6 +68,11 @@ struct vmm_process;
 /* Called in the child between fork and exec (e.g. to join a cgroup or netns). Must be
  * async-signal-safe. Non-zero return aborts the spawn with that -errno. */
 typedef int (*vmm_pre_exec_fn)(void *userdata);
+#define VMM_PRE_EXEC_STEP_MAX 96
+/* Names the step a pre-exec hook is at ("what arg", truncated): a failure of the hook is
+ * reported as "pre-exec hook failed at <step>: <errno text>". Async-signal-safe; call it only
+ * in the child (from a hook). */
+void vmm_pre_exec_step(const char *what, const char *arg);
 
 /* Starts QEMU with argv in its own session (setsid) so it survives forkletd; stdout/stderr go
  * to stderr_log (appended; NULL: /dev/null). Only the fds QEMU needs are inherited.
@@ -79,6 +84,8 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
 int vmm_process_adopt(pid_t pid, uint64_t start_time, struct vmm_process **ret);
 pid_t vmm_process_pid(const struct vmm_process *p);
 uint64_t vmm_process_start_time(const struct vmm_process *p);
+/* How long the child's pre-exec hook ran (ns, measured in the child), 0: no hook or adopted. */
+uint64_t vmm_process_pre_exec_ns(const struct vmm_process *p);
 /* A pollable fd that becomes readable when the process exits (pidfd). Owned by p. */
 int vmm_process_fd(const struct vmm_process *p);
 /* Non-blocking: returns 1 and fills exit info if it exited, 0 if still running. Reaps the

@@ -36,12 +36,15 @@ struct agent_condition {
 };
 
 /* One entry of a session's recent history (a condition that changed), for `forklet describe`. */
-#define AGENT_EVENTS_MAX 16
+/* TCG translation cache (MiB) of a restored guest (fork, rollback): see docs/benchmarks.md */
+#define AGENT_RESTORED_TB_MIB   64
+#define AGENT_EVENTS_MAX        16
+#define AGENT_EVENT_MESSAGE_MAX 192
 struct agent_event {
         uint64_t time_ns; /* wall clock */
         bool warning;     /* "Warning" (condition not True) or "Normal" */
         char reason[64];
-        char message[192];
+        char message[AGENT_EVENT_MESSAGE_MAX];
 };
 
 /* A refcounted VM handle so an exec in flight keeps it alive across a stop. */
@@ -133,6 +136,12 @@ struct agent_session {
         struct agent_ck_flight *ck_flight; /* the checkpoint being taken (coalesces requests) */
         bool fork_by_spec;                 /* made by the parent's spec.forks (scaled by it) */
         json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
+        /* the fork timing breakdown: what the fork request spent (links, lock) and when (mono,
+         * 0: not a requested fork), then the last boot's steps (status.bootTiming) */
+        struct agent_boot_timing requested_timing;
+        uint64_t requested_ns;
+        struct agent_boot_timing boot_timing;
+        bool has_boot_timing;
         json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
         struct agent_session_health health;
         struct agent_failure last_failure;

@@ -33,9 +33,11 @@ struct job {
         unsigned vcpus, memory_mib;
         const struct size_class *sc; /* borrowed from the (immutable) node config */
         char key[2 * 64 + 2], name[64];
-        struct session_manifest *spec; /* owned copy for a network setup (boot) */
-        void *net;                     /* the session's network (borrowed) or a new one */
-        char parent_key[2 * 64 + 2];   /* a fork's parent session ("" otherwise) */
+        struct session_manifest *spec;   /* owned copy for a network setup (boot) */
+        void *net;                       /* the session's network (borrowed) or a new one */
+        char parent_key[2 * 64 + 2];     /* a fork's parent session ("" otherwise) */
+        struct agent_boot_timing timing; /* this boot's steps (the job thread writes it) */
+        uint64_t requested_ns;           /* mono: the fork request, 0: none */
         bool dead; /* the guest cannot power off (died, or stopped by a disk error) */
 };
 
@@ -152,11 +154,29 @@ static int job_prepare_dirs(struct job *j, bool fresh_run_dir)
         return r;
 }
 
+/* Takes d->lock, adding the wait to the boot's lock time. */
+static void job_lock(struct job *j)
+{
+        uint64_t t = fk_now_mono_ns();
+
+        pthread_mutex_lock(&j->d->lock);
+        j->timing.ns[AGENT_BOOT_STEP_LOCK] += fk_now_mono_ns() - t;
+}
+
+/* Adds the time since *t to step and moves *t on. */
+static void job_lap(struct job *j, enum agent_boot_step step, uint64_t *t)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        j->timing.ns[step] += now - *t;
+        *t = now;
+}
+
 static void job_spawned(void *ctx, pid_t pid)
 {
         struct job *j = ctx;
 
-        pthread_mutex_lock(&j->d->lock);
+        job_lock(j);
         j->s->pid = pid;
         pthread_mutex_unlock(&j->d->lock);
 }
@@ -188,9 +208,11 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
 {
         struct cg_join *join = NULL;
         struct agent_jail jail = {0};
+        uint64_t t = fk_now_mono_ns();
         int r;
 
         r = agent_resources_prepare(d, j->key, j->sc, &join, err);
+        job_lap(j, AGENT_BOOT_STEP_CGROUP, &t);
         if (r < 0)
                 return r;
         if (join)
@@ -199,6 +221,7 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
         /* last: after the cgroup join and the netns entry, which need root */
         if (d->ops.jailable && d->cfg->jail_uid_count)
                 r = agent_jail_prepare(d->cfg, p, &jail, err);
+        job_lap(j, AGENT_BOOT_STEP_JAIL, &t);
         if (r >= 0)
                 r = boot_journaled(d, j, p, ret_vm, err);
         agent_jail_done(&jail);
@@ -239,6 +262,22 @@ static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
                 agent_metrics_add_forks_inherited_secrets(1);
 }
 
+/* Under the lock, the boot done: its breakdown into status.bootTiming and one event. */
+static void job_timing_done(struct job *j, uint64_t t0, uint64_t t_locked)
+{
+        uint64_t now = fk_now_mono_ns(), t = t_locked;
+        bool fork = j->restore.ck_dir && j->restore.private_ram;
+        char text[AGENT_EVENT_MESSAGE_MAX];
+
+        job_lap(j, AGENT_BOOT_STEP_FINISH, &t);
+        j->timing.ns[AGENT_BOOT_STEP_TOTAL] = now - (j->requested_ns ? j->requested_ns : t0);
+        j->s->boot_timing = j->timing;
+        j->s->has_boot_timing = true;
+        agent_boot_timing_format(&j->timing, text, sizeof(text));
+        agent_session_add_event(j->s, now_real(j->d), false, fork ? "ForkTiming" : "BootTiming",
+                                "%s", text);
+}
+
 static void job_boot(struct job *j)
 {
         struct agent_daemon *d = j->d;
@@ -257,13 +296,22 @@ static void job_boot(struct job *j)
                 .cancel = &j->s->cancel,
                 .spawned = job_spawned,
                 .spawned_ctx = j,
+                .timing = &j->timing,
+                /* a restored guest runs code it mostly has translated once already */
+                .tb_size_mib = j->restore.ck_dir ? AGENT_RESTORED_TB_MIB : 0,
         };
         cleanup_free char *disk = NULL, *mem = NULL;
         _cleanup_(agent_secret_set_done) struct agent_secret_set secrets = {0};
-        uint64_t t0 = fk_now_mono_ns();
+        uint64_t t0 = fk_now_mono_ns(), t = t0;
         void *vm = NULL;
         int r;
 
+        /* queue: since the request, less what the request itself spent on this fork */
+        if (j->requested_ns && t0 > j->requested_ns)
+                j->timing.ns[AGENT_BOOT_STEP_QUEUE] =
+                        t0 - j->requested_ns -
+                        FK_MIN(t0 - j->requested_ns, j->timing.ns[AGENT_BOOT_STEP_LOCK] +
+                                                             j->timing.ns[AGENT_BOOT_STEP_LINKS]);
         r = job_prepare_dirs(j, true);
         if (r >= 0)
                 r = job_secrets(j, &secrets, &p, &err);
@@ -290,16 +338,19 @@ static void job_boot(struct job *j)
                                               FK_MIN((uint64_t)p.memory_mib * 1024 * 1024,
                                                      mem ? agent_space_allocated(mem) : 0),
                                       "boot", &err);
+        job_lap(j, AGENT_BOOT_STEP_DISK, &t);
         if (r >= 0 && d->net_ops && !j->net)
                 r = d->net_ops->setup(d->cfg, j->key, j->spec, &j->net, &err);
         if (r >= 0 && j->net)
                 d->net_ops->boot_params(j->net, &p);
+        job_lap(j, AGENT_BOOT_STEP_NETNS, &t);
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
         /* a fork's start is a fork; a rollback's restore is timed by the rollback request */
         if (!j->restore.ck_dir || j->restore.private_ram)
                 agent_metrics_op_done(j->restore.ck_dir ? AGENT_OP_FORK : AGENT_OP_BOOT, r, t0);
-        pthread_mutex_lock(&d->lock);
+        job_lock(j);
+        t = fk_now_mono_ns();
         if (j->net && !j->s->net) { /* kept after a failed boot too: reused, or torn down */
                 j->s->net = j->net;
                 j->s->net_ops = d->net_ops;
@@ -326,10 +377,11 @@ static void job_boot(struct job *j)
                                     "guest agent ready, QEMU pid %d", (int)j->s->pid);
         log_info("session %s: running (pid %d)%s", j->s->key, (int)j->s->pid,
                  j->restore.ck_dir ? ", restored from a checkpoint" : "");
-        if (j->restore.ck_dir) {
+        if (j->restore.ck_dir)
                 agent_restore_finish(d, j->s, &j->restore);
+        job_timing_done(j, t0, t);
+        if (j->restore.ck_dir)
                 return;
-        }
         /* Cold boot: afterStart, then spec.checkpoints, with the session still busy. */
         struct agent_vm_ref *ref = agent_vm_ref_get(j->s->vm);
         pthread_mutex_unlock(&d->lock);
@@ -546,6 +598,11 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         s->res.memory_mib = j->memory_mib;
         snprintf(s->res.class_name, sizeof(s->res.class_name), "%s", j->sc->name);
         j->net = s->net;
+        /* a fork's first boot: what its request spent is part of its breakdown */
+        j->requested_ns = s->requested_ns;
+        j->timing = s->requested_timing;
+        s->requested_ns = 0;
+        s->requested_timing = (struct agent_boot_timing){0};
         if (s->fork_parent)
                 snprintf(j->parent_key, sizeof(j->parent_key), "%s.%s", s->namespace,
                          s->fork_parent);

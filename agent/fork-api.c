@@ -76,13 +76,20 @@ static int fork_link_origin(struct agent_daemon *d, const struct agent_session *
         return r;
 }
 
+/* When a fork request arrived and how long it waited for the daemon lock (mono ns). */
+struct fork_request_time {
+        uint64_t start_ns, lock_ns;
+};
+
 /* Under the lock: creates fork session `name` of p from checkpoint id. On failure nothing of
  * it stays: no session, no links, no stored record. */
 static int fork_create(struct agent_daemon *d, struct agent_session *p, const char *name,
-                       const char *id, bool by_spec, struct fk_error *err)
+                       const char *id, bool by_spec, const struct fork_request_time *rt,
+                       struct fk_error *err)
 {
         struct agent_session *f = agent_session_new(p->namespace, name);
         cleanup_free char *sd = NULL;
+        uint64_t t = fk_now_mono_ns();
         int r;
 
         if (!f || agent_session_state_dir(d->cfg->state_dir, f->key, &sd) < 0 ||
@@ -99,6 +106,9 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
         r = fork_link_origin(d, p, f->key, id, err);
         if (r >= 0)
                 r = agent_store_save(d->cfg->state_dir, f, err);
+        f->requested_ns = rt->start_ns;
+        f->requested_timing.ns[AGENT_BOOT_STEP_LOCK] = rt->lock_ns;
+        f->requested_timing.ns[AGENT_BOOT_STEP_LINKS] = fk_now_mono_ns() - t;
         if (r >= 0 && (r = agent_daemon_insert(d, f)) < 0)
                 fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
         if (r < 0) {
@@ -132,11 +142,13 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
         struct agent_session *p;
         json_t *names = json_array();
         unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session, have = 0;
+        struct fork_request_time rt = {.start_ns = fk_now_mono_ns()};
         int r = 0;
 
         if (!names)
                 return -ENOMEM;
         pthread_mutex_lock(&d->lock);
+        rt.lock_ns = fk_now_mono_ns() - rt.start_ns;
         p = agent_daemon_find(d, ns, name);
         if (p && p->spec)
                 have = count_forks(d, p);
@@ -165,7 +177,7 @@ int agent_daemon_fork(struct agent_daemon *d, const char *ns, const char *name, 
                         r = fk_error_set(err, -EINVAL, "fork name %s is not a valid name", fname);
                         break;
                 }
-                r = fork_create(d, p, fname, id, false, err);
+                r = fork_create(d, p, fname, id, false, &rt, err);
                 if (r >= 0) {
                         json_array_append_new(names, json_string(fname));
                         made++;
@@ -349,6 +361,8 @@ static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
         uint64_t now = d->clock.now_real_ns(d->clock.userdata);
         cleanup_free char *id = NULL;
         struct fk_error err = {0};
+        /* under the lock already (a reconcile pass): no wait of its own */
+        struct fork_request_time rt = {.start_ns = fk_now_mono_ns()};
 
         for (unsigned i = 0; i < p->spec->forks_count; i++) {
                 char fname[128];
@@ -360,7 +374,7 @@ static void forks_scale_up(struct agent_daemon *d, struct agent_session *p)
                         forks_waiting(p, now);
                         return;
                 }
-                if (fork_create(d, p, fname, id, true, &err) < 0) {
+                if (fork_create(d, p, fname, id, true, &rt, &err) < 0) {
                         log_error("session %s: spec.forks: %s", p->key, err.msg);
                         agent_session_set_condition(p, AGENT_COND_FORKS, "False", "ForkFailed", now,
                                                     "%s", err.msg);
@@ -427,6 +441,8 @@ int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, jso
                                               s->fork_checkpoint));
         if (s->fork_id)
                 json_object_set_new(st, "forkId", json_string(s->fork_id));
+        if (s->has_boot_timing)
+                json_object_set_new(st, "bootTiming", agent_boot_timing_json(&s->boot_timing));
         if (s->identity)
                 json_object_set(st, "identity", s->identity);
         return 0;

@@ -207,6 +207,16 @@ static int run_pre_exec(void *userdata)
         return 0;
 }
 
+/* Adds the time since *t to step's in p->timing and moves *t on. */
+static void lap(const struct agent_boot_params *p, enum agent_boot_step step, uint64_t *t)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        if (p->timing)
+                p->timing->ns[step] += now - *t;
+        *t = now;
+}
+
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *mem = NULL, *log = NULL;
@@ -242,7 +252,10 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .tap = p->tap,
                 .mac = p->mac,
                 .sandbox = p->jail_uid != 0,
+                .tb_size_mib = p->tb_size_mib,
         };
+        uint64_t t;
+
         /* Under TCG the guest calibrates its TSC against emulated timers, which can stall
          * for minutes on a busy host; handing it the host's frequency avoids that. */
         if (c.accel == VMM_ACCEL_TCG && vmm_host_tsc_khz(&c.tsc_khz) < 0)
@@ -250,11 +263,15 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;
+        t = fk_now_mono_ns();
         r = vmm_process_spawn(argv, log, p->n_pre_exec > 0 ? run_pre_exec : NULL, (void *)p,
                               &q->proc, err);
         fk_strv_free(argv);
+        lap(p, AGENT_BOOT_STEP_SPAWN, &t);
         if (r < 0)
                 return r;
+        if (p->timing)
+                p->timing->ns[AGENT_BOOT_STEP_PRE_EXEC] += vmm_process_pre_exec_ns(q->proc);
         if (p->spawned)
                 p->spawned(p->spawned_ctx, vmm_process_pid(q->proc));
         r = write_vm_state(q);
@@ -267,18 +284,22 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                               VM_CONNECT_TIMEOUT_MS, &q->console, err);
         if (r >= 0)
                 r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
+        lap(p, AGENT_BOOT_STEP_QEMU, &t);
         if (r >= 0 && p->restore_dir)
                 r = vmm_checkpoint_load(q->qmp, p->restore_dir, true, VM_CONNECT_TIMEOUT_MS, err);
+        lap(p, AGENT_BOOT_STEP_RESTORE, &t);
         if (r >= 0)
                 r = vmm_agent_connect(agent, VM_CONNECT_TIMEOUT_MS, &q->agent, err);
         if (r >= 0)
                 r = wait_ready(q, p, log, err);
+        lap(p, AGENT_BOOT_STEP_AGENT, &t);
         if (r >= 0 && p->restore_dir && p->fork_id)
                 r = give_identity(q, p, err);
         else if (r >= 0)
                 r = give_secrets(q, p, err);
         if (r >= 0 && p->restore_dir)
                 sync_clock(q);
+        lap(p, AGENT_BOOT_STEP_IDENTITY, &t);
         return r;
 }
 

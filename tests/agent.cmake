@@ -19,6 +19,7 @@ if(CMOCKA_FOUND)
   fk_unit_test(agent-secrets-test SOURCES unit/agent-secrets-test.c LIBS fk_agent)
   fk_unit_test(agent-privileges-test SOURCES unit/agent-privileges-test.c LIBS fk_agent)
   fk_unit_test(agent-jail-test SOURCES unit/agent-jail-test.c LIBS fk_agent)
+  fk_unit_test(agent-boot-timing-test SOURCES unit/agent-boot-timing-test.c LIBS fk_agent)
   fk_unit_test(agent-runfs-test SOURCES unit/agent-runfs-test.c LIBS fk_agent)
   fk_unit_test(agent-tls-test SOURCES unit/agent-tls-test.c LIBS fk_cluster fk_agent)
   # forklet mcp: JSON-RPC framing and dispatch (fake transport, a pipe), then every tool

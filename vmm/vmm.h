@@ -49,6 +49,7 @@ struct vmm_config {
         bool incoming_defer;        /* -incoming defer (fork / restore) */
         const char *pidfile;        /* NULL: none */
         unsigned tsc_khz;           /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
+        unsigned tb_size_mib;       /* TCG translation cache, MiB; 0: VMM_TCG_TB_MIB */
         bool sandbox; /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
                        * denied (QEMU's seccomp filter; migration must then use fd:) */
 };
@@ -56,6 +57,8 @@ struct vmm_config {
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
  * thread-safe), for vmm_config.tsc_khz. -EOPNOTSUPP off x86. Does not log. */
 int vmm_host_tsc_khz(unsigned *ret);
+
+#define VMM_TCG_TB_MIB 64 /* default TCG translation cache (QEMU's own default is 1 GiB) */
 
 /* Builds the argv (argv[0] = binary). Pure: no I/O, deterministic. *ret is an owned strv.
  * Returns -EINVAL with err filled when a required field is missing. */

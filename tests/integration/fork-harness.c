@@ -25,6 +25,8 @@ void fh_guid(char out[37])
                  r[13], r[14], r[15]);
 }
 
+unsigned fh_tb_size_mib;
+
 static int collect(int stream, const void *data, size_t size, void *userdata)
 {
         struct fh_out *b = userdata;
@@ -115,6 +117,7 @@ static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsig
                 .vmgenid = guid,
                 .incoming_defer = fork,
                 .tsc_khz = tsc_khz,
+                .tb_size_mib = fh_tb_size_mib,
         };
         r = vmm_build_argv(&cfg, &argv, err);
         if (r < 0)

@@ -335,8 +335,12 @@ const char *agent_restore_reason(const struct agent_restore *r, bool failed);
 /* What that boot does, for the condition message ("rolling back to checkpoint ck_..."). */
 void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
                             unsigned mib, unsigned vcpus, char *buf, size_t size);
-/* Under the lock: after a successful restore (fork id, lineage, restored mark; a rollback
- * records its RolledBack event). */
+/* Not under the lock (the session is busy): after a successful restore, its files: the
+ * restored mark and lineage written, a fork's origin links and their grants released. In
+ * state_dir; logs a failed revoke as a warning. */
+void agent_restore_release(const char *key, const char *state_dir, const struct agent_restore *r);
+/* Under the lock: after a successful restore (fork id; a rollback records its RolledBack
+ * event). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r);
 /* A checkpoint in flight on s (s busy, lock NOT held): requests arriving meanwhile join it. */

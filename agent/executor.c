@@ -262,7 +262,8 @@ static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
                 agent_metrics_add_forks_inherited_secrets(1);
 }
 
-/* Under the lock, the boot done: its breakdown into status.bootTiming and one event. */
+/* Under the lock, the boot done: its breakdown into status.bootTiming and, for a fork, one
+ * ForkTiming event. */
 static void job_timing_done(struct job *j, uint64_t t0, uint64_t t_locked)
 {
         uint64_t now = fk_now_mono_ns(), t = t_locked;
@@ -273,9 +274,11 @@ static void job_timing_done(struct job *j, uint64_t t0, uint64_t t_locked)
         j->timing.ns[AGENT_BOOT_STEP_TOTAL] = now - (j->requested_ns ? j->requested_ns : t0);
         j->s->boot_timing = j->timing;
         j->s->has_boot_timing = true;
+        /* the event for forks only: the ring is short and other boots' steps are in status */
+        if (!fork)
+                return;
         agent_boot_timing_format(&j->timing, text, sizeof(text));
-        agent_session_add_event(j->s, now_real(j->d), false, fork ? "ForkTiming" : "BootTiming",
-                                "%s", text);
+        agent_session_add_event(j->s, now_real(j->d), false, "ForkTiming", "%s", text);
 }
 
 static void job_boot(struct job *j)
@@ -346,6 +349,10 @@ static void job_boot(struct job *j)
         job_lap(j, AGENT_BOOT_STEP_NETNS, &t);
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
+        t = fk_now_mono_ns();
+        if (r >= 0)
+                agent_restore_release(j->key, j->state_dir, &j->restore);
+        job_lap(j, AGENT_BOOT_STEP_FINISH, &t);
         /* a fork's start is a fork; a rollback's restore is timed by the rollback request */
         if (!j->restore.ck_dir || j->restore.private_ram)
                 agent_metrics_op_done(j->restore.ck_dir ? AGENT_OP_FORK : AGENT_OP_BOOT, r, t0);

@@ -210,8 +210,6 @@ void agent_restore_describe(const struct agent_session *s, const struct agent_re
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r)
 {
-        cleanup_free char *sd = NULL, *mark = NULL;
-
         if (!r->ck_dir)
                 return;
         if (!r->private_ram && s->rollback_to)
@@ -222,8 +220,17 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);
         s->rollback_to = NULL;
-        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) >= 0 &&
-            fk_asprintf(&mark, "%s/" RESTORED_MARK, sd) >= 0)
+}
+
+/* Outside the lock: fsynced files, ACL rewrites and an rm -rf were the longest part of a fork's
+ * time under the daemon lock, which every other fork's job waits for. */
+void agent_restore_release(const char *key, const char *sd, const struct agent_restore *r)
+{
+        cleanup_free char *mark = NULL;
+
+        if (!r->ck_dir)
+                return;
+        if (fk_asprintf(&mark, "%s/" RESTORED_MARK, sd) >= 0)
                 (void)fk_write_file_atomic(mark, r->fork_id, strlen(r->fork_id), 0600);
         free(mark);
         mark = NULL;
@@ -233,8 +240,7 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                 int k = agent_jail_revoke_under(sd, mark);
 
                 if (k < 0)
-                        log_warning_errno(k, "session %s: revoke the grants on %s: %m", s->key,
-                                          mark);
+                        log_warning_errno(k, "session %s: revoke the grants on %s: %m", key, mark);
                 (void)fk_rm_rf(mark);
         }
         free(mark);

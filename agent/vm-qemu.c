@@ -129,8 +129,8 @@ static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, st
         return 0;
 }
 
-/* After a restore the guest is a copy: new fork id and entropy before anything else, then the
- * session's secrets (minted anew), then the identity file. */
+/* After a restore the guest is a copy: the session's secrets (minted anew), then in one request
+ * fresh entropy with a CRNG reseed and the new fork id (the guest writes the identity files). */
 static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
 {
         const char *fork_id = p->fork_id;
@@ -140,15 +140,14 @@ static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, s
         r = fk_random_bytes(entropy, sizeof(entropy));
         if (r < 0)
                 return fk_error_set(err, r, "getrandom: %s", strerror(-r));
-        r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
-                                   VM_QMP_TIMEOUT_MS, err);
+        /* Secrets first: the identity request then reseeds the guest's RNG and writes
+         * /run/forklet/identity and fork-id, so a program that re-reads its secrets when the
+         * identity changes finds the new ones; no exec runs before this boot returns. */
+        r = give_secrets(q, p, err);
         if (r >= 0)
-                r = give_secrets(q, p, err);
-        if (r < 0)
-                return r;
-        /* docs/design.md names /run/forklet/identity; the agent writes fork-id: keep both. */
-        return vmm_agent_write_file(q->agent, "/run/forklet/identity", fork_id, strlen(fork_id),
-                                    0644, VM_QMP_TIMEOUT_MS, err);
+                r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
+                                           VM_QMP_TIMEOUT_MS, err);
+        return r;
 }
 
 /* The guest clock stood still while QEMU was stopped (pause, or a checkpoint being restored):

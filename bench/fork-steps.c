@@ -95,7 +95,9 @@ static int start_daemon(const char *forkletd)
                         "accel: %s\napi: {socket: %s/run/api.sock}\n"
                         "cgroupParent: fk-bench-steps-%d\n"
                         "network: {uplinkPool: 198.19.%d.0/22, uplinkInterface: \"\"}\n"
-                        "capacity: {maxSessions: 300, maxForksPerSession: 200}\n"
+                        "capacity: {maxSessions: 300, maxForksPerSession: 200, "
+                        "cpuOvercommitPercent: 10000, "
+                        "forkMemoryPercent: 10}\n"
                         "sizeClasses: [{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, "
                         "pids: 1024}]\nimages: [{name: minimal, dir: %s}]\n",
                         dir, dir, dir, getenv("FORKLET_BENCH_ACCEL") ?: "tcg", dir, (int)getpid(),
@@ -461,6 +463,17 @@ static void teardown(void)
         if (rundir)
                 (void)umount2(rundir, UMOUNT_NOFOLLOW);
         fk_rm_rf(dir);
+        /* the cgroup parent forkletd made (empty once its sessions are gone) */
+        if ((dp = opendir("/sys/fs/cgroup"))) {
+                while ((de = readdir(dp))) {
+                        char p[300];
+
+                        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/fk-bench-steps-%d", de->d_name,
+                                 (int)getpid());
+                        (void)rmdir(p);
+                }
+                closedir(dp);
+        }
 }
 
 /* The parent session and its checkpoint; *ck gets the id. */

@@ -41,6 +41,9 @@
 #define JAIL_MAX_USED 4096
 
 static pthread_mutex_t uid_lock = PTHREAD_MUTEX_INITIALIZER;
+/* An ACL change is read, modify, write: forks granting and revoking on the same file (the
+ * checkpoint's RAM, linked into every fork) at once would lose each other's entries. */
+static pthread_mutex_t acl_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int read_uid(const char *path, uid_t *ret)
 {
@@ -325,7 +328,10 @@ int agent_jail_grant(const char *path, uid_t uid, unsigned perm)
                 return -errno;
         if (st.st_uid == uid || (st.st_mode & perm) == perm)
                 return 0;
-        return acl_add_user(path, &st, uid, perm);
+        pthread_mutex_lock(&acl_lock);
+        int r = acl_add_user(path, &st, uid, perm);
+        pthread_mutex_unlock(&acl_lock);
+        return r;
 }
 
 int agent_jail_revoke(const char *path, uid_t uid)
@@ -337,13 +343,15 @@ int agent_jail_revoke(const char *path, uid_t uid)
 
         if (stat(path, &st) < 0)
                 return errno == ENOENT ? 0 : -errno;
+        pthread_mutex_lock(&acl_lock);
         r = acl_load(path, &st, e, &n);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; r >= 0 && i < n; i++)
                 if (!(e[i].tag == ACL_USER && e[i].id == uid))
                         e[k++] = e[i];
-        return k == n ? 0 : acl_store(path, e, k);
+        if (r >= 0 && k != n)
+                r = acl_store(path, e, k);
+        pthread_mutex_unlock(&acl_lock);
+        return r < 0 ? r : 0;
 }
 
 int agent_jail_own_dir(const char *dir, uid_t uid)

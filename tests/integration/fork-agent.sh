@@ -70,6 +70,10 @@ done
 for f in $names; do
         j=$("$FORKLET" get session "$f" -o json)
         echo "$j" | grep -q '"reason": "ForkTiming"' || fail "$f: no ForkTiming event"
+        # a restored QEMU holds no copy of the kernel it never boots again
+        qpid=$(field "$f" pid)
+        tr '\0' ' ' <"/proc/$qpid/cmdline" | grep -q -- "-kernel [^ ]*/restore-kernels/vmlinuz-" ||
+                fail "$f: QEMU $qpid does not run on the restore stub kernel"
         steps=$(for k in links disk netns cgroup jail spawn qemu restore agent identity total; do
                 v=$(field "$f" "${k}Ms"); echo "$k=${v:-0}"; done | tr '\n' ' ')
         echo "$f bootTiming: $steps"

@@ -94,6 +94,9 @@ static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsig
         unsigned tsc_khz = 0;
         int r;
 
+        /* an experiment: restored VMs on another kernel/initrd (FH_RESTORE_IMAGE) */
+        if (fork && getenv("FH_RESTORE_IMAGE"))
+                image = getenv("FH_RESTORE_IMAGE");
         if (fk_asprintf(&kernel, "%s/vmlinuz", image) < 0 ||
             fk_asprintf(&initrd, "%s/initrd.img", image) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");

@@ -395,10 +395,10 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
 
 static void print_result(const struct n_result *res)
 {
-        printf("\n## N=%u: cold wall %.0f ms, fork wall %.0f ms (request to all Running), "
-               "speedup %.1fx",
-               res->n, res->cold_wall, res->fork_wall,
-               res->nc && res->fork_wall > 0 ? res->cold_wall / res->fork_wall : 0.0);
+        printf("\n## N=%u: fork wall %.0f ms (request to all Running)", res->n, res->fork_wall);
+        if (res->nc)
+                printf(", cold wall %.0f ms, speedup %.1fx", res->cold_wall,
+                       res->fork_wall > 0 ? res->cold_wall / res->fork_wall : 0.0);
         if (res->nb)
                 printf("; baseline forkletd's fork wall %.0f ms (%.2fx of it)", res->base_wall,
                        res->fork_wall > 0 ? res->base_wall / res->fork_wall : 0.0);

@@ -21,6 +21,9 @@
 #define VM_READY_STEP_MS      1000
 #define VM_STATE_FILE         "vm.json"
 #define VM_FILE_TIMEOUT_MS    120000
+/* Secrets and identity after the agent answered: 30 forks restored at once on 2 cores took
+ * more than 5 s for SET_IDENTITY (the guest translates each new code path first). */
+#define VM_GUEST_STEP_TIMEOUT_MS 60000
 
 static void qemu_free(void *userdata, void *vm)
 {
@@ -122,7 +125,7 @@ static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, st
 
                 snprintf(path, sizeof(path), AGENT_SECRETS_DIR "/%s", p->secrets[i].name);
                 r = vmm_agent_write_file(q->agent, path, p->secrets[i].value, p->secrets[i].size,
-                                         0400, VM_QMP_TIMEOUT_MS, err);
+                                         0400, VM_GUEST_STEP_TIMEOUT_MS, err);
                 if (r < 0)
                         return r;
         }
@@ -146,7 +149,7 @@ static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, s
         r = give_secrets(q, p, err);
         if (r >= 0)
                 r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
-                                           VM_QMP_TIMEOUT_MS, err);
+                                           VM_GUEST_STEP_TIMEOUT_MS, err);
         return r;
 }
 

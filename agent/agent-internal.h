@@ -38,12 +38,15 @@ struct agent_condition {
 };
 
 /* One entry of a session's recent history (a condition that changed), for `forklet describe`. */
-#define AGENT_EVENTS_MAX 16
+/* TCG translation cache (MiB) of a restored guest (fork, rollback): see docs/benchmarks.md */
+#define AGENT_RESTORED_TB_MIB   64
+#define AGENT_EVENTS_MAX        16
+#define AGENT_EVENT_MESSAGE_MAX 192
 struct agent_event {
         uint64_t time_ns; /* wall clock */
         bool warning;     /* "Warning" (condition not True) or "Normal" */
         char reason[64];
-        char message[192];
+        char message[AGENT_EVENT_MESSAGE_MAX];
 };
 
 /* A refcounted VM handle so an exec in flight keeps it alive across a stop. */
@@ -136,6 +139,12 @@ struct agent_session {
         enum core_post_start post_start; /* what is left after the VM's cold boot */
         bool fork_by_spec;               /* made by the parent's spec.forks (scaled by it) */
         json_t *identity; /* owned status.identity of the running machine (names only) or NULL */
+        /* the fork timing breakdown: what the fork request spent (links, lock) and when (mono,
+         * 0: not a requested fork), then the last boot's steps (status.bootTiming) */
+        struct agent_boot_timing requested_timing;
+        uint64_t requested_ns;
+        struct agent_boot_timing boot_timing;
+        bool has_boot_timing;
         json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
         struct agent_session_health health;
         struct agent_failure last_failure;
@@ -348,8 +357,20 @@ const char *agent_restore_reason(const struct agent_restore *r, bool failed);
 /* What that boot does, for the condition message ("rolling back to checkpoint ck_..."). */
 void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
                             unsigned mib, unsigned vcpus, char *buf, size_t size);
-/* Under the lock: after a successful restore (fork id, lineage, restored mark; a rollback
- * records its RolledBack event). */
+/* The kernel and initrd for a restored QEMU (agent/restore-kernel.c): a stub of the bzImage
+ * kernel (setup header and code plus a page) and a one-page initrd, made once per kernel under
+ * <run_root>/restore-kernels. -EINVAL: not a bzImage (boot with the real one). Does not log. */
+int agent_restore_kernel(const char *run_root, const char *kernel, char **ret_kernel,
+                         char **ret_initrd);
+/* The stub's length for a kernel whose first n bytes are head (file_size in all), or -EINVAL
+ * when it is not a bzImage of boot protocol 2.00+ with a payload. Pure. */
+long agent_restore_kernel_stub_len(const uint8_t *head, size_t n, uint64_t file_size);
+/* Not under the lock (the session is busy): after a successful restore, its files: the
+ * restored mark and lineage written, a fork's origin links and their grants released. In
+ * state_dir; logs a failed revoke as a warning. */
+void agent_restore_release(const char *key, const char *state_dir, const struct agent_restore *r);
+/* Under the lock: after a successful restore (fork id; a rollback records its RolledBack
+ * event). */
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r);
 /* Writes meta.json of checkpoint dir (atomically). */

@@ -35,9 +35,11 @@ struct job {
         unsigned vcpus, memory_mib;
         const struct size_class *sc; /* borrowed from the (immutable) node config */
         char key[2 * 64 + 2], name[64];
-        struct session_manifest *spec; /* owned copy for a network setup (boot) */
-        void *net;                     /* the session's network (borrowed) or a new one */
-        char parent_key[2 * 64 + 2];   /* a fork's parent session ("" otherwise) */
+        struct session_manifest *spec;   /* owned copy for a network setup (boot) */
+        void *net;                       /* the session's network (borrowed) or a new one */
+        char parent_key[2 * 64 + 2];     /* a fork's parent session ("" otherwise) */
+        struct agent_boot_timing timing; /* this boot's steps (the job thread writes it) */
+        uint64_t requested_ns;           /* mono: the fork request, 0: none */
         bool dead; /* the guest cannot power off (died, or stopped by a disk error) */
 };
 
@@ -168,6 +170,24 @@ static int job_prepare_dirs(struct job *j, bool fresh_run_dir)
         return r;
 }
 
+/* Takes d->lock, adding the wait to the boot's lock time. */
+static void job_lock(struct job *j)
+{
+        uint64_t t = fk_now_mono_ns();
+
+        pthread_mutex_lock(&j->d->lock);
+        j->timing.ns[AGENT_BOOT_STEP_LOCK] += fk_now_mono_ns() - t;
+}
+
+/* Adds the time since *t to step and moves *t on. */
+static void job_lap(struct job *j, enum agent_boot_step step, uint64_t *t)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        j->timing.ns[step] += now - *t;
+        *t = now;
+}
+
 static int job_spawned(void *ctx, pid_t pid, const json_t *record)
 {
         struct job *j = ctx;
@@ -179,7 +199,7 @@ static int job_spawned(void *ctx, pid_t pid, const json_t *record)
                 log_error("session %s: QEMU pid %d ends: %s", j->key, (int)pid, err.msg);
                 return r;
         }
-        pthread_mutex_lock(&j->d->lock);
+        job_lock(j);
         j->s->pid = pid;
         pthread_mutex_unlock(&j->d->lock);
         return 0;
@@ -224,16 +244,20 @@ static int boot_in_cgroup(struct agent_daemon *d, struct job *j, struct agent_bo
 {
         struct cg_join *join = NULL;
         struct agent_jail jail = {0};
+        uint64_t t = fk_now_mono_ns();
         int r;
 
         r = agent_resources_prepare(d, j->key, j->sc, &join, err);
+        job_lap(j, AGENT_BOOT_STEP_CGROUP, &t);
         if (r < 0)
                 return r;
         if (join)
-                p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){cg_join_pre_exec, join};
+                p->pre_exec[p->n_pre_exec++] =
+                        (struct agent_pre_exec){cg_join_pre_exec, join, "join cgroup"};
         /* last: after the cgroup join and the netns entry, which need root */
         if (d->ops.jailable && d->cfg->jail_uid_count)
                 r = agent_jail_prepare(d->cfg, p, &jail, err);
+        job_lap(j, AGENT_BOOT_STEP_JAIL, &t);
         if (r >= 0)
                 r = boot_journaled(d, j, p, ret_vm, err);
         agent_jail_done(&jail);
@@ -278,6 +302,27 @@ static void job_ledger(struct job *j, const struct agent_secret_set *secrets)
                 agent_metrics_add_forks_inherited_secrets(1);
 }
 
+/* Under the lock, the boot done: its breakdown into status.bootTiming and, for a fork, one
+ * ForkTiming event. */
+static void job_timing_done(struct job *j, uint64_t t0, uint64_t t_locked)
+{
+        uint64_t now = fk_now_mono_ns(), t = t_locked;
+        /* a rollback maps its checkpoint private too (x-live): a fork is a restore that is no
+         * rollback */
+        bool fork = j->restore.ck_dir && j->restore.private_ram && !j->restore.rollback;
+        char text[AGENT_EVENT_MESSAGE_MAX];
+
+        job_lap(j, AGENT_BOOT_STEP_FINISH, &t);
+        j->timing.ns[AGENT_BOOT_STEP_TOTAL] = now - (j->requested_ns ? j->requested_ns : t0);
+        j->s->boot_timing = j->timing;
+        j->s->has_boot_timing = true;
+        /* the event for forks only: the ring is short and other boots' steps are in status */
+        if (!fork)
+                return;
+        agent_boot_timing_format(&j->timing, text, sizeof(text));
+        agent_session_add_event(j->s, now_real(j->d), false, "ForkTiming", "%s", text);
+}
+
 static void job_boot(struct job *j)
 {
         struct agent_daemon *d = j->d;
@@ -296,13 +341,22 @@ static void job_boot(struct job *j)
                 .cancel = &j->s->cancel,
                 .spawned = job_spawned,
                 .spawned_ctx = j,
+                .timing = &j->timing,
+                /* a restored guest runs code it mostly has translated once already */
+                .tb_size_mib = j->restore.ck_dir ? AGENT_RESTORED_TB_MIB : 0,
         };
-        cleanup_free char *disk = NULL, *mem = NULL;
+        cleanup_free char *disk = NULL, *mem = NULL, *stub_kernel = NULL, *stub_initrd = NULL;
         _cleanup_(agent_secret_set_done) struct agent_secret_set secrets = {0};
-        uint64_t t0 = fk_now_mono_ns();
+        uint64_t t0 = fk_now_mono_ns(), t = t0;
         void *vm = NULL;
         int r;
 
+        /* queue: since the request, less what the request itself spent on this fork */
+        if (j->requested_ns && t0 > j->requested_ns)
+                j->timing.ns[AGENT_BOOT_STEP_QUEUE] =
+                        t0 - j->requested_ns -
+                        FK_MIN(t0 - j->requested_ns, j->timing.ns[AGENT_BOOT_STEP_LOCK] +
+                                                             j->timing.ns[AGENT_BOOT_STEP_LINKS]);
         r = job_prepare_dirs(j, true);
         if (r >= 0)
                 r = job_secrets(j, &secrets, &p, &err);
@@ -316,6 +370,12 @@ static void job_boot(struct job *j)
                 r = agent_disk_prepare(d->store, j->state_dir, j->key, j->base_disk, &disk, &err);
         if (r >= 0 && disk && (r = agent_disk_compact(disk, AGENT_DISK_MAX_DEPTH, &err)) > 0)
                 log_info("session %s: disk chain compacted onto its base", j->key);
+        /* a restored guest never boots its kernel again: QEMU need not hold a copy */
+        if (r >= 0 && j->restore.ck_dir &&
+            agent_restore_kernel(d->cfg->run_dir, j->kernel, &stub_kernel, &stub_initrd) >= 0) {
+                p.kernel = stub_kernel;
+                p.initrd = stub_initrd;
+        }
         p.disk = disk;
         p.rootfs = j->rootfs;
         p.mem_path = mem;
@@ -330,16 +390,23 @@ static void job_boot(struct job *j)
                                               FK_MIN((uint64_t)p.memory_mib * 1024 * 1024,
                                                      mem ? agent_space_allocated(mem) : 0),
                                       "boot", &err);
+        job_lap(j, AGENT_BOOT_STEP_DISK, &t);
         if (r >= 0 && d->net_ops && !j->net)
                 r = d->net_ops->setup(d->cfg, j->key, j->spec, &j->net, &err);
         if (r >= 0 && j->net)
                 d->net_ops->boot_params(j->net, &p);
+        job_lap(j, AGENT_BOOT_STEP_NETNS, &t);
         if (r >= 0)
                 r = boot_in_cgroup(d, j, &p, &vm, &err);
+        t = fk_now_mono_ns();
+        if (r >= 0)
+                agent_restore_release(j->key, j->state_dir, &j->restore);
+        job_lap(j, AGENT_BOOT_STEP_FINISH, &t);
         /* a fork's start is a fork; a rollback's restore is timed by the rollback request */
         if (!j->restore.ck_dir || !j->restore.rollback)
                 agent_metrics_op_done(j->restore.ck_dir ? AGENT_OP_FORK : AGENT_OP_BOOT, r, t0);
-        pthread_mutex_lock(&d->lock);
+        job_lock(j);
+        t = fk_now_mono_ns();
         if (j->net && !j->s->net) { /* kept after a failed boot too: reused, or torn down */
                 j->s->net = j->net;
                 j->s->net_ops = d->net_ops;
@@ -368,10 +435,11 @@ static void job_boot(struct job *j)
         log_info("session %s: running (pid %d)%s", j->s->key, (int)j->s->pid,
                  j->restore.ck_dir ? ", restored from a checkpoint" : "");
         j->s->post_start = CORE_POST_START_NONE;
-        if (j->restore.ck_dir) {
+        if (j->restore.ck_dir)
                 agent_restore_finish(d, j->s, &j->restore);
+        job_timing_done(j, t0, t);
+        if (j->restore.ck_dir)
                 return;
-        }
         /* Cold boot: afterStart, then spec.checkpoints, are the planner's next actions. */
         j->s->post_start = agent_post_start_first(j->s->spec);
 }
@@ -588,6 +656,11 @@ static int executor_boot(struct agent_daemon *d, struct agent_session *s)
         s->res.memory_mib = j->memory_mib;
         snprintf(s->res.class_name, sizeof(s->res.class_name), "%s", j->sc->name);
         j->net = s->net;
+        /* a fork's first boot: what its request spent is part of its breakdown */
+        j->requested_ns = s->requested_ns;
+        j->timing = s->requested_timing;
+        s->requested_ns = 0;
+        s->requested_timing = (struct agent_boot_timing){0};
         if (s->fork_parent)
                 snprintf(j->parent_key, sizeof(j->parent_key), "%s.%s", s->namespace,
                          s->fork_parent);

@@ -75,13 +75,20 @@ static int fork_link_origin(struct agent_daemon *d, const struct agent_session *
         return r;
 }
 
+/* When a fork request arrived and how long it waited for the daemon lock (mono ns). */
+struct fork_request_time {
+        uint64_t start_ns, lock_ns;
+};
+
 /* Under the lock: creates fork session `name` of p from checkpoint id. On failure nothing of
  * it stays: no session, no links, no stored record. */
 static int fork_create(struct agent_daemon *d, struct agent_session *p, const char *name,
-                       const char *id, bool by_spec, struct fk_error *err)
+                       const char *id, bool by_spec, const struct fork_request_time *rt,
+                       struct fk_error *err)
 {
         struct agent_session *f = agent_session_new(p->namespace, name);
         cleanup_free char *sd = NULL;
+        uint64_t t = fk_now_mono_ns();
         int r;
 
         if (!f || agent_session_state_dir(d->cfg->state_dir, f->key, &sd) < 0 ||
@@ -98,6 +105,9 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
         r = fork_link_origin(d, p, f->key, id, err);
         if (r >= 0)
                 r = agent_store_save(d->store, f, err);
+        f->requested_ns = rt->start_ns;
+        f->requested_timing.ns[AGENT_BOOT_STEP_LOCK] = rt->lock_ns;
+        f->requested_timing.ns[AGENT_BOOT_STEP_LINKS] = fk_now_mono_ns() - t;
         if (r >= 0 && (r = agent_daemon_insert(d, f)) < 0)
                 fk_error_set(err, r, "add session %s: %s", name, strerror(-r));
         if (r < 0) {
@@ -132,6 +142,8 @@ int agent_fork_create_many(struct agent_daemon *d, struct agent_session *p, cons
         json_t *names = json_array();
         unsigned idx = 0, made = 0, max = d->cfg->max_forks_per_session;
         unsigned have = count_forks(d, p);
+        /* the runner calls this under the lock: the intent's wait is not a lock wait here */
+        struct fork_request_time rt = {.start_ns = fk_now_mono_ns()};
         int r = 0;
 
         if (!names)
@@ -160,7 +172,7 @@ int agent_fork_create_many(struct agent_daemon *d, struct agent_session *p, cons
                         r = fk_error_set(err, -EINVAL, "fork name %s is not a valid name", fname);
                         break;
                 }
-                r = fork_create(d, p, fname, id, false, err);
+                r = fork_create(d, p, fname, id, false, &rt, err);
                 if (r >= 0) {
                         json_array_append_new(names, json_string(fname));
                         made++;
@@ -288,6 +300,8 @@ void agent_forks_scale_up(struct agent_daemon *d, struct agent_session *p)
         uint64_t now = d->clock.now_real_ns(d->clock.userdata);
         cleanup_free char *id = NULL;
         struct fk_error err = {0};
+        /* under the lock already (a reconcile pass): no wait of its own */
+        struct fork_request_time rt = {.start_ns = fk_now_mono_ns()};
 
         for (unsigned i = 0; i < p->spec->forks_count; i++) {
                 char fname[128];
@@ -299,7 +313,7 @@ void agent_forks_scale_up(struct agent_daemon *d, struct agent_session *p)
                         agent_forks_waiting(d, p);
                         return;
                 }
-                if (fork_create(d, p, fname, id, true, &err) < 0) {
+                if (fork_create(d, p, fname, id, true, &rt, &err) < 0) {
                         log_error("session %s: spec.forks: %s", p->key, err.msg);
                         agent_session_set_condition(p, AGENT_COND_FORKS, "False", "ForkFailed", now,
                                                     "%s", err.msg);
@@ -385,6 +399,8 @@ int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, jso
                                               s->fork_checkpoint));
         if (s->fork_id)
                 json_object_set_new(st, "forkId", json_string(s->fork_id));
+        if (s->has_boot_timing)
+                json_object_set_new(st, "bootTiming", agent_boot_timing_json(&s->boot_timing));
         if (s->identity)
                 json_object_set(st, "identity", s->identity);
         return 0;

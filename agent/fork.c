@@ -264,8 +264,6 @@ static int restore_record(struct agent_daemon *d, struct agent_session *s,
 void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                           const struct agent_restore *r)
 {
-        cleanup_free char *sd = NULL, *mark = NULL;
-
         if (!r->ck_dir)
                 return;
         if (r->rollback && s->rollback_to)
@@ -276,8 +274,16 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);
         s->rollback_to = NULL;
-        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0 ||
-            restore_record(d, s, r) < 0)
+        (void)restore_record(d, s, r);
+}
+
+/* Outside the lock: ACL rewrites and an rm -rf were the longest part of a fork's time under the
+ * daemon lock, which every other fork's job waits for. */
+void agent_restore_release(const char *key, const char *sd, const struct agent_restore *r)
+{
+        cleanup_free char *mark = NULL;
+
+        if (!r->ck_dir)
                 return;
         /* A fork's RAM links are no longer needed once it runs (QEMU keeps its mapping), nor
          * is its uid's grant on them: they are the checkpoint's files, shared by every fork. */
@@ -285,8 +291,7 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                 int k = agent_jail_revoke_under(sd, mark);
 
                 if (k < 0)
-                        log_warning_errno(k, "session %s: revoke the grants on %s: %m", s->key,
-                                          mark);
+                        log_warning_errno(k, "session %s: revoke the grants on %s: %m", key, mark);
                 (void)fk_rm_rf(mark);
         }
 }

@@ -37,6 +37,6 @@ int agent_jail_prepare(const struct node_config *cfg, struct agent_boot_params *
         if (r < 0)
                 return r;
         p->jail_uid = j->uid;
-        p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){agent_jail_pre_exec, j};
+        p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){agent_jail_pre_exec, j, "jail"};
         return 0;
 }

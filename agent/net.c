@@ -266,7 +266,8 @@ static void net_boot_params(void *net, struct agent_boot_params *p)
         struct agent_net *n = net;
 
         if (p->n_pre_exec < AGENT_PRE_EXEC_MAX)
-                p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){join_netns, &n->nsfd};
+                p->pre_exec[p->n_pre_exec++] =
+                        (struct agent_pre_exec){join_netns, &n->nsfd, "join netns"};
         p->tap = NET_TAP_NAME;
         p->mac = NET_GUEST_MAC;
         p->append = "forklet.ip=" NET_GUEST_IPV4 "/24 forklet.gw=" NET_GATEWAY_IPV4

@@ -76,6 +76,7 @@ static int helper_pre_exec(void *userdata)
 {
         const struct helper_exec *h = userdata;
 
+        vmm_pre_exec_step("unshare netns", NULL);
         if (h->netns && unshare(CLONE_NEWNET) < 0)
                 return -errno;
         return h->jail ? agent_jail_pre_exec(h->jail) : 0;

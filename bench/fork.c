@@ -4,7 +4,8 @@
  * at low and high touched RAM for 256 MiB and 1 GiB guests, and rollback (restore) latency.
  * Every ratio is against a baseline measured in the same run. Root, QEMU and the image needed.
  * Usage: bench-fork [N...]   (default: 1 10; the issue's full run is 1 10 30)
- *        bench-fork rollback  (only the rollback table) */
+ *        bench-fork rollback  (only the rollback table)
+ *        bench-fork tb N MIB  (fork of N with the default TCG translation cache vs MIB) */
 #include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -178,6 +179,51 @@ static int bench_boot_vs_fork(const unsigned *ns, size_t count)
         return 0;
 }
 
+/* Forks of N with the default TCG translation cache and with a smaller one (tb_mib), in the
+ * same run: fork wall and p50, and the forks' QEMU PSS beyond guest RAM after an exec each. */
+static int bench_tb(unsigned n, unsigned tb_mib)
+{
+        static struct fh_vm vms[MAX_N], parent;
+        struct vmm_checkpoint_stats st;
+        struct fk_error err = {0};
+        char ckpt[300];
+        int r;
+
+        r = fh_vm_start(&parent, workdir, "tb-parent", image, 256, NULL, true, &err);
+        if (r < 0)
+                return fprintf(stderr, "parent: %s\n", err.msg), r;
+        r = checkpoint_once(&parent, "ck", &st);
+        fh_vm_stop(&parent);
+        if (r < 0)
+                return r;
+        snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
+        printf("\n# fork of %u, TCG translation cache: default %u MiB vs %u MiB (same run)\n", n,
+               VMM_TCG_TB_MIB, tb_mib);
+        printf("%-8s %12s %12s %12s %18s %18s\n", "tb MiB", "fork wall", "fork p50", "fork p90",
+               "QEMU PSS p50 MiB", "QEMU PSS max MiB");
+        for (int pass = 0; pass < 2 && r >= 0; pass++) {
+                struct group_result g;
+                double pss[MAX_N];
+
+                fh_tb_size_mib = pass ? tb_mib : 0;
+                r = run_group(vms, n, pass ? "tb-small" : "tb-default", ckpt, &g);
+                for (unsigned i = 0; r >= 0 && i < n; i++) {
+                        long map = 0, total = 0;
+
+                        (void)fh_sh(&vms[i], "ls / >/dev/null; true", NULL);
+                        (void)pss_kb(vmm_process_pid(vms[i].proc), "/ck/ram", &map, &total);
+                        pss[i] = (double)(total - map) / 1024.0;
+                }
+                if (r >= 0)
+                        printf("%-8u %10.0f ms %9.0f ms %9.0f ms %18.1f %18.1f\n",
+                               pass ? tb_mib : VMM_TCG_TB_MIB, g.wall_ms, g.p50_ms, g.p90_ms,
+                               pct(pss, n, 0.5), pct(pss, n, 1.0));
+                stop_group(vms, n);
+        }
+        fh_tb_size_mib = 0;
+        return r;
+}
+
 static int bench_pause(unsigned mib)
 {
         struct vmm_checkpoint_stats low, high;
@@ -298,8 +344,9 @@ int main(int argc, char **argv)
                 return 77;
         }
         bool only_rollback = argc == 2 && strcmp(argv[1], "rollback") == 0;
+        bool only_tb = argc == 4 && strcmp(argv[1], "tb") == 0;
 
-        if (argc > 1 && !only_rollback) {
+        if (argc > 1 && !only_rollback && !only_tb) {
                 count = 0;
                 for (int i = 1; i < argc && count < ARRAY_SIZE(ns); i++) {
                         int n = atoi(argv[i]);
@@ -312,6 +359,13 @@ int main(int argc, char **argv)
         if (fk_mkdir_p(workdir, 0700) < 0)
                 return perror("mkdir"), 1;
         printf("# bench/fork: cold boot to agent-ready vs fork from a checkpoint to agent-ready\n");
+        if (only_tb) {
+                unsigned n = (unsigned)atoi(argv[2]), mib = (unsigned)atoi(argv[3]);
+
+                r = n >= 1 && n <= MAX_N && mib >= 1 ? bench_tb(n, mib) : -EINVAL;
+                fk_rm_rf(workdir);
+                return r < 0 ? 1 : 0;
+        }
         r = only_rollback ? 0 : bench_boot_vs_fork(ns, count);
         if (r >= 0 && !only_rollback) {
                 printf("\n# checkpoint pause window (guest stopped -> running), baseline = low\n");

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <netlink/errno.h>
@@ -262,25 +263,50 @@ int net_addr_list4(struct nl_sock *sk, uint32_t **ret, size_t *ret_n)
         return 0;
 }
 
-int net_tap_create_here(const char *name)
+/* Async-signal-safe: runs in a fork child. */
+static int tap_create(const char *name)
 {
-        cleanup_close int fd = -1;
-        struct ifreq ifr = {};
+        struct ifreq ifr;
+        int fd, r = 0;
 
-        if (if_nametoindex(name) > 0)
-                return 0;
         fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        memset(&ifr, 0, sizeof(ifr));
         ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
         strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-        if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+        if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETOWNER, 0UL) < 0 ||
+            ioctl(fd, TUNSETGROUP, 0UL) < 0 || ioctl(fd, TUNSETPERSIST, 1UL) < 0)
+                r = -errno;
+        close(fd);
+        return r;
+}
+
+int net_tap_create_here(const char *name)
+{
+        int status;
+        pid_t pid;
+
+        if (if_nametoindex(name) > 0)
+                return 0;
+        /* The tun fd is attached to the tap while it is open. Opened in this (threaded)
+         * process, a QEMU spawned meanwhile by another thread inherits it until its exec, and
+         * the tap's own QEMU then gets EBUSY from TUNSETIFF (a non-multi-queue tap takes one
+         * attached file). So the fd lives only in a child, which nothing else inherits from. */
+        pid = fork();
+        if (pid < 0)
                 return -errno;
-        if (ioctl(fd, TUNSETOWNER, 0UL) < 0 || ioctl(fd, TUNSETGROUP, 0UL) < 0)
-                return -errno;
-        if (ioctl(fd, TUNSETPERSIST, 1UL) < 0)
-                return -errno;
-        return 0;
+        if (pid == 0) {
+                int r = tap_create(name);
+
+                _exit(r < 0 ? (-r & 0xff) : 0);
+        }
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (!WIFEXITED(status))
+                return -EIO;
+        return -WEXITSTATUS(status);
 }
 
 int net_sysctl_write_here(const char *path, const char *value)

@@ -16,7 +16,6 @@
 /* The guest agent looks for a virtio-serial port with exactly this name. */
 #define VMM_AGENT_PORT_NAME "org.forklet.agent.0"
 #define VMM_APPEND_BASE     "console=ttyS0 quiet panic=-1"
-#define VMM_TCG_TB_MIB      64 /* TCG translation cache (QEMU default 1 GiB) */
 
 struct argv_builder {
         char **v;
@@ -141,7 +140,7 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
         /* TCG's translation cache defaults to 1 GiB and counts against the session's memory
          * limit as it fills: bound it (QEMU flushes it when full). */
         if (c->accel == VMM_ACCEL_TCG)
-                argf(b, "tcg,tb-size=%u", VMM_TCG_TB_MIB);
+                argf(b, "tcg,tb-size=%u", c->tb_size_mib ? c->tb_size_mib : VMM_TCG_TB_MIB);
         else
                 arg(b, vmm_accel_to_string(c->accel));
         /* The fork engine restores on the same host, so the host CPU model is safe with KVM;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -30,6 +31,7 @@ struct vmm_process {
         bool exited;
         int status;
         const char *reason;
+        uint64_t pre_exec_ns; /* the child's pre-exec hook, 0: none */
 };
 
 /* ---- exit reasons: static strings, built once ---------------------------------------- */
@@ -110,17 +112,46 @@ static int read_start_time(pid_t pid, uint64_t *ret)
 
 /* ---- spawn ----------------------------------------------------------------------------- */
 
-/* What the child reports through the pipe when it fails before exec. */
+/* What the child reports through the pipe: how long its pre-exec hook took (stage READY,
+ * right before exec), or that it failed before exec. */
 struct spawn_failure {
-        int stage; /* SPAWN_STAGE_* */
-        int error; /* positive errno */
+        int stage;                        /* SPAWN_STAGE_* */
+        int error;                        /* positive errno, 0 with READY */
+        uint64_t pre_exec_ns;             /* READY */
+        char step[VMM_PRE_EXEC_STEP_MAX]; /* PRE_EXEC: the hook's step (vmm_pre_exec_step) */
 };
 
 enum {
         SPAWN_STAGE_SETUP,
         SPAWN_STAGE_PRE_EXEC,
         SPAWN_STAGE_EXEC,
+        SPAWN_STAGE_READY,
 };
+
+/* Written only in a spawned child (its own copy of this memory), between fork and exec. */
+static char pre_exec_step[VMM_PRE_EXEC_STEP_MAX];
+
+void vmm_pre_exec_step(const char *what, const char *arg)
+{
+        size_t n = 0;
+
+        for (const char *c = what; c && *c && n + 1 < sizeof(pre_exec_step); c++)
+                pre_exec_step[n++] = *c;
+        if (arg && n + 2 < sizeof(pre_exec_step))
+                pre_exec_step[n++] = ' ';
+        for (const char *c = arg; c && *c && n + 1 < sizeof(pre_exec_step); c++)
+                pre_exec_step[n++] = *c;
+        pre_exec_step[n] = '\0';
+}
+
+static uint64_t child_now_ns(void)
+{
+        struct timespec ts;
+
+        /* a vDSO read or a plain syscall: async-signal-safe */
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static const char *const spawn_stage_names[] = {
         [SPAWN_STAGE_SETUP] = "child setup",
@@ -178,7 +209,11 @@ static void close_fds_from(int first, int keep)
 static void child_fail(int errpipe, int stage, int error)
 {
         struct spawn_failure f = {.stage = stage, .error = error};
-        ssize_t n = write(errpipe, &f, sizeof(f));
+        ssize_t n;
+
+        if (stage == SPAWN_STAGE_PRE_EXEC)
+                memcpy(f.step, pre_exec_step, sizeof(f.step));
+        n = write(errpipe, &f, sizeof(f));
 
         (void)n;
         _exit(127);
@@ -198,6 +233,9 @@ struct spawn_ctx {
 static void __attribute__((noreturn)) spawn_child(struct spawn_ctx *ctx)
 {
         struct sigaction sa = {.sa_handler = SIG_DFL};
+        struct spawn_failure ready = {.stage = SPAWN_STAGE_READY};
+        uint64_t t0;
+        ssize_t n;
         sigset_t all;
         int r;
 
@@ -221,30 +259,42 @@ static void __attribute__((noreturn)) spawn_child(struct spawn_ctx *ctx)
                 child_fail(ctx->errpipe, SPAWN_STAGE_SETUP, errno);
         if (setsid() < 0)
                 child_fail(ctx->errpipe, SPAWN_STAGE_SETUP, errno);
+        pre_exec_step[0] = '\0';
+        t0 = child_now_ns();
         if (ctx->pre_exec) {
                 r = ctx->pre_exec(ctx->userdata);
                 if (r != 0)
                         child_fail(ctx->errpipe, SPAWN_STAGE_PRE_EXEC, r < 0 ? -r : r);
         }
+        ready.pre_exec_ns = ctx->pre_exec ? child_now_ns() - t0 : 0;
         if (dup2(ctx->null_fd, STDIN_FILENO) < 0 || dup2(ctx->log_fd, STDOUT_FILENO) < 0 ||
             dup2(ctx->log_fd, STDERR_FILENO) < 0)
                 child_fail(ctx->errpipe, SPAWN_STAGE_SETUP, errno);
         /* Keep only 0-2 and the error pipe (CLOEXEC, so exec closes it). */
         close_fds_from(3, ctx->errpipe);
+        n = write(ctx->errpipe, &ready, sizeof(ready));
+        (void)n;
         execve(ctx->binary, ctx->argv, environ);
         child_fail(ctx->errpipe, SPAWN_STAGE_EXEC, errno);
         _exit(127);
 }
 
-/* Parent side after fork: wait for exec (pipe EOF) or a failure report. */
-static int spawn_collect(pid_t pid, int errpipe, const char *binary, struct fk_error *err)
+/* Parent side after fork: wait for exec (pipe EOF, after a READY report with the pre-exec
+ * time) or a failure report. */
+static int spawn_collect(pid_t pid, int errpipe, const char *binary, uint64_t *ret_pre_exec_ns,
+                         struct fk_error *err)
 {
         struct spawn_failure f;
         ssize_t n;
 
-        do
-                n = read(errpipe, &f, sizeof(f));
-        while (n < 0 && errno == EINTR);
+        for (;;) {
+                do
+                        n = read(errpipe, &f, sizeof(f));
+                while (n < 0 && errno == EINTR);
+                if (n != (ssize_t)sizeof(f) || f.stage != SPAWN_STAGE_READY)
+                        break;
+                *ret_pre_exec_ns = f.pre_exec_ns;
+        }
         if (n == 0)
                 return 0;
         /* The child failed (or the read did): reap it so no zombie stays behind. */
@@ -255,6 +305,10 @@ static int spawn_collect(pid_t pid, int errpipe, const char *binary, struct fk_e
                                     binary);
         if (f.stage < 0 || f.stage > SPAWN_STAGE_EXEC || f.error <= 0)
                 return fk_error_set(err, -EIO, "spawn %s: bad report from child", binary);
+        f.step[sizeof(f.step) - 1] = '\0';
+        if (f.stage == SPAWN_STAGE_PRE_EXEC && f.step[0])
+                return fk_error_set(err, -f.error, "spawn %s: pre-exec hook failed at %s: %s",
+                                    binary, f.step, strerror(f.error));
         return fk_error_set(err, -f.error, "spawn %s: %s failed: %s", binary,
                             spawn_stage_names[f.stage], strerror(f.error));
 }
@@ -291,8 +345,8 @@ static int process_new(pid_t pid, int pidfd, bool is_child, struct vmm_process *
 
 /* Parent side once exec succeeded: wrap pid and pidfd (taken) into a process. On failure the
  * child is killed and reaped: nobody could supervise it. */
-static int spawn_finish(pid_t pid, int pidfd, const char *binary, struct vmm_process **ret,
-                        struct fk_error *err)
+static int spawn_finish(pid_t pid, int pidfd, const char *binary, uint64_t pre_exec_ns,
+                        struct vmm_process **ret, struct fk_error *err)
 {
         struct vmm_process *p = NULL;
         int r = pidfd;
@@ -310,6 +364,7 @@ static int spawn_finish(pid_t pid, int pidfd, const char *binary, struct vmm_pro
                                     pidfd < 0 ? "pidfd_open" : "allocate", strerror(-r));
         }
         (void)read_start_time(pid, &p->start_time);
+        p->pre_exec_ns = pre_exec_ns;
         *ret = p;
         return 0;
 }
@@ -319,6 +374,7 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
 {
         cleanup_free char *binary = NULL;
         cleanup_close int null_fd = -1, log_fd = -1, pidfd = -1;
+        uint64_t pre_exec_ns = 0;
         int pipefd[2], r;
         pid_t pid;
 
@@ -353,11 +409,11 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
         close(pipefd[1]);
         /* Open the pidfd before anyone can reap the child, so it always names our child. */
         pidfd = pidfd_open_compat(pid);
-        r = spawn_collect(pid, pipefd[0], binary, err);
+        r = spawn_collect(pid, pipefd[0], binary, &pre_exec_ns, err);
         close(pipefd[0]);
         if (r < 0)
                 return r;
-        return spawn_finish(pid, TAKE_FD(pidfd), binary, ret, err);
+        return spawn_finish(pid, TAKE_FD(pidfd), binary, pre_exec_ns, ret, err);
 }
 
 /* ---- adopt, poll, wait, kill -------------------------------------------------------------- */
@@ -391,6 +447,11 @@ int vmm_process_adopt(pid_t pid, uint64_t start_time, struct vmm_process **ret)
 pid_t vmm_process_pid(const struct vmm_process *p)
 {
         return p ? p->pid : -1;
+}
+
+uint64_t vmm_process_pre_exec_ns(const struct vmm_process *p)
+{
+        return p ? p->pre_exec_ns : 0;
 }
 
 uint64_t vmm_process_start_time(const struct vmm_process *p)

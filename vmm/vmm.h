@@ -49,6 +49,7 @@ struct vmm_config {
         bool incoming_defer;        /* -incoming defer (fork / restore) */
         const char *pidfile;        /* NULL: none */
         unsigned tsc_khz;           /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
+        unsigned tb_size_mib;       /* TCG translation cache, MiB; 0: VMM_TCG_TB_MIB */
         bool sandbox; /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
                        * denied (QEMU's seccomp filter; migration must then use fd:) */
 };
@@ -56,6 +57,8 @@ struct vmm_config {
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
  * thread-safe), for vmm_config.tsc_khz. -EOPNOTSUPP off x86. Does not log. */
 int vmm_host_tsc_khz(unsigned *ret);
+
+#define VMM_TCG_TB_MIB 64 /* default TCG translation cache (QEMU's own default is 1 GiB) */
 
 /* Builds the argv (argv[0] = binary). Pure: no I/O, deterministic. *ret is an owned strv.
  * Returns -EINVAL with err filled when a required field is missing. */
@@ -68,6 +71,11 @@ struct vmm_process;
 /* Called in the child between fork and exec (e.g. to join a cgroup or netns). Must be
  * async-signal-safe. Non-zero return aborts the spawn with that -errno. */
 typedef int (*vmm_pre_exec_fn)(void *userdata);
+#define VMM_PRE_EXEC_STEP_MAX 96
+/* Names the step a pre-exec hook is at ("what arg", truncated): a failure of the hook is
+ * reported as "pre-exec hook failed at <step>: <errno text>". Async-signal-safe; call it only
+ * in the child (from a hook). */
+void vmm_pre_exec_step(const char *what, const char *arg);
 
 /* Starts QEMU with argv in its own session (setsid) so it survives forkletd; stdout/stderr go
  * to stderr_log (appended; NULL: /dev/null). Only the fds QEMU needs are inherited.
@@ -79,6 +87,8 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
 int vmm_process_adopt(pid_t pid, uint64_t start_time, struct vmm_process **ret);
 pid_t vmm_process_pid(const struct vmm_process *p);
 uint64_t vmm_process_start_time(const struct vmm_process *p);
+/* How long the child's pre-exec hook ran (ns, measured in the child), 0: no hook or adopted. */
+uint64_t vmm_process_pre_exec_ns(const struct vmm_process *p);
 /* A pollable fd that becomes readable when the process exits (pidfd). Owned by p. */
 int vmm_process_fd(const struct vmm_process *p);
 /* Non-blocking: returns 1 and fills exit info if it exited, 0 if still running. Reaps the

@@ -5,6 +5,7 @@
 #include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "vmm/vmm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,6 +174,7 @@ static int bind_one(const struct agent_jail *j, const struct agent_jail_bind *b)
         int r;
 
         join(dst, j->root, b->path);
+        vmm_pre_exec_step("jail: bind", b->path);
         r = make_mount_point(dst, strlen(j->root), b->dir);
         if (r < 0)
                 return r;
@@ -195,6 +197,7 @@ static int mount_proc(const char *root)
         unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
         join(dst, root, "/proc");
+        vmm_pre_exec_step("jail: mount proc", NULL);
         if (mkdir(dst, 0555) < 0 && errno != EEXIST)
                 return -errno;
         if (mount("proc", dst, "proc", flags, "hidepid=invisible,subset=pid") == 0 ||
@@ -208,11 +211,14 @@ int agent_jail_enter_mounts(const struct agent_jail *j)
         char path[PATH_MAX];
         int r;
 
+        vmm_pre_exec_step("jail: unshare mount ns", NULL);
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return -errno;
+        vmm_pre_exec_step("jail: tmpfs root", j->root);
         if (mount("forklet-jail", j->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
                 return -errno;
         for (size_t i = 0; i < j->n_links; i++) {
+                vmm_pre_exec_step("jail: symlink", j->links[i].name);
                 join(path, j->root, "/");
                 if (symlink(j->links[i].target, strcat(path, j->links[i].name)) < 0)
                         return -errno;
@@ -223,9 +229,11 @@ int agent_jail_enter_mounts(const struct agent_jail *j)
         if ((r = mount_proc(j->root)) < 0)
                 return r;
         /* the tmpfs itself read-only: QEMU writes only where a bind allows it */
+        vmm_pre_exec_step("jail: remount root read-only", j->root);
         if (mount(NULL, j->root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
                 return -errno;
         /* pivot_root(".", "."): the old root ends up on top of the new one and is detached */
+        vmm_pre_exec_step("jail: pivot_root", j->root);
         if (chdir(j->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
             umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
                 return -errno;

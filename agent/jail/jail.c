@@ -4,6 +4,7 @@
 #include "agent/jail/jail.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "vmm/vmm.h"
 #include "manifest/manifest.h"
 
 #include <dirent.h>
@@ -40,6 +41,9 @@
 #define JAIL_MAX_USED 4096
 
 static pthread_mutex_t uid_lock = PTHREAD_MUTEX_INITIALIZER;
+/* An ACL change is read, modify, write: forks granting and revoking on the same file (the
+ * checkpoint's RAM, linked into every fork) at once would lose each other's entries. */
+static pthread_mutex_t acl_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int read_uid(const char *path, uid_t *ret)
 {
@@ -159,6 +163,7 @@ static int give_tap(uid_t uid)
         struct ifreq ifr;
         int fd, r = 0;
 
+        vmm_pre_exec_step("jail: open /dev/net/tun", NULL);
         fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -166,9 +171,14 @@ static int give_tap(uid_t uid)
         memcpy(ifr.ifr_name, JAIL_TAP_NAME, sizeof(JAIL_TAP_NAME));
         ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
         /* persistent: a tap that did not exist yet (a throwaway netns) outlives this fd */
-        if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETPERSIST, 1UL) < 0 ||
-            ioctl(fd, TUNSETOWNER, (unsigned long)uid) < 0 ||
-            ioctl(fd, TUNSETGROUP, (unsigned long)uid) < 0)
+        vmm_pre_exec_step("jail: TUNSETIFF", JAIL_TAP_NAME);
+        if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+                r = -errno;
+        if (r >= 0)
+                vmm_pre_exec_step("jail: TUNSETPERSIST/OWNER/GROUP", JAIL_TAP_NAME);
+        if (r >= 0 &&
+            (ioctl(fd, TUNSETPERSIST, 1UL) < 0 || ioctl(fd, TUNSETOWNER, (unsigned long)uid) < 0 ||
+             ioctl(fd, TUNSETGROUP, (unsigned long)uid) < 0))
                 r = -errno;
         close(fd);
         return r;
@@ -211,6 +221,7 @@ int agent_jail_pre_exec(void *userdata)
         const struct agent_jail *j = userdata;
         int r;
 
+        vmm_pre_exec_step("jail: rlimits", NULL);
         if ((r = set_limit(RLIMIT_NOFILE, j->nofile)) < 0 || (r = set_limit(RLIMIT_CORE, 0)) < 0 ||
             (r = set_limit(RLIMIT_NPROC, j->nproc)) < 0)
                 return r;
@@ -218,6 +229,7 @@ int agent_jail_pre_exec(void *userdata)
                 return r;
         if (j->root && (r = agent_jail_enter_mounts(j)) < 0)
                 return r;
+        vmm_pre_exec_step("jail: drop to uid", NULL);
         return drop_to(j->uid);
 }
 
@@ -316,7 +328,10 @@ int agent_jail_grant(const char *path, uid_t uid, unsigned perm)
                 return -errno;
         if (st.st_uid == uid || (st.st_mode & perm) == perm)
                 return 0;
-        return acl_add_user(path, &st, uid, perm);
+        pthread_mutex_lock(&acl_lock);
+        int r = acl_add_user(path, &st, uid, perm);
+        pthread_mutex_unlock(&acl_lock);
+        return r;
 }
 
 int agent_jail_revoke(const char *path, uid_t uid)
@@ -328,13 +343,15 @@ int agent_jail_revoke(const char *path, uid_t uid)
 
         if (stat(path, &st) < 0)
                 return errno == ENOENT ? 0 : -errno;
+        pthread_mutex_lock(&acl_lock);
         r = acl_load(path, &st, e, &n);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; r >= 0 && i < n; i++)
                 if (!(e[i].tag == ACL_USER && e[i].id == uid))
                         e[k++] = e[i];
-        return k == n ? 0 : acl_store(path, e, k);
+        if (r >= 0 && k != n)
+                r = acl_store(path, e, k);
+        pthread_mutex_unlock(&acl_lock);
+        return r < 0 ? r : 0;
 }
 
 int agent_jail_own_dir(const char *dir, uid_t uid)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fk_agent_jail: the QEMU jail (a persistent uid/gid per session from the node's range, the
  * last pre-exec hook that drops to it, and the file grants QEMU needs as that uid) and
- * forkletd's own least privilege. Below the daemon: includes common/ and manifest/ only. */
+ * forkletd's own least privilege. Below the daemon: includes common/, manifest/ and vmm/ only. */
 #pragma once
 
 #include <stdbool.h>

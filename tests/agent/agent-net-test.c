@@ -42,7 +42,7 @@ static int fake_net_update(void *n, const struct session_manifest *m, struct fk_
 static void fake_net_boot_params(void *n, struct agent_boot_params *p)
 {
         (void)n;
-        p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){hook, NULL};
+        p->pre_exec[p->n_pre_exec++] = (struct agent_pre_exec){hook, NULL, "test hook"};
         p->tap = "tap0";
         p->mac = "52:54:00:12:34:56";
         p->append = "forklet.ip=10.0.2.15/24";

@@ -66,6 +66,24 @@ for f in $names; do
         "$FORKLET" get session "$f" -o json | grep -q "\"checkpoint\": \"$ck\"" ||
                 fail "$f: status.forkOf does not name $ck"
 done
+# the fork timing breakdown: status.bootTiming and one ForkTiming event per fork; the steps
+# inside the boot add up to no more than the total
+for f in $names; do
+        j=$("$FORKLET" get session "$f" -o json)
+        echo "$j" | grep -q '"reason": "ForkTiming"' || fail "$f: no ForkTiming event"
+        # a restored QEMU holds no copy of the kernel it never boots again
+        qpid=$(field "$f" pid)
+        tr '\0' ' ' <"/proc/$qpid/cmdline" | grep -q -- "-kernel [^ ]*/restore-kernels/vmlinuz-" ||
+                fail "$f: QEMU $qpid does not run on the restore stub kernel"
+        steps=$(for k in links disk netns cgroup jail spawn qemu restore agent identity total; do
+                v=$(field "$f" "${k}Ms"); echo "$k=${v:-0}"; done | tr '\n' ' ')
+        echo "$f bootTiming: $steps"
+        echo "$steps" | awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
+                sum = v["links"] + v["disk"] + v["netns"] + v["cgroup"] + v["jail"] + v["spawn"]
+                sum += v["qemu"] + v["restore"] + v["agent"] + v["identity"]
+                exit !(v["restore"] > 0 && v["spawn"] > 0 && v["agent"] > 0 && v["total"] > 0 &&
+                       sum <= v["total"] + 1)}' || fail "$f: status.bootTiming does not add up: $steps"
+done
 "$FORKLET" get session web -o json | grep -q '"web-fork-2"' || fail "status.forks of web"
 [ "$("$FORKLET" checkpoint list web-fork-0 | tail -n +2 | grep -c .)" = 0 ] ||
         fail "a fork inherited its parent's checkpoints"

@@ -25,6 +25,8 @@ void fh_guid(char out[37])
                  r[13], r[14], r[15]);
 }
 
+unsigned fh_tb_size_mib;
+
 static int collect(int stream, const void *data, size_t size, void *userdata)
 {
         struct fh_out *b = userdata;
@@ -92,6 +94,9 @@ static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsig
         unsigned tsc_khz = 0;
         int r;
 
+        /* an experiment: restored VMs on another kernel/initrd (FH_RESTORE_IMAGE) */
+        if (fork && getenv("FH_RESTORE_IMAGE"))
+                image = getenv("FH_RESTORE_IMAGE");
         if (fk_asprintf(&kernel, "%s/vmlinuz", image) < 0 ||
             fk_asprintf(&initrd, "%s/initrd.img", image) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
@@ -115,6 +120,7 @@ static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsig
                 .vmgenid = guid,
                 .incoming_defer = fork,
                 .tsc_khz = tsc_khz,
+                .tb_size_mib = fh_tb_size_mib,
         };
         r = vmm_build_argv(&cfg, &argv, err);
         if (r < 0)

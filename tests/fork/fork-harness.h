@@ -20,6 +20,9 @@ struct fh_vm {
         uint64_t ready_ns;        /* monotonic time the agent answered */
 };
 
+/* TCG translation cache of the VMs fh_vm_start starts from now on (0: the vmm default). */
+extern unsigned fh_tb_size_mib;
+
 struct fh_out {
         char data[65536]; /* stdout, NUL-terminated, trailing newlines stripped */
         size_t len;

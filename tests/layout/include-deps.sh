@@ -21,7 +21,7 @@ scheduler: common manifest core etcd scheduler'
 # agent/'s sub-libraries (agent/SUB/, lowest first): what their sources may include besides
 # their own folder; agent/ itself may include them all.
 SUBTABLE='agent/obs: common core
-agent/jail: common manifest
+agent/jail: common manifest vmm
 agent/store: common manifest
 agent/image: common manifest'
 # Top-level folders that are no library (may include anything).

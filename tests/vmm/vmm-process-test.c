@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -189,6 +190,26 @@ static int hook_fail(void *userdata)
         return -EPERM;
 }
 
+/* Names its step as the jail does, then fails there after a measurable pause. */
+static int hook_step_fail(void *userdata)
+{
+        struct timespec ts = {0, 20 * 1000 * 1000};
+
+        (void)userdata;
+        vmm_pre_exec_step("jail: tap", "tap0");
+        nanosleep(&ts, NULL);
+        return -EBUSY;
+}
+
+static int hook_sleep(void *userdata)
+{
+        struct timespec ts = {0, 30 * 1000 * 1000};
+
+        (void)userdata;
+        nanosleep(&ts, NULL);
+        return 0;
+}
+
 static void test_pre_exec(void **state)
 {
         struct ctx *c = *state;
@@ -208,6 +229,25 @@ static void test_pre_exec(void **state)
         assert_int_equal(vmm_process_spawn(argv, c->log, hook_fail, NULL, &p, &err), -EPERM);
         assert_null(p);
         assert_non_null(strstr(err.msg, "pre-exec hook failed"));
+        /* no step named: no "at" */
+        assert_null(strstr(err.msg, "failed at"));
+
+        assert_int_equal(vmm_process_spawn(argv, c->log, hook_step_fail, NULL, &p, &err), -EBUSY);
+        assert_null(p);
+        assert_non_null(strstr(err.msg, "pre-exec hook failed at jail: tap tap0: "));
+        assert_non_null(strstr(err.msg, strerror(EBUSY)));
+
+        /* the hook's time, measured in the child, reaches the parent */
+        assert_int_equal(vmm_process_spawn(argv, c->log, hook_sleep, NULL, &p, &err), 0);
+        assert_true(vmm_process_pre_exec_ns(p) >= 30ull * 1000 * 1000);
+        assert_true(vmm_process_pre_exec_ns(p) < 5000ull * 1000 * 1000);
+        assert_int_equal(vmm_process_wait(p, 5000), 1);
+        vmm_process_free(p);
+        p = NULL;
+        assert_int_equal(vmm_process_spawn(argv, c->log, NULL, NULL, &p, &err), 0);
+        assert_int_equal(vmm_process_pre_exec_ns(p), 0);
+        assert_int_equal(vmm_process_wait(p, 5000), 1);
+        vmm_process_free(p);
 }
 
 static void test_adopt(void **state)

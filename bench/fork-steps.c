@@ -1,0 +1,587 @@
+/* SPDX-License-Identifier: MIT */
+/* bench/fork-steps: fork of N through a real forkletd (netns, cgroup, jail, API), against N cold
+ * boots in the same run, with the per-step breakdown every boot leaves in status.bootTiming:
+ * per N, the median and p90 of each step for cold boots and forks, the walls (request to all
+ * Running) and their ratio; with --exec, every fork then answers an exec; the idle forks' QEMU
+ * PSS and guest-RAM PSS. Root, QEMU and the minimal image needed.
+ * Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N...   (N <= 128) */
+#include "cli/cli.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "agent/agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_N    128
+#define SESSIONS "/api/v1alpha1/namespaces/default/sessions"
+#define WAIT_S   900
+#define STEPS    _AGENT_BOOT_STEP_MAX
+
+static char dir[128], sock[200];
+
+static const char *image;
+static pid_t daemon_pid;
+static struct cli cli;
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of n samples (sorts v). */
+static double pct(double *v, size_t n, double p)
+{
+        size_t k;
+
+        if (n == 0)
+                return 0;
+        qsort(v, n, sizeof(*v), cmp_double);
+        k = (size_t)((double)n * p + 0.999999);
+        return v[k ? k - 1 : 0];
+}
+
+static double ms_since(uint64_t t0)
+{
+        return (double)(fk_now_mono_ns() - t0) / 1e6;
+}
+
+static bool quiet_404; /* teardown deletes names that may not exist */
+
+/* One API call; *ret (may be NULL) gets the parsed body. 0 on 2xx. */
+static int call(const char *method, const char *path, const char *body, json_t **ret)
+{
+        struct cli_response resp = {0};
+        struct fk_error err = {0};
+        int r = 0;
+
+        if (cli_request(&cli, method, path, body, &resp, &err) < 0) {
+                fprintf(stderr, "%s %s: %s\n", method, path, err.msg);
+                return -EIO;
+        }
+        if (resp.status == 404 && quiet_404) {
+                r = -ENOENT;
+        } else if (resp.status < 200 || resp.status >= 300) {
+                fprintf(stderr, "%s %s: HTTP %ld %.300s\n", method, path, resp.status,
+                        resp.body ? resp.body : "");
+                r = -EIO;
+        } else if (ret)
+                *ret = json_loads(resp.body ? resp.body : "", 0, NULL);
+        cli_response_done(&resp);
+        return r;
+}
+
+static int start_daemon(const char *forkletd)
+{
+        cleanup_free char *cfg = NULL, *path = NULL, *log = NULL;
+        int pool = 4 * (getpid() % 60);
+
+        /* own uplink pool and cgroup parent: other forkletds may run on this host */
+        if (fk_asprintf(&cfg,
+                        "apiVersion: forklet.dev/v1alpha1\nkind: NodeConfig\nnodeName: bench\n"
+                        "stateDir: %s/state\nrunDir: %s/run\nmanifestDir: %s/manifests\n"
+                        "accel: %s\napi: {socket: %s/run/api.sock}\n"
+                        "cgroupParent: fk-bench-steps-%d\n"
+                        "network: {uplinkPool: 198.19.%d.0/22, uplinkInterface: \"\"}\n"
+                        "capacity: {maxSessions: 300, maxForksPerSession: 200, "
+                        "cpuOvercommitPercent: 10000, "
+                        "forkMemoryPercent: 10}\n"
+                        "sizeClasses: [{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, "
+                        "pids: 1024}]\nimages: [{name: minimal, dir: %s}]\n",
+                        dir, dir, dir, getenv("FORKLET_BENCH_ACCEL") ?: "tcg", dir, (int)getpid(),
+                        pool, image) < 0 ||
+            fk_asprintf(&path, "%s/node.yaml", dir) < 0 ||
+            fk_asprintf(&log, "%s/forkletd.log", dir) < 0 ||
+            fk_write_file_atomic(path, cfg, strlen(cfg), 0600) < 0)
+                return -ENOMEM;
+        daemon_pid = fork();
+        if (daemon_pid < 0)
+                return -errno;
+        if (daemon_pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+                if (fd >= 0) {
+                        dup2(fd, STDOUT_FILENO);
+                        dup2(fd, STDERR_FILENO);
+                }
+                execl(forkletd, forkletd, "--config", path, (char *)NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 400; i++) {
+                struct cli_response resp = {0};
+                struct fk_error err = {0};
+
+                if (cli_request(&cli, "GET", "/healthz", NULL, &resp, &err) >= 0 &&
+                    resp.status == 200) {
+                        cli_response_done(&resp);
+                        return 0;
+                }
+                cli_response_done(&resp);
+                usleep(50 * 1000);
+        }
+        fprintf(stderr, "forkletd did not answer (see %s)\n", log);
+        return -ETIMEDOUT;
+}
+
+/* The sessions whose name starts with prefix (NULL: all): how many, how many Running, how many
+ * Failed; with a Failed one its message on stderr once. */
+static int census(const char *prefix, unsigned *ret_n, unsigned *ret_running, unsigned *ret_failed)
+{
+        json_t *j = NULL, *it;
+        size_t i;
+        int r = call("GET", "/api/v1alpha1/sessions", NULL, &j);
+
+        *ret_n = *ret_running = *ret_failed = 0;
+        if (r < 0 || !j)
+                return r < 0 ? r : -EIO;
+        json_array_foreach(json_object_get(j, "items"), i, it)
+        {
+                const char *name =
+                        json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+                const char *phase =
+                        json_string_value(json_object_get(json_object_get(it, "status"), "phase"));
+
+                if (!name || (prefix && strncmp(name, prefix, strlen(prefix)) != 0))
+                        continue;
+                (*ret_n)++;
+                *ret_running += phase && strcmp(phase, "Running") == 0;
+                *ret_failed += phase && strcmp(phase, "Failed") == 0;
+        }
+        json_decref(j);
+        return 0;
+}
+
+/* Waits until n sessions named prefix* are Running (or one failed, or WAIT_S passed). */
+static int wait_running(const char *prefix, unsigned n, unsigned *ret_failed)
+{
+        uint64_t t0 = fk_now_mono_ns();
+
+        while (ms_since(t0) < WAIT_S * 1000.0) {
+                unsigned have, running, failed;
+                int r = census(prefix, &have, &running, &failed);
+
+                if (r < 0)
+                        return r;
+                /* forks: every one settles (a failed fork is a result, counted) */
+                if (failed && (!ret_failed || running + failed >= n)) {
+                        fprintf(stderr, "%s*: %u of %u Failed (see %s/forkletd.log)\n", prefix,
+                                failed, n, dir);
+                        if (ret_failed)
+                                *ret_failed = failed;
+                        return ret_failed ? 0 : -EIO;
+                }
+                if (have >= n && running >= n)
+                        return 0;
+                usleep(50 * 1000);
+        }
+        fprintf(stderr, "%s*: not all Running after %d s\n", prefix, WAIT_S);
+        return -ETIMEDOUT;
+}
+
+static int wait_gone(const char *prefix)
+{
+        for (int i = 0; i < WAIT_S * 4; i++) {
+                unsigned have, running, failed;
+
+                if (census(prefix, &have, &running, &failed) < 0)
+                        return -EIO;
+                if (have == 0)
+                        return 0;
+                usleep(250 * 1000);
+        }
+        return -ETIMEDOUT;
+}
+
+/* Per-session step times (ms) of the sessions named prefix*, from status.bootTiming; with
+ * pids, their QEMU pids. Returns how many. */
+static unsigned collect(const char *prefix, double steps[STEPS][MAX_N], pid_t *pids)
+{
+        json_t *j = NULL, *it;
+        unsigned n = 0;
+        size_t i;
+
+        if (call("GET", "/api/v1alpha1/sessions", NULL, &j) < 0 || !j)
+                return 0;
+        json_array_foreach(json_object_get(j, "items"), i, it)
+        {
+                json_t *st = json_object_get(it, "status");
+                json_t *bt = json_object_get(st, "bootTiming");
+                const char *name =
+                        json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+
+                if (!name || strncmp(name, prefix, strlen(prefix)) != 0 || !bt || n >= MAX_N)
+                        continue;
+                for (unsigned s = 0; s < STEPS; s++) {
+                        char key[32];
+
+                        snprintf(key, sizeof(key), "%sMs",
+                                 agent_boot_step_to_string((enum agent_boot_step)s));
+                        steps[s][n] = json_number_value(json_object_get(bt, key));
+                }
+                if (pids)
+                        pids[n] = (pid_t)json_integer_value(
+                                json_object_get(json_object_get(st, "vm"), "pid"));
+                n++;
+        }
+        json_decref(j);
+        return n;
+}
+
+static void delete_all(const char *prefix, unsigned n)
+{
+        for (unsigned i = 0; i < n; i++) {
+                char path[200];
+
+                snprintf(path, sizeof(path), SESSIONS "/%s%u", prefix, i);
+                (void)call("DELETE", path, NULL, NULL);
+        }
+        (void)wait_gone(prefix);
+}
+
+static const char *session_json(const char *name)
+{
+        static char buf[512];
+
+        snprintf(buf, sizeof(buf),
+                 "{\"apiVersion\":\"forklet.dev/v1alpha1\",\"kind\":\"Session\",\"metadata\":"
+                 "{\"name\":\"%s\"},\"spec\":{\"sizeClass\":\"small\",\"image\":\"minimal\","
+                 "\"state\":\"Running\"}}",
+                 name);
+        return buf;
+}
+
+/* Pss (kB) of QEMU pid: the guest RAM mapping (its path holds "/ram" or "mem.ram") and the
+ * rest. */
+static int pss_kb(pid_t pid, long *ret_ram, long *ret_other)
+{
+        char path[64], line[512];
+        long ram = 0, other = 0;
+        bool in_ram = false;
+        cleanup_fclose FILE *f = NULL;
+
+        snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+        if (!(f = fopen(path, "re")))
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi;
+                long kb;
+
+                if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+                        in_ram = strstr(line, "/origin/ram") || strstr(line, "mem.ram") ||
+                                 strstr(line, "/ram (deleted)");
+                        continue;
+                }
+                if (sscanf(line, "Pss: %ld kB", &kb) == 1)
+                        *(in_ram ? &ram : &other) += kb;
+        }
+        *ret_ram = ram;
+        *ret_other = other;
+        return 0;
+}
+
+static void print_steps(const char *what, const double steps[STEPS][MAX_N], unsigned n)
+{
+        printf("| %-9s |", what);
+        for (unsigned s = 0; s < STEPS; s++) {
+                double v[MAX_N];
+
+                memcpy(v, steps[s], n * sizeof(double));
+                double p50 = pct(v, n, 0.5), p90 = pct(v, n, 0.9);
+
+                printf(p50 < 100 && p90 < 100 ? " %.1f/%.1f |" : " %.0f/%.0f |", p50, p90);
+        }
+        printf("\n");
+}
+
+static void print_header(void)
+{
+        printf("| boots     |");
+        for (unsigned s = 0; s < STEPS; s++)
+                printf(" %s |", agent_boot_step_to_string((enum agent_boot_step)s));
+        printf("\n|-----------|");
+        for (unsigned s = 0; s < STEPS; s++)
+                printf("---|");
+        printf("\n");
+}
+
+/* One N's results: its cold boots, its forks, the baseline forkletd's forks (--baseline). */
+struct n_result {
+        unsigned n, nc, nf, nb;
+        unsigned failed[2]; /* forks that failed: new, base */
+        double cold_wall, fork_wall, base_wall;
+        double cold[STEPS][MAX_N], fork[STEPS][MAX_N], base[STEPS][MAX_N];
+        char exec_line[2][240]; /* fork, base */
+};
+
+static struct n_result results[16];
+
+/* Every fork answers an exec of `true`; then the idle forks' memory, into line. */
+static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids, char *line,
+                    size_t size)
+{
+        unsigned ok = 0;
+        double ram[MAX_N], other[MAX_N];
+        uint64_t t0 = fk_now_mono_ns();
+
+        for (unsigned i = 0; i < n; i++) {
+                char path[200];
+
+                snprintf(path, sizeof(path), SESSIONS "/%s%u/exec", prefix, i);
+                ok += call("POST", path, "{\"argv\":[\"true\"]}", NULL) == 0;
+        }
+        for (unsigned i = 0; i < npids; i++) {
+                long r = 0, o = 0;
+
+                (void)pss_kb(pids[i], &r, &o);
+                ram[i] = (double)r / 1024.0;
+                other[i] = (double)o / 1024.0;
+        }
+        snprintf(line, size,
+                 "exec `true` in each of %u forks: %u answered (%.0f ms for all); idle fork PSS "
+                 "median/p90: guest RAM %.2f/%.2f MiB, QEMU's own %.1f/%.1f MiB",
+                 n, ok, ms_since(t0), pct(ram, npids, 0.5), pct(ram, npids, 0.9),
+                 pct(other, npids, 0.5), pct(other, npids, 0.9));
+        return ok == n ? 0 : -EIO;
+}
+
+/* N cold boots at once, all Running, then deleted. */
+static int bench_cold(struct n_result *res)
+{
+        char name[48];
+        uint64_t t0 = fk_now_mono_ns();
+        int r = 0;
+
+        for (unsigned i = 0; i < res->n && r >= 0; i++) {
+                snprintf(name, sizeof(name), "cold%u", i);
+                r = call("POST", SESSIONS, session_json(name), NULL);
+        }
+        if (r >= 0)
+                r = wait_running("cold", res->n, NULL);
+        res->cold_wall = ms_since(t0);
+        res->nc = collect("cold", res->cold, NULL);
+        delete_all("cold", res->n);
+        return r;
+}
+
+/* A fork of N from ck, all Running (with exec: each answers an exec), then deleted. */
+static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec)
+{
+        char body[160];
+        pid_t pids[MAX_N];
+        uint64_t t0;
+        int r;
+
+        snprintf(body, sizeof(body), "{\"from\":\"%s\",\"count\":%u}", ck, res->n);
+        t0 = fk_now_mono_ns();
+        r = call("POST", SESSIONS "/p/forks", body, NULL);
+        if (r >= 0)
+                r = wait_running("p-fork-", res->n, &res->failed[base]);
+        *(base ? &res->base_wall : &res->fork_wall) = ms_since(t0);
+        *(base ? &res->nb : &res->nf) = collect("p-fork-", base ? res->base : res->fork, pids);
+        if (r >= 0 && exec && !res->failed[base])
+                r = exec_all("p-fork-", res->n, pids, base ? res->nb : res->nf,
+                             res->exec_line[base], sizeof(res->exec_line[base]));
+        delete_all("p-fork-", res->n);
+        return r;
+}
+
+static void print_result(const struct n_result *res)
+{
+        printf("\n## N=%u: fork wall %.0f ms (request to all Running)", res->n, res->fork_wall);
+        if (res->nc)
+                printf(", cold wall %.0f ms, speedup %.1fx", res->cold_wall,
+                       res->fork_wall > 0 ? res->cold_wall / res->fork_wall : 0.0);
+        if (res->nb)
+                printf("; baseline forkletd's fork wall %.0f ms (%.2fx of it)", res->base_wall,
+                       res->fork_wall > 0 ? res->base_wall / res->fork_wall : 0.0);
+        if (res->failed[0] || res->failed[1])
+                printf("; forks Failed: %u (baseline %u)", res->failed[0], res->failed[1]);
+        printf("\n\nper step, ms, median/p90 over the N boots (preExec is part of spawn; total: "
+               "request to Running)\n\n");
+        print_header();
+        if (res->nc)
+                print_steps("cold", res->cold, res->nc);
+        if (res->nb)
+                print_steps("fork base", res->base, res->nb);
+        print_steps("fork", res->fork, res->nf);
+        for (int i = 1; i >= 0; i--)
+                if (res->exec_line[i][0])
+                        printf("\n%s%s\n", i ? "baseline: " : "", res->exec_line[i]);
+}
+
+/* Deletes what is left, stops forkletd, kills any QEMU of ours still there (its command line
+ * names our directory), unmounts what forkletd left mounted, removes the directory. */
+static void teardown(void)
+{
+        cleanup_free char *rundir = NULL;
+        struct dirent *de;
+        DIR *dp;
+
+        quiet_404 = true;
+        delete_all("p-fork-", MAX_N);
+        delete_all("cold", MAX_N);
+        (void)call("DELETE", SESSIONS "/p", NULL, NULL);
+        (void)wait_gone(NULL);
+        if (daemon_pid > 0) {
+                kill(daemon_pid, SIGTERM);
+                waitpid(daemon_pid, NULL, 0);
+        }
+        if (fk_asprintf(&rundir, "%s/run/sessions", dir) >= 0 && (dp = opendir(rundir))) {
+                while ((de = readdir(dp))) {
+                        char p[512], cmd[512];
+                        cleanup_free char *buf = NULL;
+                        json_t *j;
+                        pid_t pid;
+                        FILE *f;
+                        size_t n;
+
+                        snprintf(p, sizeof(p), "%s/%s/vm.json", rundir, de->d_name);
+                        if (fk_read_file(p, 65536, &buf, NULL) < 0 ||
+                            !(j = json_loads(buf, 0, NULL)))
+                                continue;
+                        pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+                        json_decref(j);
+                        snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
+                        if (pid <= 0 || !(f = fopen(p, "re")))
+                                continue;
+                        n = fread(cmd, 1, sizeof(cmd) - 1, f);
+                        fclose(f);
+                        for (size_t k = 0; k < n; k++)
+                                cmd[k] = cmd[k] ? cmd[k] : ' ';
+                        cmd[n] = '\0';
+                        if (strstr(cmd, dir))
+                                kill(pid, SIGKILL);
+                }
+                closedir(dp);
+        }
+        if (rundir)
+                (void)umount2(rundir, UMOUNT_NOFOLLOW);
+        fk_rm_rf(dir);
+        /* the cgroup parent forkletd made (empty once its sessions are gone) */
+        if ((dp = opendir("/sys/fs/cgroup"))) {
+                while ((de = readdir(dp))) {
+                        char p[300];
+
+                        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/fk-bench-steps-%d", de->d_name,
+                                 (int)getpid());
+                        (void)rmdir(p);
+                }
+                closedir(dp);
+        }
+}
+
+/* The parent session and its checkpoint; *ck gets the id. */
+static int make_parent(char *ck, size_t size)
+{
+        json_t *j = NULL;
+        int r = call("POST", SESSIONS, session_json("p"), NULL);
+
+        if (r >= 0)
+                r = wait_running("p", 1, NULL);
+        if (r >= 0)
+                r = call("POST", SESSIONS "/p/checkpoints", "{}", &j);
+        if (r >= 0 && !json_is_string(json_object_get(j, "id")))
+                r = -EIO;
+        if (r >= 0)
+                snprintf(ck, size, "%s", json_string_value(json_object_get(j, "id")));
+        json_decref(j);
+        return r;
+}
+
+/* One forkletd: its parent and checkpoint, then per N the cold boots (unless base or no_cold)
+ * and the fork; the daemon and everything of it gone again. */
+static int run_daemon(const char *forkletd, size_t count, bool base, bool cold, bool exec)
+{
+        char ck[64];
+        int r;
+
+        daemon_pid = 0;
+        quiet_404 = false;
+        snprintf(dir, sizeof(dir), "/var/tmp/fk-bench-steps-%d%s", (int)getpid(),
+                 base ? "-base" : "");
+        snprintf(sock, sizeof(sock), "%s/run/api.sock", dir);
+        cli = (struct cli){.socket = sock, .namespace = "default"};
+        if (fk_mkdir_p(dir, 0700) < 0)
+                return -errno;
+        r = start_daemon(forkletd);
+        if (r >= 0)
+                r = make_parent(ck, sizeof(ck));
+        for (size_t k = 0; r >= 0 && k < count; k++) {
+                if (cold && !base)
+                        r = bench_cold(&results[k]);
+                if (r >= 0)
+                        r = bench_fork(ck, &results[k], base, exec);
+        }
+        if (r < 0) {
+                cleanup_free char *log = NULL, *text = NULL;
+                size_t n = 0;
+
+                fprintf(stderr, "bench failed (%s); the end of forkletd's log:\n", strerror(-r));
+                if (fk_asprintf(&log, "%s/forkletd.log", dir) >= 0 &&
+                    fk_read_file(log, 64 << 20, &text, &n) >= 0)
+                        fputs(text + (n > 4000 ? n - 4000 : 0), stderr);
+        }
+        teardown();
+        return r;
+}
+
+int main(int argc, char **argv)
+{
+        size_t count = 0;
+        bool exec = false, cold = true;
+        const char *baseline = NULL;
+        static char image_abs[4096];
+        int r = 0;
+
+        if (argc < 4) {
+                fprintf(stderr,
+                        "usage: %s FORKLETD IMAGE_DIR [--exec] [--no-cold] [--baseline "
+                        "FORKLETD] N...\n",
+                        argv[0]);
+                return 2;
+        }
+        /* forkletd runs in its own directory: the node config needs an absolute path */
+        if (!realpath(argv[2], image_abs))
+                return fprintf(stderr, "%s: %s\n", argv[2], strerror(errno)), 2;
+        image = image_abs;
+        for (int i = 3; i < argc; i++) {
+                int n = atoi(argv[i]);
+
+                if (strcmp(argv[i], "--exec") == 0)
+                        exec = true;
+                else if (strcmp(argv[i], "--no-cold") == 0)
+                        cold = false;
+                else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc)
+                        baseline = argv[++i];
+                else if (n >= 1 && n <= MAX_N && count < ARRAY_SIZE(results))
+                        results[count++].n = (unsigned)n;
+                else
+                        return fprintf(stderr, "N must be 1..%d\n", MAX_N), 2;
+        }
+        if (geteuid() != 0 || access(argv[1], X_OK) < 0 ||
+            (baseline && access(baseline, X_OK) < 0)) {
+                fprintf(stderr, "needs root and forkletd binaries\n");
+                return 77;
+        }
+        printf("# bench/fork-steps: fork of N vs N cold boots through forkletd (TCG, 1 vCPU, "
+               "256 MiB, netns + cgroup + jail), image %s%s%s\n",
+               image, baseline ? ", baseline forkletd " : "", baseline ? baseline : "");
+        if (baseline && run_daemon(baseline, count, true, cold, exec) < 0)
+                fprintf(stderr, "the baseline run failed; the new forkletd runs anyway\n");
+        r = run_daemon(argv[1], count, false, cold, exec);
+        for (size_t k = 0; k < count; k++)
+                print_result(&results[k]);
+        return r < 0 ? 1 : 0;
+}

@@ -874,6 +874,9 @@ struct api_kube_watch_opts {
         char include[16];
         unsigned timeout_s; /* timeoutSeconds; 0: none */
 };
+/* Appends {"type": type, "object": obj} and a newline to the watch stream buffer *out (heap,
+ * *out_size bytes). 0 or -ENOMEM (the buffer unchanged). */
+int api_watch_event_append(char **out, size_t *out_size, const char *type, json_t *obj);
 /* Sleeps until the reconcile pass after *revision (or timeout_ms, whole seconds), then sets
  * *revision to the daemon's (api-watch.c; both watches use it). Takes d->lock. */
 void api_watch_wait_pass(struct agent_daemon *d, uint64_t *revision, unsigned timeout_ms);

@@ -33,25 +33,7 @@ struct kwatch {
 
 static int push_event(struct kwatch *w, const char *type, json_t *obj)
 {
-        json_t *ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
-        char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-        size_t n = line ? strlen(line) : 0;
-        char *p;
-
-        json_decref(ev);
-        if (!line)
-                return -ENOMEM;
-        p = realloc(w->out, w->out_size + n + 1);
-        if (!p) {
-                free(line);
-                return -ENOMEM;
-        }
-        memcpy(p + w->out_size, line, n);
-        p[w->out_size + n] = '\n';
-        w->out = p;
-        w->out_size += n + 1;
-        free(line);
-        return 0;
+        return api_watch_event_append(&w->out, &w->out_size, type, obj);
 }
 
 static bool wanted(const struct kwatch *w, const json_t *obj)

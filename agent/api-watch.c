@@ -85,7 +85,7 @@ static void watch_free(void *cls)
         free(w);
 }
 
-static int emit(struct watch *w, const char *type, json_t *obj)
+int api_watch_event_append(char **out, size_t *out_size, const char *type, json_t *obj)
 {
         json_t *ev = json_pack("{s:s, s:O}", "type", type, "object", obj);
         char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
@@ -95,17 +95,22 @@ static int emit(struct watch *w, const char *type, json_t *obj)
         json_decref(ev);
         if (!line)
                 return -ENOMEM;
-        p = realloc(w->out, w->out_size + n + 1);
+        p = realloc(*out, *out_size + n + 1);
         if (!p) {
                 free(line);
                 return -ENOMEM;
         }
-        memcpy(p + w->out_size, line, n);
-        p[w->out_size + n] = '\n';
-        w->out = p;
-        w->out_size += n + 1;
+        memcpy(p + *out_size, line, n);
+        p[*out_size + n] = '\n';
+        *out = p;
+        *out_size += n + 1;
         free(line);
         return 0;
+}
+
+static int emit(struct watch *w, const char *type, json_t *obj)
+{
+        return api_watch_event_append(&w->out, &w->out_size, type, obj);
 }
 
 /* Compares the current list with the last one and queues the events. */

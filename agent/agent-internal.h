@@ -382,6 +382,9 @@ int agent_checkpoint_write_start(struct agent_daemon *d, const char *key, const 
                                  const char *dir, const char *frozen, struct agent_vm_ref *vm);
 /* Whether this process is writing checkpoint dir now. Thread-safe. */
 bool agent_checkpoint_writing(const char *dir);
+/* Whether this process is writing s's checkpoint id now (under the lock). */
+bool agent_checkpoint_id_writing(struct agent_daemon *d, const struct agent_session *s,
+                                 const char *id);
 /* Whether a checkpoint's meta says Writing. */
 bool agent_checkpoint_meta_writing(const json_t *meta);
 /* Removes checkpoints under root left Writing (not by this process): after a crash. Logs. */

@@ -119,6 +119,15 @@ void agent_checkpoint_clean_writing(const char *root)
                 closedir(dp);
 }
 
+bool agent_checkpoint_id_writing(struct agent_daemon *d, const struct agent_session *s,
+                                 const char *id)
+{
+        cleanup_free char *dir = NULL;
+
+        return id && id[0] && agent_checkpoint_dir(d->cfg->state_dir, s->key, id, &dir) >= 0 &&
+               agent_checkpoint_writing(dir);
+}
+
 int agent_checkpoint_wait_written(struct agent_daemon *d, const struct agent_session *s,
                                   const char *dir, const char *id, struct fk_error *err)
 {

@@ -321,8 +321,12 @@ static int job_new(struct agent_daemon *d, struct agent_session *s, enum core_ac
 int agent_runner_op(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k)
 {
         struct run_job *j = NULL;
+        struct agent_intent *in = agent_intent_pending(s);
         int r;
 
+        /* a rollback to a Writing checkpoint starts once it is Ready (see run_fork) */
+        if (k == CORE_ACTION_ROLLBACK && in && agent_checkpoint_id_writing(d, s, in->arg))
+                return 0;
         r = job_new(d, s, k, &j);
         if (r < 0)
                 return r;

@@ -109,8 +109,11 @@ static int run_fork(struct agent_daemon *d, struct agent_session *s)
         json_t *names = NULL;
         int r;
 
-        if (!in)
+        /* a Writing checkpoint: served once it is Ready (its writer wakes the reconcile loop),
+         * not waited for here, where the lock must stay held for the whole pass */
+        if (!in || agent_checkpoint_id_writing(d, s, in->arg))
                 return 0;
+        in->running = true;
         in->ran = true;
         r = agent_fork_create_many(d, s, in->arg, in->count, &names, &err);
         if (r >= 0)

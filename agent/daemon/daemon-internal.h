@@ -239,6 +239,44 @@ struct agent_daemon {
         struct agent_image_store *images; /* owned, made on first use (agent/image.h) */
 };
 
+/* ---- the VM lifecycle jobs (executor.c; the boot in executor-boot.c) ----------------------- */
+
+#define AGENT_BOOT_TIMEOUT_MS 120000 /* QEMU's start to the guest agent answering */
+
+/* One boot, stop, pause, resume, destroy or fail of a session, run in a worker thread. */
+struct agent_job {
+        struct agent_daemon *d;
+        struct agent_session *s; /* busy while the job runs, so never freed under it */
+        enum core_action_kind kind;
+        struct agent_vm_ref *vm;       /* owned reference (stop, pause, resume, destroy) */
+        struct agent_vm_ref *detached; /* the session's reference after a stop, owned */
+        char *run_dir, *state_dir, *kernel, *initrd; /* owned */
+        char *base_disk;                             /* owned, NULL: image has no workspace */
+        char *rootfs;                                /* owned, NULL: image has no root disk */
+        struct agent_restore restore;                /* what the boot restores from */
+        unsigned vcpus, memory_mib;
+        const struct size_class *sc; /* borrowed from the (immutable) node config */
+        char key[2 * 64 + 2], name[64];
+        struct session_manifest *spec;   /* owned copy for a network setup (boot) */
+        void *net;                       /* the session's network (borrowed) or a new one */
+        char parent_key[2 * 64 + 2];     /* a fork's parent session ("" otherwise) */
+        struct agent_boot_timing timing; /* this boot's steps (the job thread writes it) */
+        uint64_t requested_ns;           /* mono: the fork request, 0: none */
+        bool dead; /* the guest cannot power off (died, or stopped by a disk error) */
+};
+/* A job of kind k for s (under the lock; takes a reference on s's VM). */
+int agent_job_new(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k,
+                  struct agent_job **ret);
+/* Runs j in a worker thread (agent_runner_spawn); frees it when that fails. */
+int agent_job_start(struct agent_daemon *d, struct agent_job *j);
+struct agent_job *agent_job_free(struct agent_job *j);
+/* Under the lock: admits and plans s's boot and starts its job. */
+int agent_executor_boot(struct agent_daemon *d, struct agent_session *s);
+/* The boot job's body (worker thread, no lock held; returns holding it). */
+void agent_job_boot(struct agent_job *j);
+/* Under the lock: records the cgroup s's VM runs in (on) or that it has none. */
+void agent_session_set_cgroup(struct agent_daemon *d, struct agent_session *s, bool on);
+
 /* ---- status held in memory (status-cache.c) ------------------------------------------------ */
 
 /* Under the lock: s's checkpoints (borrowed; loaded from its state dir only when not held). */

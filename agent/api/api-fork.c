@@ -2,7 +2,7 @@
 /* Fork-engine resources of a session: checkpoints (POST create, GET list, DELETE ID with
  * ?cascade=true), forks (POST {from, count}), rollback (POST {checkpoint}), snapshots (POST
  * create) and restore (POST {snapshot} to .../sessions/NEW/restore). The POSTs but restore
- * record an intent and wait for its outcome (agent/intent.c). */
+ * record an intent and wait for its outcome (agent/daemon/intent.c). */
 #include "agent/api/api-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"

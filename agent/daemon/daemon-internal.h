@@ -100,7 +100,7 @@ const char *agent_restore_reason(const struct agent_restore *r, bool failed);
 /* What that boot does, for the condition message ("rolling back to checkpoint ck_..."). */
 void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
                             unsigned mib, unsigned vcpus, char *buf, size_t size);
-/* The kernel and initrd for a restored QEMU (agent/restore-kernel.c): a stub of the bzImage
+/* The kernel and initrd for a restored QEMU (agent/vm/restore-kernel.c): a stub of the bzImage
  * kernel (setup header and code plus a page) and a one-page initrd, made once per kernel under
  * <run_root>/restore-kernels. -EINVAL: not a bzImage (boot with the real one). Does not log. */
 int agent_restore_kernel(const char *run_root, const char *kernel, char **ret_kernel,
@@ -183,7 +183,7 @@ void agent_intent_reject(struct agent_daemon *d, struct agent_session *s, int r)
 /* Ends every intent of s (-ENOENT) before s is freed. */
 void agent_intents_drop(struct agent_session *s);
 
-/* Under the lock: plans every session (agent/daemon.c's pass), runs every action when all,
+/* Under the lock: plans every session (agent/daemon/daemon.c's pass), runs every action when all,
  * else only the actions that serve intents (a request's thread does not start boots). */
 int agent_runner_plan(struct agent_daemon *d, bool all);
 /* Under the lock: agent_runner_plan(d, false). */
@@ -236,7 +236,7 @@ struct agent_daemon {
         bool health_started;
         pthread_cond_t health_wake;       /* broadcast to end the health thread early */
         pthread_mutex_t images_lock;      /* guards images' creation */
-        struct agent_image_store *images; /* owned, made on first use (agent/image.h) */
+        struct agent_image_store *images; /* owned, made on first use (agent/image/image.h) */
 };
 
 /* ---- the VM lifecycle jobs (executor.c; the boot in executor-boot.c) ----------------------- */

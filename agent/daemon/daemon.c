@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon: the mutex-protected session table, the reconcile pass (observe, then the job
- * runner's plan + execute, agent/executor-runner.c) and the
+ * runner's plan + execute, agent/daemon/executor-runner.c) and the
  * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
 #include "agent/daemon/daemon-internal.h"
 #include "agent/image/image.h"

@@ -21,7 +21,7 @@ struct agent_intent;
 enum agent_source {
         AGENT_SOURCE_API,
         AGENT_SOURCE_FILE,
-        AGENT_SOURCE_CLUSTER, /* assigned by the control plane (agent/daemon-cluster.c) */
+        AGENT_SOURCE_CLUSTER, /* assigned by the control plane (agent/daemon/daemon-cluster.c) */
 };
 
 enum agent_condition_type {

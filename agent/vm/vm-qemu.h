@@ -34,7 +34,7 @@ struct qemu_vm {
                              * go once it runs) */
         unsigned vcpus, memory_mib;
         int accel;
-        uid_t jail_uid; /* QEMU's own uid (agent/jail.h), 0: not jailed */
+        uid_t jail_uid; /* QEMU's own uid (agent/jail/jail.h), 0: not jailed */
         struct qemu_health health;
 };
 

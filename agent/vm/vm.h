@@ -100,7 +100,7 @@ struct agent_boot_params {
         const char *mem_path;    /* guest RAM file; NULL: <run_dir>/mem.ram */
         bool mem_private;        /* map mem_path share=off (a fork's copy-on-write RAM) */
         const char *fork_id;     /* identity handed to the guest after a restore */
-        uid_t jail_uid;          /* QEMU's own uid (agent/jail.h), 0: not jailed */
+        uid_t jail_uid;          /* QEMU's own uid (agent/jail/jail.h), 0: not jailed */
         /* spec.secrets values (agent-internal.h), written to /run/forklet/secrets/NAME mode
          * 0400 once the agent is ready: right after the identity on a restore. Borrowed. */
         const struct agent_secret *secrets;
@@ -154,7 +154,7 @@ struct agent_vm_health {
 
 /* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */
 struct agent_vm_ops {
-        /* The backend runs QEMU as a process that the node's jail (agent/jail.h) can drop to
+        /* The backend runs QEMU as a process that the node's jail (agent/jail/jail.h) can drop to
          * its own uid; false for test fakes. */
         bool jailable;
         /* Boots and waits for the guest agent. On failure cleans up what it started. */
@@ -220,9 +220,9 @@ struct agent_vm_ops {
 extern const struct agent_vm_ops agent_vm_ops_qemu;
 
 /* TCG translation cache (MiB) of a restored guest (fork, rollback): see docs/benchmarks.md */
-#define AGENT_RESTORED_TB_MIB   64
+#define AGENT_RESTORED_TB_MIB 64
 
-/* The kernel and initrd for a restored QEMU (agent/restore-kernel.c): a stub of the bzImage
+/* The kernel and initrd for a restored QEMU (agent/vm/restore-kernel.c): a stub of the bzImage
  * kernel (setup header and code plus a page) and a one-page initrd, made once per kernel under
  * <run_root>/restore-kernels. -EINVAL: not a bzImage (boot with the real one). Does not log. */
 int agent_restore_kernel(const char *run_root, const char *kernel, char **ret_kernel,

@@ -18,9 +18,11 @@ vmm: common vmm
 agent: common manifest core etcd cgroups net vmm agent
 cli: common manifest core etcd cli
 scheduler: common manifest core etcd scheduler'
-# agent/'s sub-libraries (agent/SUB/, lowest first): what their sources may include besides
+# The sub-libraries (manifest/SUB/, agent/SUB/, lowest first): what their sources may include besides
 # their own folder; agent/ itself may include them all.
-SUBTABLE='agent/obs: common core
+SUBTABLE='manifest/doc: common
+manifest/node: common manifest/doc
+agent/obs: common core
 agent/store: common manifest
 agent/jail: common manifest vmm
 agent/image: common manifest

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* NodeConfig sections about guests that die or stall: health (liveness probes) and
  * diskPressure (a VM stopped by a disk write error). */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 
 #include <stdbool.h>
 #include <string.h>

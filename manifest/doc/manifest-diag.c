@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Diagnostics: the message list, "did you mean" suggestions, and the typed getters that check
  * a tree node and report FILE:LINE:COL: path: message when it is not what the schema wants. */
-#include "manifest/manifest-internal.h"
+#include "manifest/doc/doc.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

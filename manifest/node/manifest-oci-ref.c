@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* OCI image references in spec.image (host[:port]/repo[:tag][@sha256:HEX]) and the node's
  * registries list: which registry a reference may be pulled from, over TLS or plain HTTP. */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 
 #include <ctype.h>
 #include <errno.h>

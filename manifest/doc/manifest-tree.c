@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Builds the positioned document tree from libyaml events (rejecting anchors, aliases, deep
  * nesting and non-UTF-8 input) or from a jansson value. */
-#include "manifest/manifest-internal.h"
+#include "manifest/doc/doc.h"
 #include "common/cleanup.h"
 
 #include <errno.h>

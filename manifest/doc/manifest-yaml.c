@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Renders a JSON value as block-style YAML for `-o yaml`: stable key order, strings quoted
  * whenever a YAML reader could take them for something else, so the output re-parses equal. */
-#include "manifest/manifest-internal.h"
+#include "manifest/doc/doc.h"
 #include "common/cleanup.h"
 
 #include <errno.h>

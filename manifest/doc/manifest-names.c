@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Syntax of names: DNS-1123 labels, environment variable names, label keys/values, and egress
  * entries (host, *.wildcard, IPv4/IPv6 address or CIDR, each with an optional :port). */
-#include "manifest/manifest-internal.h"
+#include "manifest/doc/doc.h"
 #include "common/cleanup.h"
 
 #include <arpa/inet.h>

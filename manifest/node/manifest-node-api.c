@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* NodeConfig api section across fields: a TCP listener needs a token, a non-loopback one needs
  * TLS (api.tlsCert + api.tlsKey), and the https URL other hosts reach it at (api.url). */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 #include "common/util.h"
 
 #include <arpa/inet.h>

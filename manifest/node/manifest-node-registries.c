@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* NodeConfig registries: [{host, authFile, insecure}] (manifest-oci-ref.c matches references
  * against them). Plain HTTP (insecure) only for loopback hosts. */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

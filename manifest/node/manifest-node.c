@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* NodeConfig: built-in defaults, decoding and validation (relative paths resolve against the
  * config file's directory), and lookups of size classes and images. */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
@@ -200,4 +200,19 @@ int node_config_default(struct node_config **ret)
         }
         *ret = c;
         return 0;
+}
+
+static const char *const accel_names[_ACCEL_MAX] = {"auto", "kvm", "tcg"};
+
+const char *accel_mode_to_string(enum accel_mode a)
+{
+        return a >= 0 && a < _ACCEL_MAX ? accel_names[a] : NULL;
+}
+
+enum accel_mode accel_mode_from_string(const char *s)
+{
+        for (int i = 0; s && i < _ACCEL_MAX; i++)
+                if (strcmp(accel_names[i], s) == 0)
+                        return (enum accel_mode)i;
+        return _ACCEL_INVALID;
 }

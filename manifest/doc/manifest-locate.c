@@ -2,7 +2,7 @@
 /* Maps a field path of a validation message ("spec.egress[1]", as mpath_key/mpath_idx write
  * them) back to a line and column of the YAML source it came from, so a client can print the
  * daemon's "<json>: PATH: ..." messages against the file it sent. */
-#include "manifest/manifest-internal.h"
+#include "manifest/doc/doc.h"
 
 #include <errno.h>
 #include <stdlib.h>

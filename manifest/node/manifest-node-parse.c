@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Decodes and validates a NodeConfig document (every problem reported as FILE:LINE:COL), and
  * the buffer/file entry points. */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The images of a node config without an images section (the built-in default config among
  * them): minimal, then every other image directory found under <stateDir>/images. */
-#include "manifest/manifest-internal.h"
+#include "manifest/node/node-internal.h"
 #include "common/util.h"
 
 #include <dirent.h>

@@ -142,7 +142,11 @@ static int rb_run(struct run_job *j)
 {
         /* As a stop does: relays to the old VM go; the netns and cgroup stay for the new one. */
         agent_fwd_close_key(j->d, j->key);
-        if (j->vm)
+        /* Nothing of the old machine is kept (RAM and disk go back to the checkpoint's), so
+         * it is ended at once (QMP quit) instead of powered off through the guest. */
+        if (j->vm && j->d->ops.kill)
+                (void)j->d->ops.kill(j->d->ops.userdata, j->vm->vm, 500);
+        else if (j->vm)
                 (void)j->d->ops.stop(j->d->ops.userdata, j->vm->vm, 500);
         return 0;
 }

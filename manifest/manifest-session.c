@@ -415,20 +415,10 @@ int manifest_load_sessions_file(const char *path, const struct node_config *cfg,
 {
         cleanup_free char *buf = NULL;
         size_t size = 0;
-        int r;
+        int r = manifest_read_file(path, &buf, &size, diag);
 
-        r = fk_read_file(path, MANIFEST_MAX_FILE_SIZE, &buf, &size);
-        if (r == -EFBIG) {
-                if (manifest_diag_add(diag, "%s: file is larger than %d bytes (1 MiB)", path,
-                                      MANIFEST_MAX_FILE_SIZE) < 0)
-                        return -ENOMEM;
-                return -EINVAL;
-        }
-        if (r < 0) {
-                if (manifest_diag_add(diag, "%s: cannot read: %s", path, strerror(-r)) < 0)
-                        return -ENOMEM;
+        if (r < 0)
                 return r;
-        }
         return manifest_parse_sessions(buf, size, path, cfg, ret, ret_n, diag);
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Decoding helpers every document kind uses: the apiVersion/kind header and string maps
- * (labels, environment) into key=value arrays. */
+/* Helpers every document kind uses: reading its file, the apiVersion/kind header and string
+ * maps (labels, environment) into key=value arrays. */
 #include "manifest/doc/doc.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -73,4 +74,19 @@ void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path
                 else
                         kv_push(c, ret, ret_n, key, val);
         }
+}
+
+int manifest_read_file(const char *path, char **ret, size_t *ret_size, struct manifest_diag *diag)
+{
+        int r = fk_read_file(path, MANIFEST_MAX_FILE_SIZE, ret, ret_size);
+
+        if (r == -EFBIG) {
+                if (manifest_diag_add(diag, "%s: file is larger than %d bytes (1 MiB)", path,
+                                      MANIFEST_MAX_FILE_SIZE) < 0)
+                        return -ENOMEM;
+                return -EINVAL;
+        }
+        if (r < 0 && manifest_diag_add(diag, "%s: cannot read: %s", path, strerror(-r)) < 0)
+                return -ENOMEM;
+        return r;
 }

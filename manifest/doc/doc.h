@@ -51,6 +51,9 @@ void manifest_diag_done(struct manifest_diag *d); /* frees messages, leaves d re
 int manifest_diag_add(struct manifest_diag *d, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* Reads a manifest file (caller frees *ret): -EINVAL with a diag when it is larger than
+ * MANIFEST_MAX_FILE_SIZE, -errno with a diag when it cannot be read. */
+int manifest_read_file(const char *path, char **ret, size_t *ret_size, struct manifest_diag *diag);
 /* Where PATH (a field path as validation messages name it: "spec.egress[1]") is in document
  * DOC (0-based, counting non-empty documents) of the YAML in buf: the node's 1-based line and
  * column, or those of its deepest ancestor present (a field filled in by default). 0, -ENOENT

@@ -566,19 +566,9 @@ int node_config_load_file(const char *path, struct node_config **ret, struct man
 {
         cleanup_free char *buf = NULL;
         size_t size = 0;
-        int r;
+        int r = manifest_read_file(path, &buf, &size, diag);
 
-        r = fk_read_file(path, MANIFEST_MAX_FILE_SIZE, &buf, &size);
-        if (r == -EFBIG) {
-                if (manifest_diag_add(diag, "%s: file is larger than %d bytes (1 MiB)", path,
-                                      MANIFEST_MAX_FILE_SIZE) < 0)
-                        return -ENOMEM;
-                return -EINVAL;
-        }
-        if (r < 0) {
-                if (manifest_diag_add(diag, "%s: cannot read: %s", path, strerror(-r)) < 0)
-                        return -ENOMEM;
+        if (r < 0)
                 return r;
-        }
         return node_config_parse(buf, size, path, ret, diag);
 }

@@ -2,7 +2,7 @@
 /* What the serial console says about the guest's health: a pure scanner fed the bytes the
  * console thread copies, keeping the last lines (printable only) and counting kernel panics and
  * the OOM killer's kills. */
-#include "vmm/vmm.h"
+#include "vmm/console/console.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * through the health scanner (console-scan.c). */
 #include "common/cleanup.h"
 #include "common/util.h"
-#include "vmm/vmm.h"
+#include "vmm/console/console.h"
 
 #include <errno.h>
 #include <fcntl.h>

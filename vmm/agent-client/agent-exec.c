@@ -2,8 +2,8 @@
 /* vmm_agent_exec: sends EXEC (and stdin), then turns the guest's STARTED/STDOUT/STDERR/EXIT
  * frames for that request into callbacks and a result. The output cap is enforced here too:
  * the guest's promise to honour it is not trusted. */
-#include "vmm/vmm.h"
-#include "vmm/guest/client-internal.h"
+#include "vmm/agent-client/agent-client.h"
+#include "vmm/agent-client/agent-client-internal.h"
 
 #include <errno.h>
 #include <signal.h>

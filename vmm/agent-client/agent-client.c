@@ -2,8 +2,8 @@
 /* Host side of the guest agent channel: connects to QEMU's chardev socket, runs a reader
  * thread that demultiplexes frames by request id, and reconnects whenever the channel drops
  * (a guest frame that breaks the protocol drops it too: the guest is untrusted). */
-#include "vmm/vmm.h"
-#include "vmm/guest/client-internal.h"
+#include "vmm/agent-client/agent-client.h"
+#include "vmm/agent-client/agent-client-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,8 +2,8 @@
 /* Guest agent requests from the host: wait for ready, exec with streamed output, power off,
  * files, identity and freeze. Every reply payload is decoded defensively; one that breaks the
  * protocol fails the call with -EPROTO and drops the channel. */
-#include "vmm/vmm.h"
-#include "vmm/guest/client-internal.h"
+#include "vmm/agent-client/agent-client.h"
+#include "vmm/agent-client/agent-client-internal.h"
 
 #include <errno.h>
 #include <signal.h>

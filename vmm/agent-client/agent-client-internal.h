@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared between vmm/agent-client.c (connection, reader thread, request table) and
- * vmm/agent-calls.c (exec, poweroff, files, identity): the host side of the agent channel. */
+/* Inside fk_vmm_agent: shared between agent-client.c (connection, reader thread, request table) and
+ * agent-calls.c and agent-exec.c (exec, poweroff, files, identity): the host side of the agent channel. */
 #pragma once
 
 #include <pthread.h>

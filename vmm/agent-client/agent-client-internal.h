@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Inside fk_vmm_agent: shared between agent-client.c (connection, reader thread, request table) and
- * agent-calls.c and agent-exec.c (exec, poweroff, files, identity): the host side of the agent channel. */
+ * agent-calls.c and agent-exec.c (exec, poweroff, files, identity): the host side of the agent
+ * channel. */
 #pragma once
 
 #include <pthread.h>

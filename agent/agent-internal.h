@@ -91,6 +91,15 @@ struct agent_session_health {
         char fail_msg[256];
 };
 
+/* Memory back to the host (give-back.c): what the daemon knows of a session's VM. */
+struct agent_session_give_back {
+        const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
+        bool due;                      /* a live checkpoint of it was written: give back next */
+        bool off;                      /* it cannot (no balloon, private RAM): until another VM */
+        uint64_t next_check_ns;        /* monotonic: the next periodic check */
+        uint64_t base_bytes;           /* its RAM file after the last give-back */
+};
+
 /* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
 struct agent_failure {
         uint64_t time_ns; /* wall, 0: none */
@@ -148,6 +157,7 @@ struct agent_session {
         json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
         struct agent_session_health health;
         struct agent_failure last_failure;
+        struct agent_session_give_back give_back;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);
@@ -284,6 +294,7 @@ struct agent_restore {
         char *layer;      /* owned: disk layer the new overlay goes over, NULL: keep the disk */
         bool private_ram; /* map ck_dir/ram share=off (copy-on-write): forks and rollbacks */
         bool rollback;    /* the session's own checkpoint (else a fork's first start) */
+        bool balloon;     /* its source had a balloon device (meta.json "balloon") */
         char fork_id[96]; /* identity for the guest */
         char ck_id[48];   /* the checkpoint's id (for the lineage) */
 };
@@ -404,6 +415,33 @@ int agent_checkpoint_own_dir(struct agent_daemon *d, const struct agent_session 
                              char **ret, struct fk_error *err);
 /* Under the lock: status.forks, status.checkpoints, status.forkOf, status.forkId into j. */
 int agent_fork_status_patch(struct agent_daemon *d, struct agent_session *s, json_t *j);
+
+/* ---- memory back to the host (give-back.c) ------------------------------------------------- */
+
+/* What decides whether a session's VM gives memory back now (pure, table-tested). */
+struct agent_give_back_in {
+        bool enabled;     /* memoryGiveBack.enabled */
+        bool idle;        /* Running with a VM, no job, no request pending, boot work done */
+        bool private_ram; /* a fork or rolled-back session: its RAM file is a checkpoint's */
+        bool off;         /* its VM cannot (no balloon device) */
+        bool due;         /* a live checkpoint of it was written */
+        uint64_t now_ns, next_check_ns, interval_ns; /* interval 0: no periodic checks */
+        uint64_t ram_file_bytes;  /* its RAM file's allocated bytes (read when a check is due) */
+        uint64_t base_bytes;      /* that after the last give-back */
+        uint64_t threshold_bytes; /* growth that makes a periodic check give back */
+};
+enum agent_give_back_why {
+        AGENT_GIVE_BACK_NONE,
+        AGENT_GIVE_BACK_CHECKPOINT, /* after a live checkpoint's Writing phase */
+        AGENT_GIVE_BACK_GREW,       /* the RAM file grew by the threshold since the last one */
+};
+enum agent_give_back_why agent_give_back_decide(const struct agent_give_back_in *in);
+const char *agent_give_back_why_to_string(enum agent_give_back_why w);
+/* Under the lock, after each reconcile pass: starts a give-back job (the session busy) for
+ * every session that is due. Logs. */
+void agent_give_back_tick(struct agent_daemon *d);
+/* Under the lock: a live checkpoint of s was written (its save read every RAM page). */
+void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_session *s);
 
 /* ---- intents and the job runner (intent.c, executor-runner.c, executor-ops.c) ------------- */
 

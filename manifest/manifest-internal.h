@@ -126,6 +126,8 @@ void node_config_check_api(struct mctx *c, const struct mnode *api, struct node_
 void node_config_decode_health(struct mctx *c, const struct mnode *v, struct node_config *cfg);
 void node_config_decode_disk_pressure(struct mctx *c, const struct mnode *v,
                                       struct node_config *cfg);
+/* The memoryGiveBack section (manifest-node-memory.c); v is the section's map. */
+void node_config_decode_give_back(struct mctx *c, const struct mnode *v, struct node_config *cfg);
 /* spec.image when it is an OCI reference (a string with '/'): checked against cfg's
  * registries into *ret; false (nothing done) for a node image name. */
 bool manifest_decode_image_ref(struct mctx *c, const struct mnode *spec,

@@ -97,7 +97,6 @@ struct agent_session_give_back {
         bool due;                      /* a live checkpoint of it was written: give back next */
         bool off;                      /* it cannot (no balloon, private RAM): until another VM */
         uint64_t next_check_ns;        /* monotonic: the next periodic check */
-        uint64_t base_bytes;           /* its RAM file after the last give-back */
 };
 
 /* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
@@ -427,13 +426,12 @@ struct agent_give_back_in {
         bool due;         /* a live checkpoint of it was written */
         uint64_t now_ns, next_check_ns, interval_ns; /* interval 0: no periodic checks */
         uint64_t ram_file_bytes;  /* its RAM file's allocated bytes (read when a check is due) */
-        uint64_t base_bytes;      /* that after the last give-back */
-        uint64_t threshold_bytes; /* growth that makes a periodic check give back */
+        uint64_t threshold_bytes; /* the least worth giving back */
 };
 enum agent_give_back_why {
         AGENT_GIVE_BACK_NONE,
         AGENT_GIVE_BACK_CHECKPOINT, /* after a live checkpoint's Writing phase */
-        AGENT_GIVE_BACK_GREW,       /* the RAM file grew by the threshold since the last one */
+        AGENT_GIVE_BACK_CHECK,      /* periodic: gives back when the guest's stats say it pays */
 };
 enum agent_give_back_why agent_give_back_decide(const struct agent_give_back_in *in);
 const char *agent_give_back_why_to_string(enum agent_give_back_why w);

@@ -27,9 +27,10 @@ enum agent_give_back_why agent_give_back_decide(const struct agent_give_back_in 
                 return AGENT_GIVE_BACK_CHECKPOINT;
         if (!in->interval_ns || in->now_ns < in->next_check_ns)
                 return AGENT_GIVE_BACK_NONE;
-        if (in->ram_file_bytes >= in->base_bytes + in->threshold_bytes)
-                return AGENT_GIVE_BACK_GREW;
-        return AGENT_GIVE_BACK_NONE;
+        /* less than that in the file: nothing the guest frees can be worth it */
+        if (in->ram_file_bytes < in->threshold_bytes)
+                return AGENT_GIVE_BACK_NONE;
+        return AGENT_GIVE_BACK_CHECK;
 }
 
 const char *agent_give_back_why_to_string(enum agent_give_back_why w)
@@ -37,8 +38,8 @@ const char *agent_give_back_why_to_string(enum agent_give_back_why w)
         switch (w) {
         case AGENT_GIVE_BACK_CHECKPOINT:
                 return "after a live checkpoint";
-        case AGENT_GIVE_BACK_GREW:
-                return "its RAM file grew";
+        case AGENT_GIVE_BACK_CHECK:
+                return "periodic check";
         default:
                 return "none";
         }
@@ -96,7 +97,6 @@ static void gb_record(struct gb_job *j)
                               : 0.0;
 
         g->next_check_ns = now_mono(d) + (uint64_t)d->cfg->give_back_interval_s * 1000000000ull;
-        g->base_bytes = j->res.after_bytes ? j->res.after_bytes : d->ops.ram_bytes(j->vm->vm);
         if (j->r == -ENODEV || j->r == -EPERM) {
                 g->off = true;
                 log_info("session %s: no memory given back: %s", s->key, j->err.msg);
@@ -109,10 +109,10 @@ static void gb_record(struct gb_job *j)
                 return;
         }
         if (j->res.skipped) {
-                log_debug("session %s: RAM file %.1f MiB, the guest %.1f MiB free: too little "
-                          "to give back",
-                          s->key, (double)j->res.before_bytes / MIB,
-                          (double)j->res.guest_free / MIB);
+                log_debug("session %s: memory check (%s): RAM file %.1f MiB, the guest %.1f MiB "
+                          "free: too little to give back",
+                          s->key, agent_give_back_why_to_string(j->why),
+                          (double)j->res.before_bytes / MIB, (double)j->res.guest_free / MIB);
                 return;
         }
         log_info("session %s: gave %.1f MiB of guest memory back to the host (%s: RAM file %.1f "
@@ -185,7 +185,6 @@ static void decide_input(struct agent_daemon *d, struct agent_session *s,
                 .now_ns = now_mono(d),
                 .next_check_ns = g->next_check_ns,
                 .interval_ns = (uint64_t)d->cfg->give_back_interval_s * 1000000000ull,
-                .base_bytes = g->base_bytes,
                 .threshold_bytes = (uint64_t)d->cfg->give_back_threshold_mib << 20,
         };
         if (in->enabled && in->idle && !in->private_ram && !in->off && !in->due &&

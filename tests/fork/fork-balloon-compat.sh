@@ -23,7 +23,6 @@ OLD=$(FK_OLD_REV=aefbc98 "$SRC/tests/agent/old-forkletd.sh" \
         fail "building the old forkletd failed ($r)"
 }
 NEW=$FORKLETD
-fk_node_config "memoryGiveBack: {intervalSeconds: 3}" >"$T/node.yaml"
 # has_balloon NAME: its QEMU's command line has the device
 has_balloon() {
         tr '\0' ' ' <"/proc/$("$FORKLET" get session "$1" -o json | jq -r .status.vm.pid)/cmdline" |
@@ -44,6 +43,8 @@ stop_daemon
 ok "forkletd aefbc98 ran old (QEMU $pid, no balloon) and took $ck"
 
 FORKLETD=$NEW
+# (the old forkletd refuses the section: it did not know it)
+fk_node_config "memoryGiveBack: {intervalSeconds: 3}" >"$T/node.yaml"
 start_daemon
 "$FORKLET" wait old --for=Running --timeout=60 || fail "old not Running after the restart"
 [ "$("$FORKLET" get session old -o json | jq -r .status.vm.pid)" = "$pid" ] || fail "old was not adopted"

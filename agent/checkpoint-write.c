@@ -3,6 +3,7 @@
  * thread turns the stream into the files forks map (Writing -> Ready); forks, rollbacks and
  * deletes of it wait; one left Writing by a killed forkletd is removed on the next start. */
 #include "agent/agent-internal.h"
+#include "agent/give-back.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -3,6 +3,7 @@
  * runner's plan + execute, agent/executor-runner.c) and the
  * reconcile thread that wakes on API changes, manifest-dir events, QEMU exits and a timer. */
 #include "agent/agent-internal.h"
+#include "agent/give-back.h"
 #include "agent/image/image.h"
 #include "cgroups/cgroups.h"
 #include "common/cleanup.h"

@@ -7,6 +7,7 @@
  * session: their RAM is a checkpoint's file mapped copy-on-write, shared, and QEMU 7.2 would
  * punch the holes into that file. */
 #include "agent/agent-internal.h"
+#include "agent/give-back.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"

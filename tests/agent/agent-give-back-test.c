@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "agent/agent-internal.h"
+#include "agent/give-back.h"
 #include "agent/vm-qemu.h"
 
 #define MIB (1024ull * 1024ull)

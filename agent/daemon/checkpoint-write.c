@@ -198,11 +198,12 @@ static void write_finish(struct write_job *j, int r, const struct fk_error *err)
 
                 if (strcmp(s->key, j->key))
                         continue;
-                if (r >= 0)
+                if (r >= 0) {
                         agent_session_add_event(s, now, false, "CheckpointReady",
                                                 "checkpoint %s written in %.0f ms", j->id,
                                                 (double)(fk_now_mono_ns() - j->t0) / 1e6);
-                else
+                        agent_give_back_after_checkpoint(d, s);
+                } else
                         agent_session_add_event(s, now, true, "CheckpointFailed",
                                                 "checkpoint %s: writing failed: %s", j->id,
                                                 err->msg[0] ? err->msg : strerror(-r));

@@ -144,6 +144,9 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
                 json_object_set_new(m, "forcedStop", json_true());
         if (m && res->fallback[0])
                 json_object_set_new(m, "fallback", json_string(res->fallback));
+        /* forks and rollbacks start with the same devices (absent: an older checkpoint, none) */
+        if (m)
+                json_object_set_new(m, "balloon", json_boolean(res->balloon));
         return m;
 }
 

@@ -295,6 +295,9 @@ void agent_job_boot(struct agent_job *j)
         p.mem_path = mem;
         p.restore_dir = j->restore.ck_dir;
         p.mem_private = j->restore.private_ram;
+        /* every cold boot gets the balloon; a restore exactly when its checkpoint's source had
+         * it (a virtio device must exist on both sides of the migration) */
+        p.balloon = j->restore.ck_dir ? j->restore.balloon : true;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;
         /* guest RAM shared with a file in runDir grows into it: on a full tmpfs the guest dies
          * of SIGBUS, so it must fit before the boot (a fork's private RAM does not write it) */

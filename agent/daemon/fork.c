@@ -59,6 +59,8 @@ static int restore_from(const char *dir, const char *layer_dir, bool private_ram
         if (k >= 0 && fork_id_new(name, r->fork_id, sizeof(r->fork_id)) < 0)
                 k = fk_error_set(err, -EIO, "getrandom failed");
         r->private_ram = private_ram;
+        /* the device list must be the source's: checkpoints before the balloon have none */
+        r->balloon = json_is_true(json_object_get(meta, "balloon"));
         json_decref(meta);
         return k;
 }

@@ -97,6 +97,14 @@ struct agent_session_health {
         char fail_msg[256];
 };
 
+/* Memory back to the host (give-back.c): what the daemon knows of a session's VM. */
+struct agent_session_give_back {
+        const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
+        bool due;                      /* a live checkpoint of it was written: give back next */
+        bool off;                      /* it cannot (no balloon, private RAM): until another VM */
+        uint64_t next_check_ns;        /* monotonic: the next periodic check */
+};
+
 /* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
 struct agent_failure {
         uint64_t time_ns; /* wall, 0: none */
@@ -154,6 +162,7 @@ struct agent_session {
         json_t *ck_cache; /* owned: its checkpoints as agent_checkpoints_list gives, NULL: load */
         struct agent_session_health health;
         struct agent_failure last_failure;
+        struct agent_session_give_back give_back;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);

@@ -166,6 +166,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 /* same devices as the fork (the stream has a vmgenid section); never runs */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
                 .sandbox = q->jail_uid != 0,
+                .balloon = q->balloon, /* the stream has its section when the VM has one */
         };
         r = hx.jail ? helper_jail(q, hdir, mem_path, disk, &jail, err) : 0;
         if (r >= 0)
@@ -475,6 +476,7 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
                 *err = (struct fk_error){0};
                 r = checkpoint_stopped(q, p, full, &res, err);
         }
+        res.balloon = q->balloon;
         *ret = res;
         return r;
 }

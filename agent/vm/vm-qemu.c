@@ -71,14 +71,15 @@ static json_t *qemu_record(void *vm)
         const struct qemu_vm *q = vm;
 
         return json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
-                         "s:i, s:s?, s:s?, s:I}",
+                         "s:i, s:s?, s:s?, s:I, s:b}",
                          "pid", (int)vmm_process_pid(q->proc), "startTime",
                          (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
                          "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes,
                          "kernel", q->kernel, "initrd", q->initrd, "disk", q->disk, "tap", q->tap,
                          "mac", q->mac, "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB",
                          (int)q->memory_mib, "accel", q->accel, "consoleLog", q->console_log,
-                         "rootfs", q->rootfs, "jailUid", (json_int_t)q->jail_uid);
+                         "rootfs", q->rootfs, "jailUid", (json_int_t)q->jail_uid, "balloon",
+                         q->balloon);
 }
 
 static int dup_str(char **dst, const char *src)
@@ -93,6 +94,7 @@ static int dup_str(char **dst, const char *src)
 static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p, const char *mem)
 {
         q->mem_private = p->mem_private;
+        q->balloon = p->balloon;
         q->mem_bytes = p->mem_private && mem ? agent_space_allocated(mem) : 0;
         q->vcpus = p->vcpus;
         q->memory_mib = p->memory_mib;
@@ -250,6 +252,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .mac = p->mac,
                 .sandbox = p->jail_uid != 0,
                 .tb_size_mib = p->tb_size_mib,
+                .balloon = p->balloon,
         };
         uint64_t t;
 
@@ -367,6 +370,8 @@ static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **r
 static void read_vm_config(struct qemu_vm *q, const json_t *j)
 {
         q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
+        /* absent in the records of older forkletds, whose QEMUs have no balloon */
+        q->balloon = json_is_true(json_object_get(j, "balloon"));
         q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
         q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
         q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));
@@ -442,6 +447,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, const json_t *record,
                 r = qmp_client_connect(qmp, VM_QMP_TIMEOUT_MS, &q->qmp, err);
         if (r >= 0)
                 r = adopt_check_status(q, err);
+        if (r >= 0)
+                qemu_balloon_adopted(q);
         if (r >= 0)
                 r = vmm_agent_connect(agent, VM_QMP_TIMEOUT_MS, &q->agent, err);
         /* a VM a disk error stopped cannot answer before it continues */
@@ -545,5 +552,7 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .ping = qemu_ping,
         .kill = qemu_kill,
         .disk_free = qemu_disk_free,
+        .ram_bytes = qemu_ram_bytes,
+        .give_back = qemu_give_back,
         .free = qemu_free,
 };

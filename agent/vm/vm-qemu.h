@@ -30,6 +30,7 @@ struct qemu_vm {
         char *console_log; /* the session's console log file (state dir) */
         char *rootfs;      /* the image's read-only root disk or NULL */
         bool mem_private;
+        bool balloon;       /* QEMU has the balloon device (vmm_config.balloon) */
         uint64_t mem_bytes; /* private RAM: allocated bytes of its file at boot (a fork's links
                              * go once it runs) */
         unsigned vcpus, memory_mib;
@@ -57,6 +58,13 @@ int qemu_health_fd(void *vm);
 int qemu_ping(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
 int qemu_kill(void *userdata, void *vm, unsigned timeout_ms);
 int qemu_disk_free(void *userdata, void *vm, uint64_t *ret);
+
+/* Memory back to the host (vm-qemu-balloon.c), see agent_vm_ops. */
+uint64_t qemu_ram_bytes(void *vm);
+int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params *p,
+                   struct agent_give_back_result *ret, struct fk_error *err);
+/* After adoption: a balloon a killed forkletd left inflating is let go (best effort). */
+void qemu_balloon_adopted(struct qemu_vm *q);
 /* An adopted QEMU in runstate status: "io-error" is recorded as stopped by a disk error (1:
  * the guest cannot answer until it continues), "guest-panicked" refused (-ESRCH + err). */
 int qemu_health_adopt_status(struct qemu_vm *q, const char *status, struct fk_error *err);

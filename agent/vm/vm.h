@@ -109,6 +109,9 @@ struct agent_boot_params {
         struct agent_boot_timing *timing;
         /* TCG translation cache in MiB for this QEMU, 0: the vmm default. */
         unsigned tb_size_mib;
+        /* A memory balloon device (give_back): every cold boot; a restore exactly when its
+         * checkpoint's source had one (meta.json "balloon"), or the migration fails. */
+        bool balloon;
 };
 
 /* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
@@ -132,6 +135,23 @@ struct agent_checkpoint_result {
         uint64_t downtime_ms; /* live: QEMU's reported downtime */
         uint64_t switch_ns;   /* live: the disk switch at the switch-over */
         char fallback[256];   /* stop-and-copy because the live path was refused: why */
+        bool balloon;         /* the VM has a balloon device: so must its restores */
+};
+
+/* Memory back to the host (agent_vm_ops.give_back). */
+struct agent_give_back_params {
+        uint64_t margin_bytes;       /* left free in the guest while the balloon is inflated */
+        uint64_t min_bytes;          /* do nothing unless at least this much should come back */
+        unsigned timeout_ms;         /* stats and inflation (the deflation as long again) */
+        const volatile bool *cancel; /* set: stop inflating (the session is being deleted) */
+};
+
+struct agent_give_back_result {
+        uint64_t before_bytes, after_bytes; /* the RAM file's allocated bytes around it */
+        uint64_t guest_free;                /* the guest's free memory before */
+        uint64_t ballooned;                 /* the most the balloon held */
+        uint64_t ns;                        /* inflation and deflation */
+        bool skipped;                       /* too little to win: the balloon was left alone */
 };
 
 /* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the
@@ -213,6 +233,15 @@ struct agent_vm_ops {
         int (*ping)(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
         int (*kill)(void *userdata, void *vm, unsigned timeout_ms);
         int (*disk_free)(void *userdata, void *vm, uint64_t *ret);
+        /* Memory back to the host (give-back.c); each NULL in a backend without it.
+         * ram_bytes: what the VM's RAM file holds on the host (allocated bytes), cheap.
+         * give_back: the balloon takes the guest's free memory and gives it back, which leaves
+         * those pages as holes in the RAM file; only for a VM whose RAM file is its own
+         * (share=on): -EPERM for private RAM (a fork's or rollback's checkpoint file, shared),
+         * -ENODEV without a balloon device. Uses the VM's QMP client: the session is busy. */
+        uint64_t (*ram_bytes)(void *vm);
+        int (*give_back)(void *userdata, void *vm, const struct agent_give_back_params *p,
+                         struct agent_give_back_result *ret, struct fk_error *err);
         void (*free)(void *userdata, void *vm);
         void *userdata;
 };

@@ -14,11 +14,10 @@
 #include <sys/socket.h>
 
 static const char *const top_fields[] = {
-        "apiVersion",  "kind",        "nodeName",  "stateDir",     "runDir",
-        "accel",       "manifestDir", "api",       "network",      "cgroupParent",
-        "sizeClasses", "images",      "capacity",  "controlPlane", "labels",
-        "jail",        "secrets",     "hardening", "health",       "diskPressure",
-        "registries",  NULL};
+        "apiVersion",  "kind",         "nodeName",   "stateDir",       "runDir",      "accel",
+        "manifestDir", "api",          "network",    "cgroupParent",   "sizeClasses", "images",
+        "capacity",    "controlPlane", "labels",     "jail",           "secrets",     "hardening",
+        "health",      "diskPressure", "registries", "memoryGiveBack", NULL};
 static const char *const api_fields[] = {"socket", "listen", "tokenFile",   "tlsCert",
                                          "tlsKey", "url",    "tlsClientCA", NULL};
 static const char *const net_fields[] = {"uplinkPool", "uplinkInterface", "dns", "dnsMinTTL", NULL};
@@ -501,6 +500,8 @@ static void node_decode(struct nctx *n, const struct mnode *root)
                 node_config_decode_health(n->c, v, n->cfg);
         if ((v = opt(root, "diskPressure")))
                 node_config_decode_disk_pressure(n->c, v, n->cfg);
+        if ((v = opt(root, "memoryGiveBack")))
+                node_config_decode_give_back(n->c, v, n->cfg);
         if ((v = opt(root, "labels")))
                 manifest_decode_kvs(n->c, v, "labels", false, &n->cfg->labels, &n->cfg->n_labels);
         if ((v = opt(root, "registries")))

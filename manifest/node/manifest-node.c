@@ -155,6 +155,10 @@ int node_config_init_defaults(struct node_config *c)
         c->liveness_failure_threshold = 4;
         c->disk_pressure_auto_resume = true;
         c->disk_pressure_min_free_mib = 64;
+        c->give_back_enabled = true;
+        c->give_back_interval_s = 30;
+        c->give_back_threshold_mib = 32;
+        c->give_back_margin_mib = 16;
         c->etcd = calloc(1, sizeof(char *));
         c->etcd_prefix = strdup("/forklet");
         c->release_pending_s = 30;

@@ -16,6 +16,8 @@ void node_config_check_api(struct mctx *c, const struct mnode *api, struct node_
 void node_config_decode_health(struct mctx *c, const struct mnode *v, struct node_config *cfg);
 void node_config_decode_disk_pressure(struct mctx *c, const struct mnode *v,
                                       struct node_config *cfg);
+/* The memoryGiveBack section (manifest-node-memory.c); v is the section's map. */
+void node_config_decode_give_back(struct mctx *c, const struct mnode *v, struct node_config *cfg);
 /* The registries section (manifest-node-registries.c) and freeing it. */
 void node_config_decode_registries(struct mctx *c, const struct mnode *v, const char *base_dir,
                                    struct node_config *cfg);

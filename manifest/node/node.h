@@ -106,6 +106,15 @@ struct node_config {
          * only (manual). Default 64 MiB. */
         bool disk_pressure_auto_resume;
         unsigned disk_pressure_min_free_mib;
+        /* memoryGiveBack: the balloon takes a booted guest's free memory back out of its RAM
+         * file (never a fork's or a rolled-back session's: theirs is a checkpoint's) after a
+         * live checkpoint was written, and when a check every intervalSeconds (0: none; default
+         * 30) finds the file thresholdMiB (default 32) above what the guest uses; marginMiB
+         * (default 16) stays free in the guest. enabled false: never. Default true. */
+        bool give_back_enabled;
+        unsigned give_back_interval_s;
+        unsigned give_back_threshold_mib;
+        unsigned give_back_margin_mib;
         char **etcd;       /* owned strv, empty: standalone */
         char *etcd_prefix; /* owned, default "/forklet" */
         /* controlPlane.releasePendingAfterSeconds: a cluster session this node's admission kept

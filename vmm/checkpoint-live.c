@@ -238,6 +238,8 @@ static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm
          * leave a running guest whose runstate says postmigrate */
         if (r >= 0)
                 r = wait_runstate(qmp, "postmigrate", o->timeout_ms, err);
+        if (r >= 0 && o->completed)
+                r = o->completed(o->userdata, err);
         /* postmigrate: cont reactivates the block layer and runs the guest on */
         if (r >= 0)
                 r = qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, err);

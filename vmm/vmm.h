@@ -334,8 +334,8 @@ struct vmm_live_opts {
         vmm_switchover_fn completed;
         void *userdata;
         /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)
-         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG, a precopy of
-         * a guest writing memory fast was seen to lose pages: forks of it crashed) */
+         * instead of precopy with pause-before-switchover (the stream's global state then says
+         * "running": load it into a QEMU started with start_paused) */
         bool background;
 };
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Live checkpoints against real QEMU (root, built image): a guest rewrites memory in a loop
- * while vmm_checkpoint_live saves it by background snapshot (and by precopy with
- * FK_TEST_PRECOPY=1), and copies loaded from the stream must run on: alive seconds later, the
- * loop's counter from the checkpoint. Exit 77 when QEMU refuses it here (no userfaultfd). */
+ * while vmm_checkpoint_live saves it by background snapshot and by precopy, and copies loaded
+ * from the stream must run on: alive seconds later, the loop's counter from the checkpoint.
+ * Exit 77 when QEMU refuses both here. */
 #include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -113,8 +113,7 @@ int main(void)
         r = method(image, true);
         if (r == 1)
                 return 1;
-        /* precopy lost pages of this writer under TCG (docs/fork-engine.md): on request only */
-        k = getenv("FK_TEST_PRECOPY") ? method(image, false) : 77;
+        k = method(image, false);
         if (k == 1)
                 return 1;
         return r == 77 && k == 77 ? 77 : 0;

@@ -146,7 +146,7 @@ struct agent_checkpoint_result {
         bool write_pending;   /* dir holds a stream: checkpoint_write makes state + ram */
         uint64_t downtime_ms; /* live: QEMU's reported downtime */
         uint64_t switch_ns;   /* live: the disk switch at the switch-over */
-        char fallback[256];   /* why a method was refused: background snapshot, then live */
+        char fallback[256];   /* stop-and-copy because the live path was refused: why */
 };
 
 /* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the

@@ -162,11 +162,7 @@ static int taken(struct agent_daemon *d, const char *key, const char *id, const 
                  (unsigned long long)res->downtime_ms, (double)res->ram_bytes / 1048576.0,
                  res->write_pending ? ", writing" : "");
         if (res->fallback[0])
-                log_info("session %s: checkpoint %s by %s: %s", key, id,
-                         !res->live        ? "stop-and-copy"
-                         : res->background ? "background snapshot"
-                                           : "precopy",
-                         res->fallback);
+                log_info("session %s: checkpoint %s: stop-and-copy: %s", key, id, res->fallback);
         /* the guest runs again: the files forks map are written beside it (Writing) */
         if (res->write_pending && d->ops.checkpoint_write &&
             (r = agent_checkpoint_write_start(d, key, id, final, layer, vm)) < 0) {

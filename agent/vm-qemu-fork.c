@@ -307,7 +307,7 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
 }
 
 /* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two),
- * precopy the precopy live method without trying the background snapshot first. */
+ * precopy the precopy live method instead of the background snapshot. */
 static bool live_wanted(void)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
@@ -403,22 +403,7 @@ static int live_switchover(void *userdata, struct fk_error *err)
         return 0;
 }
 
-/* Adds why a method was refused to res->fallback ("; " between two). */
-static void fallback_add(struct agent_checkpoint_result *res, const char *why)
-{
-        size_t n = strlen(res->fallback), left = sizeof(res->fallback) - n;
-        size_t sep = n && left > 2 ? 2 : 0, w = strlen(why);
-
-        /* cut to what fits (the reasons are QEMU's messages) */
-        memcpy(res->fallback + n, "; ", sep);
-        w = FK_MIN(w, left - sep - 1);
-        memcpy(res->fallback + n + sep, why, w);
-        res->fallback[n + sep + w] = '\0';
-}
-
-/* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. The
- * background snapshot first; where QEMU refuses it before touching the guest (a jailed QEMU
- * 7.2 has no userfaultfd) precopy, its reason in res->fallback. */
+/* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. */
 static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params *p,
                            const char *full, struct agent_checkpoint_result *res,
                            struct fk_error *err)
@@ -437,13 +422,6 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
                 r = fk_error_set(err, -EOPNOTSUPP, "blockdev-add of the new overlay: %s", err->msg);
         if (r >= 0)
                 r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
-        /* not once the disk switched: the precopy's disk would not be of its RAM's instant */
-        if (r == -EOPNOTSUPP && o.background && !res->disk_switched) {
-                fallback_add(res, err->msg);
-                *err = (struct fk_error){0};
-                o.background = false;
-                r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
-        }
         overlay_close(&ls);
         if (r < 0)
                 return r;
@@ -510,7 +488,8 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
         else
                 fk_error_set(err, r, "FORKLET_CHECKPOINT_MODE=stop-copy");
         if (r == -EOPNOTSUPP) {
-                fallback_add(&res, err->msg);
+                memcpy(res.fallback, err->msg, sizeof(res.fallback));
+                res.fallback[sizeof(res.fallback) - 1] = 0;
                 *err = (struct fk_error){0};
                 r = checkpoint_stopped(q, p, full, &res, err);
         }

@@ -334,8 +334,10 @@ struct vmm_live_opts {
         vmm_switchover_fn completed;
         void *userdata;
         /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)
-         * instead of precopy with pause-before-switchover (the stream's global state then says
-         * "running": load it into a QEMU started with start_paused) */
+         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG a precopy
+         * stream of a guest writing memory misses pages written just before the stop when the
+         * host is busy: docs/fork-engine.md; its global state says "running": load it into a
+         * QEMU started with start_paused) */
         bool background;
 };
 

@@ -50,10 +50,10 @@ pinged() {
         return $rc
 }
 
-# LIVE_MODE: the FORKLET_CHECKPOINT_MODE of the live cells ("": forkletd's default, the
-# background snapshot or, where QEMU refuses it, precopy; precopy: precopy only; see
-# docs/fork-engine.md). The method each checkpoint used is in the raw lines.
-LIVE_MODE=${LIVE_MODE-}
+# LIVE_MODE: the FORKLET_CHECKPOINT_MODE of the live cells ("" for forkletd's default, the
+# background snapshot; precopy: pause-before-switchover, see docs/fork-engine.md). The method
+# each checkpoint used is in the raw lines.
+LIVE_MODE=${LIVE_MODE-precopy}
 restart() {
         stop_daemon
         if [ "$1" = stop-copy ]; then FORKLET_CHECKPOINT_MODE=stop-copy start_daemon; else

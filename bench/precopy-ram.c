@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Precopy live checkpoints against real QEMU (root, built image): the stream must hold the
- * guest's RAM of the switch-over. A guest rewrites memory while vmm_checkpoint_live saves it
- * by precopy; once the stream is complete (the source still stopped) its share=on RAM file is
- * hashed page by page, the stream is then loaded into a QEMU whose RAM is a new share=on file
- * (as forkletd's helper does) and every page must be the same. FK_PRECOPY_ROUNDS (4) rounds,
- * FK_PRECOPY_MIB (256) MiB of guest RAM. */
+/* bench-precopy-ram: does a precopy stream hold the guest's RAM of the switch-over? A guest
+ * rewrites 16 MiB in a loop while vmm_checkpoint_live saves it by precopy; once the stream is
+ * complete (the source still stopped) its share=on RAM file is hashed page by page, the stream
+ * is loaded into a QEMU whose RAM is a new share=on file, started with -S as forkletd's helper
+ * is, and the pages are compared. Prints per round how many differ; exit 1 if any did. Root,
+ * FORKLET_IMAGE_DIR; FK_PRECOPY_ROUNDS (4), FK_PRECOPY_MIB (256); FK_PRECOPY_AUTOSTART=1
+ * starts the loader without -S (what the helper did before: its guest runs on after the load);
+ * FK_PRECOPY_KEEP=DIR keeps the source's RAM, the stream and the loaded RAM of each round.
+ * Run it on a busy host to see QEMU 7.2's page loss (docs/fork-engine.md). The pause it prints
+ * includes the hashing. */
 #include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"

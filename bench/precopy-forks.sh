@@ -1,17 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Forks of precopy checkpoints through forkletd on real QEMU (TCG): a guest rewrites 16 MiB in
-# a loop and counts, and FK_PRECOPY_FORKS (12) times in a row a precopy checkpoint of it is
-# taken (--wait: through the helper QEMU to Ready) and forked; each fork must run on: its
-# counter continues from the checkpoint at the same PID, it rewrites 16 MiB itself, answers
-# seconds later, and its console shows no kernel oops or list corruption. Every fork is counted;
-# the test fails unless all ran. (Before the helper started with -S, 3 of 8 such forks crashed:
-# docs/fork-engine.md.)
-# Usage: fork-precopy.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
+# bench/precopy-forks: forks of precopy checkpoints through a real forkletd (TCG): a guest
+# rewrites 16 MiB in a loop and counts, and FK_PRECOPY_FORKS (12) times in a row a precopy
+# checkpoint of it is taken (FORKLET_CHECKPOINT_MODE=precopy, --wait: through the helper QEMU
+# to Ready) and forked; a fork counts as running when its counter continues from the checkpoint
+# at the same PID, it rewrites 16 MiB itself, answers 3 s later and its console shows no oops or
+# list corruption. Prints every fork and "N of M ran"; exit 1 unless all ran. What it showed:
+# docs/fork-engine.md and docs/benchmarks.md.
+# Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/precopy-forks.sh \
+#   build/agent/forkletd build/cli/forklet
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 FK_TAG=precopy
-. "$(dirname "$0")/../lib/harness.sh"
+. "$(dirname "$0")/../tests/lib/harness.sh"
 fk_setup
 
 N=${FK_PRECOPY_FORKS:-12}

@@ -330,7 +330,7 @@ struct vmm_live_opts {
         unsigned timeout_ms;          /* the whole save */
         vmm_switchover_fn switchover; /* NULL: nothing to do at the switch-over */
         /* precopy: called once the stream is complete, the guest still stopped, before cont
-         * (tests compare the guest's RAM with the stream here); NULL: none */
+         * (bench-precopy-ram compares the guest's RAM with the stream here); NULL: none */
         vmm_switchover_fn completed;
         void *userdata;
         /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)

@@ -51,7 +51,8 @@ pinged() {
 }
 
 # LIVE_MODE: the FORKLET_CHECKPOINT_MODE of the live cells ("" for forkletd's default, the
-# background snapshot; precopy: pause-before-switchover, see docs/fork-engine.md)
+# background snapshot; precopy: pause-before-switchover, see docs/fork-engine.md). The method
+# each checkpoint used is in the raw lines.
 LIVE_MODE=${LIVE_MODE-precopy}
 restart() {
         stop_daemon
@@ -78,7 +79,8 @@ cell() {
                 echo "$j" | grep -q "\"mode\": \"$mode\"" || fail "$ck: not $mode: $j"
                 dt=$(echo "$j" | num downtimeMs)
                 ps=$(echo "$j" | num pauseNs)
-                echo "$size $touch $mode ${dt:--} $(awk -v n="$ps" 'BEGIN {printf "%.1f", n / 1e6}') $g $b" >>"$OUT"
+                me=$(echo "$j" | sed -n 's/^ *"method": *"\([a-z-]*\)",*$/\1/p' | head -n1)
+                echo "$size $touch $mode ${dt:--} $(awk -v n="$ps" 'BEGIN {printf "%.1f", n / 1e6}') $g $b ${me:--}" >>"$OUT"
                 LAST=$ck
                 [ "$i" = "$REPS" ] || "$FORKLET" checkpoint delete "$name" "$ck" >/dev/null
         done
@@ -147,5 +149,5 @@ for k in "${!ROLL[@]}"; do
         printf "%-12s %s  p50 %s\n" "$k" "${ROLL[$k]}" "$(echo ${ROLL[$k]} | tr ' ' '\n' | pct 0.5)"
 done | sort
 echo
-echo "raw: size touch mode qemu_downtime_ms pause_ms ping_gap_ms baseline_gap_ms"
+echo "raw: size touch mode qemu_downtime_ms pause_ms ping_gap_ms baseline_gap_ms method"
 cat "$OUT"

@@ -314,6 +314,8 @@ int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *e
                 arg(&b, "-incoming");
                 arg(&b, "defer");
         }
+        if (cfg->start_paused)
+                arg(&b, "-S");
         if (b.r < 0) {
                 fk_strv_free(b.v);
                 return fk_error_set(err, b.r, "vmm config: out of memory");

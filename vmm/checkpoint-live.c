@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define LIVE_POLL_NS       1000000ull  /* 1 ms: the poll bounds how late the pause is seen */
+#define LIVE_POLL_STOP_NS  200000ull   /* the guest is stopped: each poll's wait is pause */
 #define LIVE_DOWNTIME_MS   10          /* what QEMU may stop the guest for at the switch-over */
 #define LIVE_BANDWIDTH_MAX (1ll << 40) /* bytes/s: a file, not a network (7.2 default 32 MiB/s) */
 
@@ -133,8 +134,8 @@ static int wait_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o
         return 0;
 }
 
-static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret_downtime_ms,
-                          struct fk_error *err)
+static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t poll_ns,
+                          uint64_t *ret_downtime_ms, struct fk_error *err)
 {
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
         char st[32];
@@ -157,7 +158,7 @@ static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t 
                 if (fk_now_mono_ns() > deadline)
                         return fk_error_set(err, -ETIMEDOUT, "migration did not complete in %u ms",
                                             timeout_ms);
-                sleep_ns(LIVE_POLL_NS);
+                sleep_ns(poll_ns);
         }
 }
 
@@ -177,7 +178,7 @@ static int wait_runstate(struct qmp_client *qmp, const char *want, unsigned time
                 if (fk_now_mono_ns() > deadline)
                         return fk_error_set(err, -ETIMEDOUT, "the VM is %s, not %s after %u ms",
                                             status, want, timeout_ms);
-                sleep_ns(LIVE_POLL_NS);
+                sleep_ns(LIVE_POLL_STOP_NS);
         }
 }
 
@@ -233,11 +234,13 @@ static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm
         r = qmp_execute(qmp, "migrate-continue", args, o->timeout_ms, NULL, err);
         json_decref(args);
         if (r >= 0)
-                r = wait_completed(qmp, o->timeout_ms, &st->downtime_ms, err);
+                r = wait_completed(qmp, o->timeout_ms, LIVE_POLL_STOP_NS, &st->downtime_ms, err);
         /* QEMU's migration thread sets postmigrate after "completed": a cont before that would
          * leave a running guest whose runstate says postmigrate */
         if (r >= 0)
                 r = wait_runstate(qmp, "postmigrate", o->timeout_ms, err);
+        if (r >= 0 && o->completed)
+                r = o->completed(o->userdata, err);
         /* postmigrate: cont reactivates the block layer and runs the guest on */
         if (r >= 0)
                 r = qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, err);
@@ -297,7 +300,7 @@ static int bg_run(struct qmp_client *qmp, const char *stream, const struct vmm_l
                 r = wait_resumed(qmp, o->timeout_ms, &run_ns, err);
         st->pause_ns = (run_ns ? run_ns : fk_now_mono_ns()) - stop_ns;
         if (r >= 0)
-                r = wait_completed(qmp, o->timeout_ms, &st->downtime_ms, err);
+                r = wait_completed(qmp, o->timeout_ms, LIVE_POLL_NS, &st->downtime_ms, err);
         return r;
 }
 

@@ -49,6 +49,7 @@ struct vmm_config {
         const char *tap;            /* tap ifname in the current netns, NULL: no network */
         const char *mac;            /* guest MAC with tap */
         bool incoming_defer;        /* -incoming defer (fork / restore) */
+        bool start_paused;          /* -S: runs only on cont (a precopy stream says running) */
         const char *pidfile;        /* NULL: none */
         unsigned tsc_khz;           /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
         unsigned tb_size_mib;       /* TCG translation cache, MiB; 0: VMM_TCG_TB_MIB */
@@ -200,10 +201,15 @@ struct vmm_live_opts {
         unsigned converge_ms;         /* precopy this long, then stop the guest to finish */
         unsigned timeout_ms;          /* the whole save */
         vmm_switchover_fn switchover; /* NULL: nothing to do at the switch-over */
+        /* precopy: called once the stream is complete, the guest still stopped, before cont
+         * (bench-precopy-ram compares the guest's RAM with the stream here); NULL: none */
+        vmm_switchover_fn completed;
         void *userdata;
         /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)
-         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG, a precopy of
-         * a guest writing memory fast was seen to lose pages: forks of it crashed) */
+         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG a precopy
+         * stream of a guest writing memory misses pages written just before the stop when the
+         * host is busy: docs/fork-engine.md; its global state says "running": load it into a
+         * QEMU started with start_paused) */
         bool background;
 };
 

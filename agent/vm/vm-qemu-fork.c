@@ -163,7 +163,12 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .mac = q->mac,
                 .rootfs = q->rootfs,
                 .incoming_defer = true,
-                /* same devices as the fork (the stream has a vmgenid section); never runs */
+                /* the guest never runs here: a precopy stream was saved while its source ran,
+                 * its global state says "running", and without -S QEMU starts the guest once
+                 * the stream is loaded; it then ran on in the checkpoint's RAM until the
+                 * device save (and crashed there: list corruption, docs/fork-engine.md) */
+                .start_paused = true,
+                /* same devices as the fork (the stream has a vmgenid section) */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
                 .sandbox = q->jail_uid != 0,
                 .balloon = q->balloon, /* the stream has its section when the VM has one */
@@ -192,6 +197,19 @@ static void helper_record(const char *dir, const struct vmm_process *proc)
 
         if (fk_asprintf(&path, "%s/helper.pid", dir) >= 0)
                 (void)fk_write_file_atomic(path, buf, (size_t)n, 0600);
+}
+
+/* The helper's guest must not have run: its RAM is the checkpoint's. */
+static int helper_paused(struct qmp_client *qmp, struct fk_error *err)
+{
+        cleanup_free char *status = NULL;
+        int r = qmp_query_status(qmp, HELPER_TIMEOUT_MS, &status, err);
+
+        if (r >= 0 && strcmp(status, "paused"))
+                r = fk_error_set(err, -EIO,
+                                 "the helper QEMU's guest is %s after the load, not paused",
+                                 status);
+        return r;
 }
 
 /* A fork's RAM is private, so x-ignore-shared does not skip it: load the full stream once
@@ -223,6 +241,8 @@ static int materialize(struct qemu_vm *q, const struct agent_checkpoint_params *
                 r = qmp_client_connect(qmp_path, HELPER_TIMEOUT_MS, &qmp, err);
         if (r >= 0)
                 r = vmm_migrate_load_file(qmp, full, false, HELPER_TIMEOUT_MS, err);
+        if (r >= 0)
+                r = helper_paused(qmp, err);
         if (r >= 0)
                 r = vmm_migrate_save_file(qmp, state, true, HELPER_TIMEOUT_MS, err);
         /* a helper that died writing its RAM (SIGBUS: the jailed uid has no root-reserved

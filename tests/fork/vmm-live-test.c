@@ -113,7 +113,8 @@ int main(void)
         r = method(image, true);
         if (r == 1)
                 return 1;
-        /* precopy lost pages of this writer under TCG (docs/fork-engine.md): on request only */
+        /* precopy streams of this writer miss pages on a busy host under TCG (QEMU 7.2,
+         * docs/fork-engine.md): on request only */
         k = getenv("FK_TEST_PRECOPY") ? method(image, false) : 77;
         if (k == 1)
                 return 1;

@@ -107,6 +107,28 @@ static void test_fork(void **state)
         check_golden(&c, "fork");
 }
 
+/* -S with start_paused only: the materialize helper's guest never runs. */
+static void test_start_paused(void **state)
+{
+        struct vmm_config c = base();
+        char **argv = NULL;
+        struct fk_error err = {0};
+        size_t n = 0;
+
+        (void)state;
+        c.incoming_defer = true;
+        for (int paused = 0; paused < 2; paused++) {
+                bool seen = false;
+
+                c.start_paused = paused;
+                assert_int_equal(vmm_build_argv(&c, &argv, &err), 0);
+                for (n = 0; argv[n]; n++)
+                        seen = seen || strcmp(argv[n], "-S") == 0;
+                assert_int_equal(seen, paused);
+                fk_strv_free(argv);
+        }
+}
+
 static void test_disk(void **state)
 {
         struct vmm_config c = base();
@@ -258,6 +280,7 @@ int main(void)
                 cmocka_unit_test(test_tap),          cmocka_unit_test(test_vmgenid),
                 cmocka_unit_test(test_full_escaped), cmocka_unit_test(test_sandbox),
                 cmocka_unit_test(test_errors),       cmocka_unit_test(test_balloon),
+                cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include "agent/store/store.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "vmm/balloon/balloon.h"
 #include "vmm/vmm.h"
 
 #include <errno.h>

@@ -24,6 +24,7 @@ SUBTABLE='manifest/doc: common
 manifest/node: common manifest/doc
 vmm/console: common
 vmm/agent-client: common vmm/guest
+vmm/balloon: common vmm
 agent/obs: common core
 agent/store: common manifest
 agent/jail: common manifest vmm

@@ -19,6 +19,7 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "vmm/balloon/balloon.h"
 #include "vmm/vmm.h"
 
 #define MIB (1024ull * 1024ull)

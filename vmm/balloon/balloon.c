@@ -3,6 +3,7 @@
  * again, which leaves those pages as holes in the RAM file. Only for a VM whose RAM backend
  * QEMU reports share=on: QEMU 7.2 punches ballooned pages out of the backing file also for a
  * private mapping (ram_block_discard_range), and a fork's file is its checkpoint's. */
+#include "vmm/balloon/balloon.h"
 #include "vmm/vmm.h"
 #include "common/cleanup.h"
 #include "common/util.h"

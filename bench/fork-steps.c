@@ -9,6 +9,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "agent/agent.h"
+#include "bench/smaps.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -262,35 +263,6 @@ static const char *session_json(const char *name)
         return buf;
 }
 
-/* Pss (kB) of QEMU pid: the guest RAM mapping (its path holds "/ram" or "mem.ram") and the
- * rest. */
-static int pss_kb(pid_t pid, long *ret_ram, long *ret_other)
-{
-        char path[64], line[512];
-        long ram = 0, other = 0;
-        bool in_ram = false;
-        cleanup_fclose FILE *f = NULL;
-
-        snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-        if (!(f = fopen(path, "re")))
-                return -errno;
-        while (fgets(line, sizeof(line), f)) {
-                unsigned long lo, hi;
-                long kb;
-
-                if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-                        in_ram = strstr(line, "/origin/ram") || strstr(line, "mem.ram") ||
-                                 strstr(line, "/ram (deleted)");
-                        continue;
-                }
-                if (sscanf(line, "Pss: %ld kB", &kb) == 1)
-                        *(in_ram ? &ram : &other) += kb;
-        }
-        *ret_ram = ram;
-        *ret_other = other;
-        return 0;
-}
-
 static void print_steps(const char *what, const double steps[STEPS][MAX_N], unsigned n)
 {
         printf("| %-9s |", what);
@@ -322,17 +294,19 @@ struct n_result {
         unsigned failed[2]; /* forks that failed: new, base */
         double cold_wall, fork_wall, base_wall;
         double cold[STEPS][MAX_N], fork[STEPS][MAX_N], base[STEPS][MAX_N];
-        char exec_line[2][240]; /* fork, base */
+        char exec_line[2][320]; /* fork, base */
+        struct bench_smaps smaps[2][MAX_N];
+        unsigned n_smaps[2];
 };
 
 static struct n_result results[16];
 
 /* Every fork answers an exec of `true`; then the idle forks' memory, into line. */
-static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids, char *line,
-                    size_t size)
+static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids,
+                    struct bench_smaps *smaps, char *line, size_t size)
 {
         unsigned ok = 0;
-        double ram[MAX_N], other[MAX_N];
+        double ram[MAX_N], own[MAX_N], other[MAX_N];
         uint64_t t0 = fk_now_mono_ns();
 
         for (unsigned i = 0; i < n; i++) {
@@ -342,17 +316,22 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
                 ok += call("POST", path, "{\"argv\":[\"true\"]}", NULL) == 0;
         }
         for (unsigned i = 0; i < npids; i++) {
-                long r = 0, o = 0;
+                long o = 0;
 
-                (void)pss_kb(pids[i], &r, &o);
-                ram[i] = (double)r / 1024.0;
+                (void)bench_smaps_read(pids[i], &smaps[i]);
+                for (int k = 0; k < _BENCH_REGION_MAX; k++)
+                        o += k == BENCH_REGION_GUEST_RAM ? 0 : smaps[i].pss_kb[k];
+                ram[i] = (double)smaps[i].pss_kb[BENCH_REGION_GUEST_RAM] / 1024.0;
+                own[i] = (double)smaps[i].anon_kb[BENCH_REGION_GUEST_RAM] / 1024.0;
                 other[i] = (double)o / 1024.0;
         }
         snprintf(line, size,
                  "exec `true` in each of %u forks: %u answered (%.0f ms for all); idle fork PSS "
-                 "median/p90: guest RAM %.2f/%.2f MiB, QEMU's own %.1f/%.1f MiB",
+                 "median/p90: guest RAM %.2f/%.2f MiB (written since the restore %.2f/%.2f), "
+                 "QEMU's own %.1f/%.1f MiB",
                  n, ok, ms_since(t0), pct(ram, npids, 0.5), pct(ram, npids, 0.9),
-                 pct(other, npids, 0.5), pct(other, npids, 0.9));
+                 pct(own, npids, 0.5), pct(own, npids, 0.9), pct(other, npids, 0.5),
+                 pct(other, npids, 0.9));
         return ok == n ? 0 : -EIO;
 }
 
@@ -390,9 +369,11 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
                 r = wait_running("p-fork-", res->n, &res->failed[base]);
         *(base ? &res->base_wall : &res->fork_wall) = ms_since(t0);
         *(base ? &res->nb : &res->nf) = collect("p-fork-", base ? res->base : res->fork, pids);
-        if (r >= 0 && exec && !res->failed[base])
-                r = exec_all("p-fork-", res->n, pids, base ? res->nb : res->nf,
+        if (r >= 0 && exec && !res->failed[base]) {
+                res->n_smaps[base] = base ? res->nb : res->nf;
+                r = exec_all("p-fork-", res->n, pids, res->n_smaps[base], res->smaps[base],
                              res->exec_line[base], sizeof(res->exec_line[base]));
+        }
         delete_all("p-fork-", res->n);
         return r;
 }
@@ -419,6 +400,10 @@ static void print_result(const struct n_result *res)
         for (int i = 1; i >= 0; i--)
                 if (res->exec_line[i][0])
                         printf("\n%s%s\n", i ? "baseline: " : "", res->exec_line[i]);
+        for (int i = 1; i >= 0; i--)
+                if (res->n_smaps[i])
+                        bench_smaps_print(stdout, i ? "baseline forkletd" : "this forkletd",
+                                          res->smaps[i], res->n_smaps[i]);
 }
 
 /* Deletes what is left, stops forkletd, kills any QEMU of ours still there (its command line

@@ -179,8 +179,16 @@ static int bench_boot_vs_fork(const unsigned *ns, size_t count)
         return 0;
 }
 
+/* What "busy" runs in each fork: a dozen programs over the guest's files, three times. */
+#define TB_BUSY                                                                                    \
+        "for i in 1 2 3; do find / -xdev -type f 2>/dev/null | sort | md5sum >/dev/null; "         \
+        "tar cf - /bin /etc 2>/dev/null | gzip -1 | wc -c >/dev/null; "                            \
+        "awk '{n += NF} END {print n}' /proc/kallsyms >/dev/null; "                                \
+        "sed -n 's/a/b/gp' /proc/kallsyms | grep -c x >/dev/null; ps >/dev/null; done"
+
 /* Forks of N with the default TCG translation cache and with a smaller one (tb_mib), in the
- * same run: fork wall and p50, and the forks' QEMU PSS beyond guest RAM after an exec each. */
+ * same run: fork wall and p50, the forks' QEMU PSS beyond guest RAM after an exec each, and
+ * how long a busy guest then takes (TB_BUSY, one fork at a time). */
 static int bench_tb(unsigned n, unsigned tb_mib)
 {
         static struct fh_vm vms[MAX_N], parent;
@@ -199,11 +207,11 @@ static int bench_tb(unsigned n, unsigned tb_mib)
         snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
         printf("\n# fork of %u, TCG translation cache: default %u MiB vs %u MiB (same run)\n", n,
                VMM_TCG_TB_MIB, tb_mib);
-        printf("%-8s %12s %12s %12s %18s %18s\n", "tb MiB", "fork wall", "fork p50", "fork p90",
-               "QEMU PSS p50 MiB", "QEMU PSS max MiB");
+        printf("%-8s %12s %12s %12s %18s %18s %14s\n", "tb MiB", "fork wall", "fork p50",
+               "fork p90", "QEMU PSS p50 MiB", "QEMU PSS max MiB", "busy p50 ms");
         for (int pass = 0; pass < 2 && r >= 0; pass++) {
                 struct group_result g;
-                double pss[MAX_N];
+                double pss[MAX_N], busy[MAX_N];
 
                 fh_tb_size_mib = pass ? tb_mib : 0;
                 r = run_group(vms, n, pass ? "tb-small" : "tb-default", ckpt, &g);
@@ -214,10 +222,17 @@ static int bench_tb(unsigned n, unsigned tb_mib)
                         (void)pss_kb(vmm_process_pid(vms[i].proc), "/ck/ram", &map, &total);
                         pss[i] = (double)(total - map) / 1024.0;
                 }
+                /* then a busy guest, one fork at a time: many programs, much code to translate */
+                for (unsigned i = 0; r >= 0 && i < n; i++) {
+                        uint64_t t0 = fk_now_mono_ns();
+
+                        (void)fh_sh(&vms[i], TB_BUSY, NULL);
+                        busy[i] = (double)(fk_now_mono_ns() - t0) / 1e6;
+                }
                 if (r >= 0)
-                        printf("%-8u %10.0f ms %9.0f ms %9.0f ms %18.1f %18.1f\n",
+                        printf("%-8u %10.0f ms %9.0f ms %9.0f ms %18.1f %18.1f %14.0f\n",
                                pass ? tb_mib : VMM_TCG_TB_MIB, g.wall_ms, g.p50_ms, g.p90_ms,
-                               pct(pss, n, 0.5), pct(pss, n, 1.0));
+                               pct(pss, n, 0.5), pct(pss, n, 1.0), pct(busy, n, 0.5));
                 stop_group(vms, n);
         }
         fh_tb_size_mib = 0;

@@ -381,9 +381,9 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
         return vmm_process_spawn_env(argv, NULL, stderr_log, pre_exec, userdata, ret, err);
 }
 
-int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env,
-                          const char *stderr_log, vmm_pre_exec_fn pre_exec, void *userdata,
-                          struct vmm_process **ret, struct fk_error *err)
+int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env, const char *stderr_log,
+                          vmm_pre_exec_fn pre_exec, void *userdata, struct vmm_process **ret,
+                          struct fk_error *err)
 {
         cleanup_free char *binary = NULL;
         cleanup_close int null_fd = -1, log_fd = -1, pidfd = -1;

@@ -103,9 +103,9 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
                       void *userdata, struct vmm_process **ret, struct fk_error *err);
 /* vmm_process_spawn with env (borrowed; NULL: forkletd's environment, THP as it is): QEMU gets
  * env->envp and, with env->thp_disable, PR_SET_THP_DISABLE (set after the pre-exec hook). */
-int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env,
-                          const char *stderr_log, vmm_pre_exec_fn pre_exec, void *userdata,
-                          struct vmm_process **ret, struct fk_error *err);
+int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env, const char *stderr_log,
+                          vmm_pre_exec_fn pre_exec, void *userdata, struct vmm_process **ret,
+                          struct fk_error *err);
 /* Adopts a running QEMU by pid, checking its start time (from /proc/PID/stat, field 22)
  * equals start_time so a reused pid is never adopted. -ESRCH if gone or different. */
 int vmm_process_adopt(pid_t pid, uint64_t start_time, struct vmm_process **ret);

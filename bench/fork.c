@@ -83,10 +83,21 @@ static void stop_group(struct fh_vm *vms, unsigned n)
 }
 
 /* Pss (kB) of the mapping whose path ends in suffix, and of the whole process. */
+static int map_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_anon, long *ret_total);
+
 static int pss_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_total)
 {
+        long anon;
+
+        return map_kb(pid, suffix, ret_map, &anon, ret_total);
+}
+
+/* PSS (kB) of QEMU pid: of the mapping whose path ends in suffix (*ret_map), its Anonymous
+ * part (*ret_anon: the pages of it this process wrote), and of everything (*ret_total). */
+static int map_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_anon, long *ret_total)
+{
         char path[64], line[512];
-        long map = 0, total = 0;
+        long map = 0, anon = 0, total = 0;
         bool in_map = false;
         cleanup_fclose FILE *f = NULL;
 
@@ -111,9 +122,12 @@ static int pss_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_total)
                         total += kb;
                         if (in_map)
                                 map += kb;
+                } else if (in_map && sscanf(line, "Anonymous: %ld kB", &kb) == 1) {
+                        anon += kb;
                 }
         }
         *ret_map = map;
+        *ret_anon = anon;
         *ret_total = total;
         return 0;
 }
@@ -239,6 +253,65 @@ static int bench_tb(unsigned n, unsigned tb_mib)
         return r;
 }
 
+#define PAGES_REPS  3
+#define PAGES_STEPS 7
+
+/* Which step of a fork writes its guest RAM: the fork's own pages (Anonymous in its RAM
+ * mapping) after the restore with the agent channel open, idle, the agent's ping and identity
+ * (what forkletd sends first), idle, a first and a second exec of `true`, idle; PAGES_REPS
+ * forks of one checkpoint, one at a time. */
+static int bench_pages(void)
+{
+        static const char *const steps[PAGES_STEPS] = {"restored, agent channel open",
+                                                       "+ 2 s idle",
+                                                       "+ ping + identity",
+                                                       "+ 2 s idle",
+                                                       "+ exec true",
+                                                       "+ exec true",
+                                                       "+ 2 s idle"};
+        static struct fh_vm parent, vm;
+        long kb[PAGES_REPS][PAGES_STEPS] = {{0}};
+        struct vmm_checkpoint_stats st;
+        struct fk_error err = {0};
+        char ckpt[300];
+        int r;
+
+        r = fh_vm_start(&parent, workdir, "pg-parent", image, 256, NULL, true, &err);
+        if (r >= 0)
+                r = checkpoint_once(&parent, "ck", &st);
+        fh_vm_stop(&parent);
+        snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
+        for (int k = 0; r >= 0 && k < PAGES_REPS; k++) {
+                r = fh_vm_start(&vm, workdir, "pg-fork", image, 256, ckpt, false, &err);
+                for (int s = 0; r >= 0 && s < PAGES_STEPS; s++) {
+                        long map, total;
+
+                        if (s == 1 || s == 3 || s == 6)
+                                sleep(2);
+                        else if (s == 2)
+                                r = fh_vm_wait(&vm, "pg-fork", true, &err);
+                        else if (s >= 4)
+                                r = fh_sh(&vm, "true", NULL) == 0 ? 0 : -EIO;
+                        if (r >= 0)
+                                r = map_kb(vmm_process_pid(vm.proc), "/ck/ram", &map, &kb[k][s],
+                                           &total);
+                }
+                fh_vm_stop(&vm);
+        }
+        if (r < 0)
+                return fprintf(stderr, "pages: %s\n", err.msg[0] ? err.msg : strerror(-r)), r;
+        printf("\n# guest RAM a fork wrote (KiB, its own pages of the checkpoint's RAM), %d "
+               "forks\n",
+               PAGES_REPS);
+        for (int s = 0; s < PAGES_STEPS; s++) {
+                printf("%-30s", steps[s]);
+                for (int k = 0; k < PAGES_REPS; k++)
+                        printf(" %6ld (%+5ld)", kb[k][s], s ? kb[k][s] - kb[k][s - 1] : kb[k][s]);
+                printf("\n");
+        }
+        return 0;
+}
+
 static int bench_pause(unsigned mib)
 {
         struct vmm_checkpoint_stats low, high;
@@ -360,8 +433,9 @@ int main(int argc, char **argv)
         }
         bool only_rollback = argc == 2 && strcmp(argv[1], "rollback") == 0;
         bool only_tb = argc == 4 && strcmp(argv[1], "tb") == 0;
+        bool only_pages = argc == 2 && strcmp(argv[1], "pages") == 0;
 
-        if (argc > 1 && !only_rollback && !only_tb) {
+        if (argc > 1 && !only_rollback && !only_tb && !only_pages) {
                 count = 0;
                 for (int i = 1; i < argc && count < ARRAY_SIZE(ns); i++) {
                         int n = atoi(argv[i]);
@@ -378,6 +452,11 @@ int main(int argc, char **argv)
                 unsigned n = (unsigned)atoi(argv[2]), mib = (unsigned)atoi(argv[3]);
 
                 r = n >= 1 && n <= MAX_N && mib >= 1 ? bench_tb(n, mib) : -EINVAL;
+                fk_rm_rf(workdir);
+                return r < 0 ? 1 : 0;
+        }
+        if (only_pages) {
+                r = bench_pages();
                 fk_rm_rf(workdir);
                 return r < 0 ? 1 : 0;
         }

@@ -254,17 +254,18 @@ static int bench_tb(unsigned n, unsigned tb_mib)
 }
 
 #define PAGES_REPS  3
-#define PAGES_STEPS 7
+#define PAGES_STEPS 8
 
 /* Which step of a fork writes its guest RAM: the fork's own pages (Anonymous in its RAM
- * mapping) after the restore with the agent channel open, idle, the agent's ping and identity
- * (what forkletd sends first), idle, a first and a second exec of `true`, idle; PAGES_REPS
- * forks of one checkpoint, one at a time. */
+ * mapping) after the restore with the agent channel open, idle, the agent's first ping, the
+ * identity request (what forkletd sends first), idle, a first and a second exec of `true`,
+ * idle; PAGES_REPS forks of one checkpoint, one at a time. */
 static int bench_pages(void)
 {
         static const char *const steps[PAGES_STEPS] = {"restored, agent channel open",
                                                        "+ 2 s idle",
-                                                       "+ ping + identity",
+                                                       "+ ping",
+                                                       "+ identity",
                                                        "+ 2 s idle",
                                                        "+ exec true",
                                                        "+ exec true",
@@ -286,11 +287,13 @@ static int bench_pages(void)
                 for (int s = 0; r >= 0 && s < PAGES_STEPS; s++) {
                         long map, total;
 
-                        if (s == 1 || s == 3 || s == 6)
+                        if (s == 1 || s == 4 || s == 7)
                                 sleep(2);
                         else if (s == 2)
+                                r = vmm_agent_wait_ready(vm.agent, 60000, &err);
+                        else if (s == 3) /* its ping again, then the identity request */
                                 r = fh_vm_wait(&vm, "pg-fork", true, &err);
-                        else if (s >= 4)
+                        else if (s >= 5)
                                 r = fh_sh(&vm, "true", NULL) == 0 ? 0 : -EIO;
                         if (r >= 0)
                                 r = map_kb(vmm_process_pid(vm.proc), "/ck/ram", &map, &kb[k][s],

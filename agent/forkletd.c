@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* forkletd: parses arguments, loads the node config, wires the daemon, the API server and the
  * signal handling together. VMs keep running across a forkletd restart (they are adopted). */
-#include "agent/agent.h"
+#include "agent/api/api.h"
+#include "agent/daemon/daemon.h"
+#include "agent/net/net.h"
+#include "agent/runfs/runfs.h"
+#include "agent/vm/vm.h"
 #include "agent/jail/jail.h"
-#include "agent/cluster.h"
+#include "agent/obs/obs.h"
+#include "agent/cluster/cluster.h"
 #include "cgroups/cgroups.h"
 #include "common/log.h"
 #include "manifest/manifest.h"
@@ -177,7 +182,7 @@ static int serve(const struct node_config *cfg, enum vmm_accel accel, sigset_t *
                 cg_manager_free(cg);
                 return r;
         }
-        /* Cluster mode (agent/cluster.h): register with etcd and sync assigned sessions.
+        /* Cluster mode (agent/cluster/cluster.h): register with etcd and sync assigned sessions.
          * Standalone (controlPlane.etcd empty) skips this entirely. */
         if (cfg->etcd && cfg->etcd[0])
                 r = cluster_agent_start(d, cfg, NULL, &cluster);

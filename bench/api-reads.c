@@ -6,7 +6,8 @@
  * VMs are the unit tests' fake backend, so only the read path is measured; no root needed.
  * Usage: bench-api-reads [REQUESTS]   (default 300) */
 #include "tests/lib/agent-fake.h"
-#include "agent/agent-internal.h"
+#include "agent/api/api.h"
+#include "agent/daemon/daemon-internal.h"
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/log.h"

@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
-#include "agent/agent.h"
+#include "agent/vm/vm.h"
 #include "bench/smaps.h"
 
 #include <dirent.h>

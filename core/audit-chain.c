@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit log's hash chain: sealing a line (pure) and checking a log read from a stream the
- * caller opened. forkletd appends and checks its own log with it (agent/audit.c); forklet checks
- * a copy (audit verify --file). */
+ * caller opened. forkletd appends and checks its own log with it (agent/obs/audit.c); forklet
+ * checks a copy (audit verify --file). */
 #include "core/core.h"
 #include "common/cleanup.h"
 #include "common/util.h"

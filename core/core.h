@@ -44,8 +44,8 @@ enum session_phase session_phase_from_string(const char *s);
 /* ---- planner (core/plan.c)
  * ------------------------------------------------------------------------ */
 
-/* What a request asked of a session and still waits for (agent/intent.c keeps the records; the
- * planner sees the oldest pending one). */
+/* What a request asked of a session and still waits for (agent/daemon/intent.c keeps the records;
+ * the planner sees the oldest pending one). */
 enum core_intent_kind {
         CORE_INTENT_NONE,
         CORE_INTENT_CHECKPOINT, /* POST .../checkpoints */
@@ -247,7 +247,7 @@ struct core_cluster_usage {
         uint64_t local_memory_mib;
 };
 
-/* What the node reports: its admission's own numbers (core/capacity.c, agent/admission.c),
+/* What the node reports: its admission's own numbers (core/capacity.c, agent/daemon/admission.c),
  * so the scheduler places by the same arithmetic the node admits by. */
 struct core_cluster_node_report {
         struct core_node_resources node; /* host, reserve, overcommit, maxSessions */

@@ -12,7 +12,6 @@
 
 static const char *const state_names[_SESSION_STATE_MAX] = {"Running", "Paused", "Stopped"};
 static const char *const policy_names[_RESTART_POLICY_MAX] = {"Never", "OnFailure"};
-static const char *const accel_names[_ACCEL_MAX] = {"auto", "kvm", "tcg"};
 
 static int lookup(const char *const *names, int n, const char *s)
 {
@@ -40,16 +39,6 @@ const char *restart_policy_to_string(enum restart_policy p)
 enum restart_policy restart_policy_from_string(const char *s)
 {
         return (enum restart_policy)lookup(policy_names, _RESTART_POLICY_MAX, s);
-}
-
-const char *accel_mode_to_string(enum accel_mode a)
-{
-        return a >= 0 && a < _ACCEL_MAX ? accel_names[a] : NULL;
-}
-
-enum accel_mode accel_mode_from_string(const char *s)
-{
-        return (enum accel_mode)lookup(accel_names, _ACCEL_MAX, s);
 }
 
 static void kvs_free(struct kv *kv, size_t n)

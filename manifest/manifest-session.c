@@ -24,23 +24,6 @@ static const struct mnode *opt(const struct mnode *map, const char *key)
         return v && !mnode_is_null(v) ? v : NULL;
 }
 
-int manifest_decode_header(struct mctx *c, const struct mnode *root, const char *kind)
-{
-        const struct mnode *v;
-        const char *s;
-
-        v = mget_required(c, root, "", "apiVersion");
-        s = v ? mget_string(c, v, "apiVersion") : NULL;
-        if (s && strcmp(s, MANIFEST_API_VERSION) != 0)
-                mctx_err(c, v, "apiVersion", "unsupported apiVersion \"%s\" (expected \"%s\")", s,
-                         MANIFEST_API_VERSION);
-        v = mget_required(c, root, "", "kind");
-        s = v ? mget_string(c, v, "kind") : NULL;
-        if (s && strcmp(s, kind) != 0)
-                mctx_err(c, v, "kind", "expected kind \"%s\", got \"%s\"", kind, s);
-        return 0;
-}
-
 /* A DNS-1123 name at map.key; keeps *ret (the default) when absent. */
 static void decode_name(struct mctx *c, const struct mnode *map, const char *path, const char *key,
                         bool required, char **ret)
@@ -60,57 +43,6 @@ static void decode_name(struct mctx *c, const struct mnode *map, const char *pat
                 mctx_err(c, v, p, "invalid name \"%s\": %s (a DNS-1123 label)", s, why);
         else
                 mstrdup(c, s, ret);
-}
-
-static int kv_push(struct mctx *c, struct kv **arr, size_t *n, const char *k, const char *v)
-{
-        struct kv *a = realloc(*arr, (*n + 1) * sizeof(**arr));
-
-        if (!a)
-                return c->oom = true, -ENOMEM;
-        *arr = a;
-        a[*n] = (struct kv){strdup(k), strdup(v)};
-        if (!a[*n].key || !a[*n].value) {
-                free(a[*n].key);
-                free(a[*n].value);
-                return c->oom = true, -ENOMEM;
-        }
-        (*n)++;
-        return 0;
-}
-
-/* labels (is_env false) or env (is_env true): a string-to-string map. */
-void manifest_decode_kvs(struct mctx *c, const struct mnode *n, const char *path, bool is_env,
-                         struct kv **ret, size_t *ret_n)
-{
-        char p[MPATH_MAX];
-
-        if (!mget_map(c, n, path, NULL))
-                return;
-        for (size_t i = 0; i + 1 < n->n_items; i += 2) {
-                const struct mnode *k = n->items[i], *v = n->items[i + 1];
-                const char *key, *val, *why;
-
-                if (k->type != MNODE_SCALAR || k->kind == MSCALAR_NULL ||
-                    mnode_get(n, k->text) != v)
-                        continue; /* reported by mget_map */
-                key = k->text;
-                mpath_key(p, sizeof(p), path, key);
-                why = is_env ? manifest_env_name_problem(key) : manifest_label_key_problem(key);
-                if (why) {
-                        mctx_err(c, k, p, "invalid %s \"%s\": %s",
-                                 is_env ? "environment variable name" : "label key", key, why);
-                        continue;
-                }
-                val = mget_string(c, v, p);
-                if (!val)
-                        continue;
-                why = is_env ? NULL : manifest_label_value_problem(val);
-                if (why)
-                        mctx_err(c, v, p, "invalid label value \"%s\": %s", val, why);
-                else
-                        kv_push(c, ret, ret_n, key, val);
-        }
 }
 
 static void decode_metadata(struct mctx *c, const struct mnode *meta, struct session_manifest *m)
@@ -483,20 +415,10 @@ int manifest_load_sessions_file(const char *path, const struct node_config *cfg,
 {
         cleanup_free char *buf = NULL;
         size_t size = 0;
-        int r;
+        int r = manifest_read_file(path, &buf, &size, diag);
 
-        r = fk_read_file(path, MANIFEST_MAX_FILE_SIZE, &buf, &size);
-        if (r == -EFBIG) {
-                if (manifest_diag_add(diag, "%s: file is larger than %d bytes (1 MiB)", path,
-                                      MANIFEST_MAX_FILE_SIZE) < 0)
-                        return -ENOMEM;
-                return -EINVAL;
-        }
-        if (r < 0) {
-                if (manifest_diag_add(diag, "%s: cannot read: %s", path, strerror(-r)) < 0)
-                        return -ENOMEM;
+        if (r < 0)
                 return r;
-        }
         return manifest_parse_sessions(buf, size, path, cfg, ret, ret_n, diag);
 }
 

@@ -268,6 +268,14 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
          * their order. */
         arg(b, "-device");
         arg(b, "pvpanic");
+        /* Last, so a VM without it keeps every other device's virtio-mmio slot (its
+         * checkpoints still restore). No free-page-reporting: QEMU 7.2 would punch what the
+         * guest reports out of a fork's shared checkpoint file; forkletd inflates it only for
+         * a VM whose RAM file is its own (balloon.c). */
+        if (c->balloon) {
+                arg(b, "-device");
+                arg(b, "virtio-balloon-device,id=" VMM_BALLOON_ID ",deflate-on-oom=on");
+        }
 }
 
 int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *err)

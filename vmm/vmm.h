@@ -9,6 +9,8 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "vmm/agent-client/agent-client.h"
+#include "vmm/console/console.h"
 
 typedef struct json_t json_t; /* jansson */
 
@@ -52,6 +54,9 @@ struct vmm_config {
         unsigned tb_size_mib;       /* TCG translation cache, MiB; 0: VMM_TCG_TB_MIB */
         bool sandbox; /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
                        * denied (QEMU's seccomp filter; migration must then use fd:) */
+        /* a virtio-balloon-device (deflate-on-oom, id VMM_BALLOON_ID) after every other device:
+         * a restore must have it exactly when the checkpoint's source had it */
+        bool balloon;
 };
 
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
@@ -157,139 +162,6 @@ int qmp_client_fd(const struct qmp_client *c);
 /* Convenience: query-status -> "running", "paused", ... (caller frees). */
 int qmp_query_status(struct qmp_client *c, unsigned timeout_ms, char **ret, struct fk_error *err);
 
-/* ---- guest agent (host side) ------------------------------------------------------------- */
-
-struct vmm_agent;
-
-/* Connects to the agent chardev socket (retrying until timeout_ms). A background reader thread
- * demultiplexes frames; all calls below are thread-safe and may run concurrently. If the
- * channel closes, the client reconnects on the next call. */
-int vmm_agent_connect(const char *socket_path, unsigned timeout_ms, struct vmm_agent **ret,
-                      struct fk_error *err);
-struct vmm_agent *vmm_agent_free(struct vmm_agent *a);
-/* Waits until the guest agent has said hello / answers ping. */
-int vmm_agent_wait_ready(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err);
-
-struct vmm_exec_request {
-        char *const *argv;      /* borrowed, argv[0] looked up in the guest PATH */
-        char *const *env;       /* borrowed "K=V" strv or NULL (added to the agent's default env) */
-        const char *cwd;        /* NULL: / */
-        const char *user;       /* NULL: root; else USER[:GROUP] or UID[:GID] in the guest */
-        const void *stdin_data; /* borrowed; NULL/0: stdin is /dev/null */
-        size_t stdin_size;
-        unsigned timeout_ms; /* 0: none; on expiry the process group is killed */
-        size_t output_cap;   /* bytes of stdout+stderr before the rest is dropped; 0: default */
-        bool detach;         /* start in background (setsid), return its pid at once */
-};
-
-/* Output callback: stream 1 = stdout, 2 = stderr. Called from the caller's thread. */
-typedef int (*vmm_exec_output_fn)(int stream, const void *data, size_t size, void *userdata);
-
-struct vmm_exec_result {
-        pid_t pid;     /* guest pid */
-        int exit_code; /* valid when !signaled */
-        int signal;    /* killing signal when signaled */
-        bool signaled;
-        bool timed_out;
-        bool output_capped; /* output hit output_cap and was cut */
-};
-
-/* Runs a command in the guest and waits for it (unless detach). Output is passed to out_fn as
- * it arrives. -ETIMEDOUT if the agent does not answer; guest-side failures to start (ENOENT for
- * a missing binary, ...) return that -errno with err filled. */
-int vmm_agent_exec(struct vmm_agent *a, const struct vmm_exec_request *req,
-                   vmm_exec_output_fn out_fn, void *userdata, struct vmm_exec_result *ret,
-                   struct fk_error *err);
-/* Liveness: one PING answered by a PONG within timeout_ms (-ETIMEDOUT, -ENOTCONN while the
- * channel is down, -ECONNRESET when it dropped). */
-int vmm_agent_ping(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err);
-/* Asks the guest to power off cleanly (sync, then poweroff). Returns once the agent acked. */
-int vmm_agent_poweroff(struct vmm_agent *a, unsigned timeout_ms, struct fk_error *err);
-
-/* ---- serial console log ------------------------------------------------------------------ */
-
-struct vmm_console;
-
-/* Connects to the console socket QEMU listens on (vmm_config.console_socket; retrying until
- * timeout_ms) and copies what the guest prints into log_path from a background thread. The
- * file never grows past max_bytes: the writer then renames it to "<log_path>.1" (replacing the
- * older one) and starts a new one, so at most 2 * max_bytes are kept. rotate_first rotates an
- * existing log before anything is written (a fresh boot); adoption appends. The thread ends when
- * QEMU closes the socket. Does not log. */
-int vmm_console_start(const char *socket_path, const char *log_path, size_t max_bytes,
-                      bool rotate_first, unsigned timeout_ms, struct vmm_console **ret,
-                      struct fk_error *err);
-/* Bytes written to the log files so far and rotations done (tests, metrics). */
-void vmm_console_stats(struct vmm_console *c, uint64_t *ret_bytes, unsigned *ret_rotations);
-
-/* What the console said about the guest's health since the reader started. */
-#define VMM_CONSOLE_TAIL_LINES 10
-#define VMM_CONSOLE_LINE_MAX   160 /* a longer line is cut */
-struct vmm_console_report {
-        unsigned panics;                  /* "Kernel panic - not syncing" lines */
-        char panic[VMM_CONSOLE_LINE_MAX]; /* the first one, from "Kernel panic" on */
-        unsigned oom_kills;               /* the OOM killer's "Killed process" lines */
-        char oom[VMM_CONSOLE_LINE_MAX];   /* the last one, "Out of memory: Killed process N (x)" */
-        char tail[VMM_CONSOLE_TAIL_LINES][VMM_CONSOLE_LINE_MAX]; /* last lines, oldest first */
-        unsigned n_tail;
-};
-/* A copy of the report so far (thread-safe). */
-void vmm_console_report(struct vmm_console *c, struct vmm_console_report *ret);
-/* Waits up to timeout_ms until the reader has seen QEMU close the console (everything the guest
- * printed is in the report). 1: closed, 0: still open. */
-int vmm_console_wait_closed(struct vmm_console *c, unsigned timeout_ms);
-
-/* The scanner behind the report (pure, console-scan.c): lines are cut at VMM_CONSOLE_LINE_MAX,
- * "\r" dropped, other control and non-ASCII bytes shown as '?'. */
-enum vmm_console_line {
-        VMM_CONSOLE_LINE_PLAIN,
-        VMM_CONSOLE_LINE_PANIC,    /* the kernel panicked */
-        VMM_CONSOLE_LINE_OOM_KILL, /* the OOM killer killed a process */
-};
-enum vmm_console_line vmm_console_classify(const char *line);
-struct vmm_console_scan {
-        char line[VMM_CONSOLE_LINE_MAX]; /* the line being read */
-        size_t len;
-        char ring[VMM_CONSOLE_TAIL_LINES][VMM_CONSOLE_LINE_MAX];
-        unsigned next, n;
-        struct vmm_console_report report; /* counters and summaries (tail filled on report) */
-};
-/* Feeds bytes as they arrive (zero-initialize s first). */
-void vmm_console_scan_feed(struct vmm_console_scan *s, const void *data, size_t size);
-/* The report, a line still missing its newline included. */
-void vmm_console_scan_report(const struct vmm_console_scan *s, struct vmm_console_report *ret);
-/* Stops the thread (after draining what is already readable) and frees; accepts NULL. */
-struct vmm_console *vmm_console_free(struct vmm_console *c);
-
-/* Guest agent calls beyond exec: files, identity after a fork, filesystem freeze, clock. Same
- * rules as above: thread-safe, -errno returns, err filled on failure, no logging. */
-/* Copies the agent version the guest announced on this connection (escaped, see
- * vmm_agent_guest_text) into buf (NUL-terminated, cut to size). -ENOTCONN before its HELLO. A copy:
- * the guest may send another HELLO at any time. */
-int vmm_agent_guest_version(struct vmm_agent *a, char *buf, size_t size);
-
-/* Writes data to path in the guest (created with mode, truncated first), in chunks. */
-int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data, size_t size,
-                         unsigned mode, unsigned timeout_ms, struct fk_error *err);
-/* Reads the guest file path into a heap buffer (caller frees *ret); -EFBIG past max bytes. */
-int vmm_agent_read_file(struct vmm_agent *a, const char *path, size_t max, void **ret,
-                        size_t *ret_size, unsigned timeout_ms, struct fk_error *err);
-
-/* After a fork or rollback: gives the guest its fork id (written to /run/forklet/fork-id),
- * a hostname (NULL/"": keep) and fresh entropy (credited, then the CRNG is reseeded). */
-int vmm_agent_set_identity(struct vmm_agent *a, const char *fork_id, const char *hostname,
-                           const void *entropy, size_t entropy_size, unsigned timeout_ms,
-                           struct fk_error *err);
-
-/* Sets the guest's CLOCK_REALTIME to realtime_ns (after a resume or a restore: the guest clock
- * does not advance while QEMU is stopped). Agents older than the message answer -ENOSYS. */
-int vmm_agent_set_time(struct vmm_agent *a, uint64_t realtime_ns, unsigned timeout_ms,
-                       struct fk_error *err);
-
-/* FIFREEZE / FITHAW the filesystem mounted at path (e.g. "/workspace"). Idempotent. */
-int vmm_agent_fsfreeze(struct vmm_agent *a, const char *path, bool freeze, unsigned timeout_ms,
-                       struct fk_error *err);
-
 /* ---- graceful stop --------------------------------------------------------------------- */
 
 /* Stops a VM: agent poweroff (if agent non-NULL), then QMP quit (if qmp non-NULL), then
@@ -379,3 +251,48 @@ struct vmm_live_stats {
  * running. Does not log. */
 int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
                         struct vmm_live_stats *ret, struct fk_error *err);
+
+/* ---- memory back to the host (balloon.c) --------------------------------------------------- */
+
+/* The balloon device's id (vmm_config.balloon); QOM path /machine/peripheral/VMM_BALLOON_ID. */
+#define VMM_BALLOON_ID "balloon0"
+
+struct vmm_give_back_opts {
+        uint64_t ram_bytes;    /* the guest's RAM (memory_mib) */
+        uint64_t host_bytes;   /* what its RAM file holds on the host now (allocated bytes) */
+        uint64_t margin_bytes; /* left free in the guest while the balloon is inflated */
+        uint64_t min_bytes;    /* expected to come back at least this much, else nothing is done */
+        unsigned timeout_ms;   /* stats and inflation; the deflation gets as long again */
+        const volatile bool *cancel; /* set: stop inflating (then deflate); NULL: never */
+};
+
+struct vmm_give_back_stats {
+        uint64_t guest_free; /* the guest's free memory (its balloon driver's stats) */
+        uint64_t expected;   /* what the plan expected back: host_bytes - (RAM - guest_free) */
+        uint64_t ballooned;  /* the most the balloon held */
+        uint64_t inflate_ns; /* target set .. reached (or given up) */
+        uint64_t deflate_ns; /* target back to the whole RAM .. the guest has it all again */
+        bool skipped;        /* less than min_bytes to expect: the balloon was not touched */
+};
+
+/* The bytes to inflate the balloon by (0: not worth it) for a guest with guest_free bytes free:
+ * all its free memory but the margin, when the RAM file holds at least min_bytes more than the
+ * guest uses (RAM - free). *ret_expected (may be NULL): that difference, 0 when it is not worth
+ * it. Pure. */
+uint64_t vmm_balloon_plan(const struct vmm_give_back_opts *o, uint64_t guest_free,
+                          uint64_t *ret_expected);
+/* Gives the guest's free memory back to the host: the balloon takes it (QEMU punches each page
+ * out of the RAM file: fallocate PUNCH_HOLE, then madvise), then gives it back to the guest
+ * (the pages come back as holes, zero when read). Refuses (-EPERM, err says why, nothing sent
+ * but queries) unless QEMU reports the RAM backend share=on: QEMU 7.2 punches the holes into
+ * the backing file also for a private (share=off) mapping, which for a fork is the checkpoint's
+ * RAM file every fork maps. -ENODEV: no balloon device; -ETIMEDOUT: the guest's driver sent no
+ * stats (virtio_balloon not loaded?). The balloon's target is the whole RAM again on return
+ * whatever happened once it was moved (a later checkpoint never carries an inflating balloon
+ * into forks). ret is filled also on failure. Does not log. */
+int vmm_balloon_give_back(struct qmp_client *qmp, const struct vmm_give_back_opts *o,
+                          struct vmm_give_back_stats *ret, struct fk_error *err);
+/* Sets the balloon's target to the whole RAM (ram_bytes): the guest deflates whatever it holds
+ * (after adopting a VM whose give-back a killed forkletd left half done). -ENODEV without a
+ * balloon device. Does not log. */
+int vmm_balloon_reset(struct qmp_client *qmp, uint64_t ram_bytes, struct fk_error *err);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The fork timing breakdown's renderings: the event text (steps that ran, in order, whole ms,
  * at least 1) and status.bootTiming (ms with 0.1 precision, absent steps left out). */
-#include "agent/agent.h"
-#include "agent/agent-internal.h"
+#include "agent/vm/vm.h"
+#include "agent/daemon/daemon-internal.h"
 
 #include <jansson.h>
 #include <setjmp.h>

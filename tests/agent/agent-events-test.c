@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/agent-internal.h"
+#include "agent/daemon/daemon-internal.h"
 
 static json_t *events_of(const struct agent_session *s)
 {

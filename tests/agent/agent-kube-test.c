@@ -2,6 +2,7 @@
 /* The Kubernetes-convention API: pure parts (routes, label/field selectors, merge patch,
  * Status mapping and causes, Table, uid, the OpenAPI schema against the manifest field table,
  * the kubeconfig text). The server side: agent-kube-api-test.c. */
+#include "agent/api/api-internal.h"
 #include "tests/lib/agent-harness.h"
 
 #include <string.h>

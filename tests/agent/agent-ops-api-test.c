@@ -7,25 +7,47 @@
 #include <netinet/in.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 struct raw {
         long status;
         char *body;
         size_t size;
         bool replayed;
+        /* A stream read while it arrives (the watch): each write appends under mu and
+         * broadcasts cv; the transfer ends once stop is set. NULL mu: a plain request. */
+        pthread_mutex_t *mu;
+        pthread_cond_t *cv;
+        const atomic_bool *stop;
 };
 
 static size_t raw_write(char *p, size_t sz, size_t n, void *ud)
 {
         struct raw *r = ud;
-        char *b = realloc(r->body, r->size + sz * n + 1);
+        char *b;
 
+        if (r->mu)
+                pthread_mutex_lock(r->mu);
+        b = realloc(r->body, r->size + sz * n + 1);
         assert_non_null(b);
         memcpy(b + r->size, p, sz * n);
         r->size += sz * n;
         b[r->size] = '\0';
         r->body = b;
+        if (r->mu) {
+                pthread_cond_broadcast(r->cv);
+                pthread_mutex_unlock(r->mu);
+        }
         return sz * n;
+}
+
+/* Ends a streamed transfer once its reader is done (curl calls it about every second). */
+static int raw_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+        const struct raw *r = ud;
+
+        (void)a, (void)b, (void)c, (void)d;
+        return r->stop && atomic_load(r->stop);
 }
 
 static size_t raw_header(char *p, size_t sz, size_t n, void *ud)
@@ -37,15 +59,20 @@ static size_t raw_header(char *p, size_t sz, size_t n, void *ud)
         return sz * n;
 }
 
-/* One request with extra headers over the unix socket (sock) or TCP (url host part). */
-static long raw_req(const char *sock, const char *url, const char *method, const char *hdr1,
-                    const char *body, size_t body_size, long timeout_ms, struct raw *ret)
+/* One request with extra headers over the unix socket (sock) or TCP (url host part) into
+ * *ret, whose stream fields (mu, cv, stop) are set or NULL and the rest zero. */
+static long raw_perform(const char *sock, const char *url, const char *method, const char *hdr1,
+                        const char *body, size_t body_size, long timeout_ms, struct raw *ret)
 {
         CURL *c = curl_easy_init();
         struct curl_slist *h = NULL;
 
         assert_non_null(c);
-        *ret = (struct raw){0};
+        if (ret->stop) {
+                curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+                curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, raw_progress);
+                curl_easy_setopt(c, CURLOPT_XFERINFODATA, ret);
+        }
         if (sock)
                 curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock);
         curl_easy_setopt(c, CURLOPT_URL, url);
@@ -69,6 +96,13 @@ static long raw_req(const char *sock, const char *url, const char *method, const
         curl_slist_free_all(h);
         curl_easy_cleanup(c);
         return ret->status;
+}
+
+static long raw_req(const char *sock, const char *url, const char *method, const char *hdr1,
+                    const char *body, size_t body_size, long timeout_ms, struct raw *ret)
+{
+        *ret = (struct raw){0};
+        return raw_perform(sock, url, method, hdr1, body, body_size, timeout_ms, ret);
 }
 
 static void raw_done(struct raw *r)
@@ -274,35 +308,66 @@ static void test_audit_api(void **state)
 struct watcher {
         const char *sock;
         struct raw r;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        atomic_bool stop;
 };
 
 static void *watch_thread(void *ud)
 {
         struct watcher *w = ud;
 
-        raw_req(w->sock, "http://x/api/v1alpha1/sessions?watch=1", "GET", NULL, NULL, 0, 2500,
-                &w->r);
+        raw_perform(w->sock, "http://x/api/v1alpha1/sessions?watch=1", "GET", NULL, NULL, 0, 30000,
+                    &w->r);
         return NULL;
 }
 
+/* Waits (up to 20 s) until the stream holds every string of want (NULL-terminated). */
+static bool watch_saw(struct watcher *w, const char *const *want)
+{
+        struct timespec until;
+        bool all = false;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 20;
+        pthread_mutex_lock(&w->mu);
+        for (;;) {
+                all = true;
+                for (size_t i = 0; want[i]; i++)
+                        all = all && w->r.body && strstr(w->r.body, want[i]);
+                if (all || pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0)
+                        break;
+        }
+        pthread_mutex_unlock(&w->mu);
+        return all;
+}
+
+/* The session is made before the watch starts, so the watch's first event is its ADDED
+ * (Pending); the reconcile passes after that event must come as a MODIFIED (Running). Each
+ * step waits for the stream itself, not for a time. */
 static void test_watch(void **state)
 {
         struct env *e = *state;
         struct watcher w = {.sock = e->sock};
-        struct timespec ts = {0, 500 * 1000 * 1000};
         pthread_t t;
 
-        assert_int_equal(pthread_create(&t, NULL, watch_thread, &w), 0);
-        nanosleep(&ts, NULL);
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        w.r.mu = &w.mu;
+        w.r.cv = &w.cv;
+        w.r.stop = &w.stop;
         assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
+        assert_int_equal(pthread_create(&t, NULL, watch_thread, &w), 0);
+        assert_true(watch_saw(&w, (const char *const[]){"{\"type\":\"ADDED\",\"object\":{", NULL}));
         reconcile(e);
         reconcile(e);
+        assert_true(watch_saw(&w, (const char *const[]){"{\"type\":\"MODIFIED\",\"object\":{",
+                                                        "\"phase\":\"Running\"", NULL}));
+        atomic_store(&w.stop, true);
         pthread_join(t, NULL);
-        assert_non_null(w.r.body);
-        assert_non_null(strstr(w.r.body, "{\"type\":\"ADDED\",\"object\":{"));
-        assert_non_null(strstr(w.r.body, "{\"type\":\"MODIFIED\",\"object\":{"));
-        assert_non_null(strstr(w.r.body, "\"phase\":\"Running\""));
         raw_done(&w.r);
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
 }
 
 static int restart_with_tcp(struct env *e, const char *token, unsigned port)

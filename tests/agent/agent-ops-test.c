@@ -16,7 +16,8 @@
 #include <netinet/in.h>
 #include <sys/stat.h>
 
-#include "agent/agent-internal.h"
+#include "agent/api/api-internal.h"
+#include "agent/daemon/daemon-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -12,7 +12,7 @@ FORKLET=${2:?forklet path}
 fk_setup
 command -v setpriv >/dev/null || skip "setpriv (util-linux) not installed"
 
-# The kept set, written out independently of agent/privileges.c (capability numbers from
+# The kept set, written out independently of agent/jail/privileges.c (capability numbers from
 # linux/capability.h): chown 0, dac_override 1, fowner 3, kill 5, setgid 6, setuid 7,
 # setpcap 8, net_bind_service 10, net_admin 12, sys_admin 21.
 KEPT_NAMES=chown,dac_override,fowner,kill,setgid,setuid,setpcap,net_bind_service,net_admin,sys_admin

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The node's filesystems without root: mountinfo lines (escapes, optional fields, malformed
  * ones), statfs magics (memory or disk), the start-log text, and a real directory's mount. */
-#include "agent/agent.h"
+#include "agent/runfs/runfs.h"
 #include "common/util.h"
 
 #include <errno.h>

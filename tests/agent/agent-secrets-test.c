@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent-internal.h"
+#include "agent/daemon/daemon-internal.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 

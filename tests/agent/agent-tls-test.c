@@ -17,8 +17,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agent/agent-internal.h"
-#include "agent/cluster.h"
+#include "agent/api/api-internal.h"
+#include "agent/daemon/daemon-internal.h"
+#include "agent/cluster/cluster.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"

@@ -4,7 +4,7 @@
  * reported and never overrides it, the API refuses to touch cluster sessions, the store keeps
  * them across a restart, and the usage/status views the node publishes. */
 #include "tests/lib/agent-harness.h"
-#include "agent/cluster.h"
+#include "agent/cluster/cluster.h"
 #include "scheduler/sched.h"
 
 #define MIB (1024ull * 1024)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/guest/client-internal.h"
+#include "vmm/agent-client/agent-client-internal.h"
 #include "vmm/guest/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "common/util.h"
-#include "vmm/guest/client-internal.h"
+#include "vmm/agent-client/agent-client-internal.h"
 #include "vmm/vmm.h"
 
 #define S(x) ((char *)(x))

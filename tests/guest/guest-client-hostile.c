@@ -21,7 +21,7 @@
 #include "tests/lib/guest-fake.h"
 
 #include "common/util.h"
-#include "vmm/guest/client-internal.h"
+#include "vmm/agent-client/agent-client-internal.h"
 #include "vmm/guest/protocol.h"
 #include "vmm/vmm.h"
 

@@ -55,7 +55,7 @@ grep -qx 'hosts: files dns' "$TMP/root/etc/nsswitch.conf" || fail "nsswitch.conf
 ORDER=$TMP/root/lib/modules/forklet.order
 pos() { grep -n "/$1.ko$" "$ORDER" | cut -d: -f1; }
 for m in virtio_ring virtio virtio_mmio failover net_failover virtio_net virtio_console \
-        virtio_blk crc16 crc32c_generic mbcache jbd2 ext4; do
+        virtio_blk virtio_balloon crc16 crc32c_generic mbcache jbd2 ext4; do
         [ -n "$(pos $m)" ] || fail "module $m not in forklet.order"
 done
 before() { [ "$(pos "$1")" -lt "$(pos "$2")" ] || fail "module $1 must load before $2"; }
@@ -65,6 +65,7 @@ before failover net_failover
 before net_failover virtio_net
 before virtio virtio_console
 before virtio virtio_blk
+before virtio virtio_balloon
 for d in crc16 mbcache jbd2 crc32c_generic; do before $d ext4; done
 while read -r ko; do
         grep -q " lib/modules/$KVER/$ko$" "$TMP/list" || fail "$ko listed but not in the initrd"

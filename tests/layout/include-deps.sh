@@ -18,12 +18,27 @@ vmm: common vmm
 agent: common manifest core etcd cgroups net vmm agent
 cli: common manifest core etcd cli
 scheduler: common manifest core etcd scheduler'
-# agent/'s sub-libraries (agent/SUB/, lowest first): what their sources may include besides
+# The sub-libraries (manifest/SUB/, agent/SUB/, lowest first): what their sources may include besides
 # their own folder; agent/ itself may include them all.
-SUBTABLE='agent/obs: common core
-agent/jail: common manifest vmm
+SUBTABLE='manifest/doc: common
+manifest/node: common manifest/doc
+vmm/console: common
+vmm/agent-client: common vmm/guest
+agent/obs: common core
 agent/store: common manifest
-agent/image: common manifest'
+agent/jail: common manifest vmm
+agent/image: common manifest
+agent/secrets: common manifest
+agent/disk: common agent/store
+agent/vm: common manifest core vmm agent/store agent/jail agent/image agent/secrets agent/disk
+agent/net: common manifest net agent/vm
+agent/runfs: common manifest
+agent/session: common manifest core vmm agent/store agent/vm agent/net
+agent/daemon: common manifest core cgroups net vmm agent/obs agent/store agent/jail agent/image agent/secrets agent/disk agent/vm agent/net agent/runfs agent/session
+agent/api: common manifest core vmm agent/obs agent/image agent/vm agent/daemon
+agent/cluster: common manifest core etcd cgroups agent/daemon agent/api'
+# An entry agent/X names that sub-library alone, a top-level name every header under it; an
+# X-internal.h is included only inside its own folder.
 # Top-level folders that are no library (may include anything).
 FREE='tests bench dist examples scripts build docs'
 
@@ -100,11 +115,30 @@ check_sub() {
                         sub(/\/[^\/]*$/, "", p)
                         top = s
                         sub(/\/.*/, "", top)
-                        if (p != sub_ && index(allowed, " " top " ") == 0)
+                        if (p != sub_ && index(allowed, " " top " ") == 0 &&
+                            index(allowed, " " p " ") == 0)
                                 printf "%s:%d: %s/ may not include %s (allowed: its own folder,%s)\n",
                                        substr(FILENAME, skip + 2), FNR, sub_, s, allowed
+                        else if (p != sub_ && s ~ /-internal\.h$/)
+                                printf "%s:%d: %s/ may not include %s (another folder'"'"'s internal header)\n",
+                                       substr(FILENAME, skip + 2), FNR, sub_, s
                 }'
         done
+}
+
+# The sub-library table must be ordered too: a sub-library it names is on an earlier line (a
+# folder that is no entry, such as vmm/guest, only widens what may be included).
+check_subtable() {
+        printf '%s\n' "$SUBTABLE" | awk -F': ' '
+        { key[NR] = $1; deps[NR] = $2; entry[$1] = 1 }
+        END { for (r = 1; r <= NR; r++) {
+          seen[key[r]] = 1; n = split(deps[r], d, " ")
+          for (i = 1; i <= n; i++)
+                  if (d[i] ~ /\// && (d[i] in entry) && !(d[i] in seen)) {
+                          printf "include-deps: table: %s depends on %s, which is not below it\n", key[r], d[i]
+                          bad = 1
+                  } }
+          exit bad }'
 }
 
 self_test() {
@@ -126,6 +160,7 @@ self_test() {
         printf '#include "cli/cli.h"\n' >>"$tmp/core/core.h"
         printf '#include "cli/cli.h"\n' >>"$tmp/agent/a.c"
         printf '#include "agent/agent.h"\n' >>"$tmp/agent/obs/o.c"
+        mkdir -p "$tmp/agent/api" && printf '#include "agent/daemon/daemon-internal.h"\n' >"$tmp/agent/api/a.c"
         mkdir -p "$tmp/newlib" && printf 'int x;\n' >"$tmp/newlib/x.c"
         if out=$(check_tree "$tmp"); then
                 echo "include-deps: self-test: a broken tree passed"
@@ -133,7 +168,8 @@ self_test() {
         fi
         for want in "cli/ok.c:3: cli/ may not include agent/" "core/core.h:2: core/ may not include cli/" \
                 "agent/a.c:2: agent/ may not include cli/" "newlib/ holds C sources" \
-                "agent/obs/o.c:3: agent/obs/ may not include agent/agent.h"; do
+                "agent/obs/o.c:3: agent/obs/ may not include agent/agent.h" \
+                "agent/api/a.c:1: agent/api/ may not include agent/daemon/daemon-internal.h (another"; do
                 if ! printf '%s\n' "$out" | grep -qF "$want"; then
                         echo "include-deps: self-test: missing \"$want\" in:"
                         printf '%s\n' "$out"
@@ -149,6 +185,7 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
         exit 2
 fi
 check_table
+check_subtable
 self_test
 if ! check_tree "$1"; then
         echo "include-deps: FAIL: fix the include or the dependency (see the table in $0)"

@@ -13,7 +13,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
+#include "agent/daemon/daemon.h"
+#include "agent/net/net.h"
+#include "agent/vm/vm.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 

@@ -16,7 +16,8 @@
 #include <sys/stat.h>
 
 #include "tests/lib/agent-fake.h"
-#include "agent/agent-internal.h"
+#include "agent/api/api.h"
+#include "agent/daemon/daemon-internal.h"
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "manifest/manifest.h"

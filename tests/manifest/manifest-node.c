@@ -206,7 +206,8 @@ static void test_node_errors(void **state)
                                               "runDir, accel, manifestDir, api, network, "
                                               "cgroupParent, sizeClasses, images, capacity, "
                                               "controlPlane, labels, jail, secrets, "
-                                              "hardening, health, diskPressure, registries)")},
+                                              "hardening, health, diskPressure, registries, "
+                                              "memoryGiveBack)")},
                        2);
         assert_int_equal(node_config_load_file("/nonexistent/node.yaml", &c, &d), -ENOENT);
         mt_assert_diag(&d,
@@ -343,6 +344,45 @@ static void test_node_health(void **state)
                 5);
 }
 
+/* memoryGiveBack: defaults, values, and every bad value named by its field. */
+static void test_node_give_back(void **state)
+{
+        const char *set = NHDR "memoryGiveBack: {enabled: false, intervalSeconds: 0, "
+                               "thresholdMiB: 64, marginMiB: 0}\n";
+        const char *bad = NHDR "memoryGiveBack: {enabled: 1, intervalSeconds: -1, thresholdMiB: "
+                               "0, often: 2}\n";
+        struct node_config *c = NULL;
+        struct manifest_diag d = {0};
+
+        (void)state;
+        assert_int_equal(node_config_default(&c), 0);
+        assert_true(c->give_back_enabled);
+        assert_int_equal(c->give_back_interval_s, 30);
+        assert_int_equal(c->give_back_threshold_mib, 32);
+        assert_int_equal(c->give_back_margin_mib, 16);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(set, strlen(set), "/n.yaml", &c, &d), 0);
+        assert_false(c->give_back_enabled);
+        assert_int_equal(c->give_back_interval_s, 0);
+        assert_int_equal(c->give_back_threshold_mib, 64);
+        assert_int_equal(c->give_back_margin_mib, 0);
+        c = node_config_free(c);
+        assert_int_equal(node_config_parse(bad, strlen(bad), "n.yaml", &c, &d), -EINVAL);
+        assert_null(c);
+        mt_assert_diag(&d,
+                       (const char *const[]){
+                               "n.yaml:3:27: memoryGiveBack.enabled: must be true or false, got an "
+                               "integer",
+                               ("n.yaml:3:47: memoryGiveBack.intervalSeconds: -1 is out of range "
+                                "(0..86400)"),
+                               ("n.yaml:3:65: memoryGiveBack.thresholdMiB: 0 is out of range "
+                                "(1..1048576)"),
+                               ("n.yaml:3:68: memoryGiveBack.often: unknown field \"often\" "
+                                "(known: enabled, intervalSeconds, thresholdMiB, marginMiB)"),
+                       },
+                       4);
+}
+
 /* api: a non-loopback listen only with TLS, a token for any listen, cert and key together,
  * api.url (https, no path; derived from a specific listen address). */
 static void test_node_api_tls(void **state)
@@ -428,7 +468,7 @@ int main(void)
                 cmocka_unit_test(test_node_example),   cmocka_unit_test(test_node_errors),
                 cmocka_unit_test(test_config_limits),  cmocka_unit_test(test_node_labels),
                 cmocka_unit_test(test_node_hardening), cmocka_unit_test(test_node_api_tls),
-                cmocka_unit_test(test_node_health),
+                cmocka_unit_test(test_node_health),    cmocka_unit_test(test_node_give_back),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -146,6 +146,35 @@ static void test_sandbox(void **state)
         check_golden(&c, "sandbox");
 }
 
+/* The balloon goes after every other device: the same VM without it has the same argv but
+ * for the balloon's two arguments, so checkpoints made before it restore with the same slots. */
+static void test_balloon(void **state)
+{
+        struct vmm_config c = base();
+        struct fk_error err = {};
+        char **with = NULL, **without = NULL;
+        size_t n;
+
+        (void)state;
+        c.disk = "/var/lib/forklet/sessions/roastery/disk.qcow2";
+        c.tap = "tap0";
+        c.mac = "52:54:00:12:34:56";
+        c.vmgenid = "8e3f5d52-5b2c-4a7e-b1a8-6c0d9e2f7a41";
+        c.balloon = true;
+        check_golden(&c, "balloon");
+        assert_int_equal(vmm_build_argv(&c, &with, &err), 0);
+        c.balloon = false;
+        assert_int_equal(vmm_build_argv(&c, &without, &err), 0);
+        n = fk_strv_length(without);
+        assert_int_equal(fk_strv_length(with), n + 2);
+        for (size_t i = 0; i < n; i++)
+                assert_string_equal(with[i], without[i]);
+        assert_string_equal(with[n], "-device");
+        assert_string_equal(with[n + 1], "virtio-balloon-device,id=balloon0,deflate-on-oom=on");
+        fk_strv_free(with);
+        fk_strv_free(without);
+}
+
 /* Everything at once, with commas in paths (QEMU reads ",," as a literal comma). */
 static void test_full_escaped(void **state)
 {
@@ -228,7 +257,7 @@ int main(void)
                 cmocka_unit_test(test_fork),         cmocka_unit_test(test_disk),
                 cmocka_unit_test(test_tap),          cmocka_unit_test(test_vmgenid),
                 cmocka_unit_test(test_full_escaped), cmocka_unit_test(test_sandbox),
-                cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_errors),       cmocka_unit_test(test_balloon),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,10 @@
 #include <unistd.h>
 
 #define MAX_POLL 256
+/* The host reconnect poll: every 5 ms for the first second after it went, then every 100 ms. */
+#define GA_RECONNECT_FAST_MS      1000
+#define GA_RECONNECT_FAST_POLL_MS 5
+#define GA_RECONNECT_POLL_MS      100
 
 static uint8_t inbuf[GUEST_PROTO_MAX_FRAME];
 static size_t inlen;
@@ -120,6 +124,7 @@ static void set_connected(struct ga *a, bool c)
         if (a->connected == c)
                 return;
         a->connected = c;
+        a->lost_ms = c ? 0 : ga_now_ms();
         a->out.size = 0;
         inlen = 0;
         ga_exec_orphan_all(a);
@@ -288,7 +293,12 @@ static void loop_once(struct ga *a)
         } else if (a->local) {
                 fds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
         } else {
-                timeout = 100; /* no event tells us the host came back: poll for it */
+                /* No event tells us the host came back: poll for it, often right after it
+                 * went (a restored machine's host connects within milliseconds; every one of
+                 * them waits here), then at a pace an idle guest can afford. */
+                timeout = ga_now_ms() - a->lost_ms < GA_RECONNECT_FAST_MS
+                                  ? GA_RECONNECT_FAST_POLL_MS
+                                  : GA_RECONNECT_POLL_MS;
         }
         if (a->connected && a->inject_fd >= 0 && a->out.size < GA_OUT_HIGH_WATER) {
                 inject = n;

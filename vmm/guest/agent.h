@@ -27,6 +27,7 @@ struct ga {
         int listen_fd;
         bool local;
         bool connected;
+        uint64_t lost_ms;     /* when the host went away (ga_now_ms), for the reconnect poll */
         struct guest_buf out; /* frames queued for the host */
         int sigchld_fd;       /* signalfd for SIGCHLD */
         struct ga_exec *execs;

@@ -17,8 +17,10 @@ AGENT=$2
 TOOLS=$3
 SCRIPT=$(readlink -f "$0")
 # Wanted modules, in load order; each is expanded with its dependencies from modules.dep.
+# virtio_balloon (after virtio): forkletd inflates the balloon to take back the guest's free
+# memory (docs/fork-engine.md, "Memory back to the host").
 MODULES="virtio_ring virtio virtio_mmio failover net_failover virtio_net virtio_console
- virtio_blk crc16 crc32c_generic mbcache jbd2 ext4 overlay"
+ virtio_blk virtio_balloon crc16 crc32c_generic mbcache jbd2 ext4 overlay"
 
 die() {
         echo "build-image.sh: $*" >&2

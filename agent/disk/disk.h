@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* fk_agent_disk: a session's workspace disk, qcow2 overlays under <session state>/disk (chains,
+ * compaction, links for forks, standalone copies for snapshots) and the shared empty bases. */
+#pragma once
+
+#include <stdint.h>
+
+#include "common/error.h"
+
+struct agent_store;
+
+/* <state>/disk (caller frees). */
+int agent_disk_dir(const char *state_dir, char **ret);
+/* The active overlay of session key whose state dir is sd (a path in sd/disk, caller frees),
+ * from its state record; -ENOENT when none was made yet (or the file is gone). */
+int agent_disk_active(struct agent_store *st, const char *sd, const char *key, char **ret);
+/* Records path (a file in key's disk dir) as its active overlay (err as agent_store_update). */
+int agent_disk_set_active(struct agent_store *st, const char *key, const char *path,
+                          struct fk_error *err);
+/* A free name <state>/disk/PREFIX-N.qcow2 (creates the dir; caller frees). */
+int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret);
+/* Virtual size of a qcow2 image (its header) or size of a raw file. */
+int agent_disk_virtual_size(const char *path, uint64_t *ret);
+/* qemu-img create -f qcow2 -u -b backing -F raw|qcow2 path SIZE (format sniffed). err set. */
+int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err);
+/* Depth of the backing chain of a qcow2 (1: no backing) and its bottom file (heap, may be NULL
+ * when not wanted). Reads the headers, no qemu-img. */
+int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);
+/* When path's chain is deeper than max_depth, rebases it (qemu-img rebase, not while a QEMU
+ * writes it) straight onto the chain's bottom. 1 compacted, 0 nothing to do, -errno + err. */
+int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err);
+#define AGENT_DISK_MAX_DEPTH 16
+/* Allocated bytes of path and every layer under it (an upper bound of what qemu-img convert
+ * writes). */
+uint64_t agent_disk_chain_allocated(const char *path);
+/* Hard-links layer and every layer under it that lives in the same directory into dst_dir
+ * (created), keeping their names, so the chain resolves there without the source dir (backing
+ * names inside a directory are relative). *ret (may be NULL): the link of layer (heap). */
+int agent_disk_link_chain(const char *layer, const char *dst_dir, char **ret, struct fk_error *err);
+
+/* qemu-img convert -U -O qcow2 src dst: a standalone copy of a (read-only) chain. */
+int agent_disk_convert(const char *src, const char *dst, struct fk_error *err);
+/* The active overlay, created over base (the image's raw workspace.img) the first time and
+ * recorded in key's state record. *ret is a heap path. err set on failure. */
+int agent_disk_prepare(struct agent_store *st, const char *sd, const char *key, const char *base,
+                       char **ret, struct fk_error *err);
+/* The empty ext4 workspace base of mib MiB (label "workspace") that size classes with diskMiB
+ * boot over: <node_state_dir>/disks/workspace-<mib>M.img, made once (sparse, mkfs.ext4 under a
+ * temp name, renamed into place) and shared read-only by every overlay. *ret is a heap path. */
+int agent_disk_workspace_base(const char *node_state_dir, unsigned mib, char **ret,
+                              struct fk_error *err);

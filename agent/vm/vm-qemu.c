@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: MIT */
+/* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
+ * re-adopt one after a restart (from the record its boot stored), stop, pause, resume, exec. */
+#include "agent/vm/vm.h"
+#include "agent/image/image.h"
+#include "agent/store/store.h"
+#include "agent/secrets/secrets.h"
+#include "agent/jail/jail.h"
+#include "agent/vm/vm-qemu.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "vmm/vmm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define VM_CONNECT_TIMEOUT_MS 15000
+#define VM_READY_STEP_MS      1000
+#define VM_FILE_TIMEOUT_MS    120000
+/* Secrets and identity after the agent answered: 30 forks restored at once on 2 cores took
+ * more than 5 s for SET_IDENTITY (the guest translates each new code path first). */
+#define VM_GUEST_STEP_TIMEOUT_MS 60000
+
+static void qemu_free(void *userdata, void *vm)
+{
+        struct qemu_vm *q = vm;
+
+        (void)userdata;
+        if (!q)
+                return;
+        qmp_client_free(q->qmp);
+        vmm_agent_free(q->agent);
+        vmm_console_free(q->console);
+        vmm_process_free(q->proc);
+        free(q->console_log);
+        free(q->rootfs);
+        free(q->run_dir);
+        free(q->mem_path);
+        free(q->kernel);
+        free(q->initrd);
+        free(q->disk);
+        free(q->tap);
+        free(q->mac);
+        free(q->append);
+        free(q);
+}
+
+static int vmgenid_new(char out[37])
+{
+        uint8_t b[16];
+        char h[33];
+        int r;
+
+        r = fk_random_bytes(b, sizeof(b));
+        if (r < 0)
+                return r;
+        fk_hex(b, sizeof(b), h);
+        snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
+        return 0;
+}
+
+/* What identifies the VM and what it was started with, for the state store (adopt reads it). */
+static json_t *qemu_record(void *vm)
+{
+        const struct qemu_vm *q = vm;
+
+        return json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
+                         "s:i, s:s?, s:s?, s:I, s:b}",
+                         "pid", (int)vmm_process_pid(q->proc), "startTime",
+                         (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
+                         "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes,
+                         "kernel", q->kernel, "initrd", q->initrd, "disk", q->disk, "tap", q->tap,
+                         "mac", q->mac, "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB",
+                         (int)q->memory_mib, "accel", q->accel, "consoleLog", q->console_log,
+                         "rootfs", q->rootfs, "jailUid", (json_int_t)q->jail_uid, "balloon",
+                         q->balloon);
+}
+
+static int dup_str(char **dst, const char *src)
+{
+        if (!src)
+                return 0;
+        *dst = strdup(src);
+        return *dst ? 0 : -ENOMEM;
+}
+
+/* Records what QEMU is started with (for its record and the materialize helper). */
+static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p, const char *mem)
+{
+        q->mem_private = p->mem_private;
+        q->balloon = p->balloon;
+        q->mem_bytes = p->mem_private && mem ? agent_space_allocated(mem) : 0;
+        q->vcpus = p->vcpus;
+        q->memory_mib = p->memory_mib;
+        q->accel = p->accel;
+        q->jail_uid = p->jail_uid;
+        if (dup_str(&q->run_dir, p->run_dir) < 0 || dup_str(&q->mem_path, mem) < 0 ||
+            dup_str(&q->kernel, p->kernel) < 0 || dup_str(&q->initrd, p->initrd) < 0 ||
+            dup_str(&q->disk, p->disk) < 0 || dup_str(&q->tap, p->tap) < 0 ||
+            dup_str(&q->mac, p->mac) < 0 || dup_str(&q->rootfs, p->rootfs) < 0 ||
+            (p->rootfs ? fk_asprintf(&q->append, "forklet.root=" AGENT_ROOTFS_LABEL "%s%s",
+                                     p->append ? " " : "", p->append ? p->append : "") < 0
+                       : dup_str(&q->append, p->append) < 0) ||
+            fk_asprintf(&q->console_log, "%s/" AGENT_CONSOLE_LOG, p->state_dir) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* spec.secrets into the guest's tmpfs; messages name the path, never the value. */
+static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
+{
+        char path[sizeof(AGENT_SECRETS_DIR) + MANIFEST_SECRET_NAME_MAX + 2];
+
+        for (size_t i = 0; i < p->n_secrets; i++) {
+                int r;
+
+                snprintf(path, sizeof(path), AGENT_SECRETS_DIR "/%s", p->secrets[i].name);
+                r = vmm_agent_write_file(q->agent, path, p->secrets[i].value, p->secrets[i].size,
+                                         0400, VM_GUEST_STEP_TIMEOUT_MS, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* After a restore the guest is a copy: the session's secrets (minted anew), then in one request
+ * fresh entropy with a CRNG reseed and the new fork id (the guest writes the identity files). */
+static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
+{
+        const char *fork_id = p->fork_id;
+        unsigned char entropy[64];
+        int r;
+
+        r = fk_random_bytes(entropy, sizeof(entropy));
+        if (r < 0)
+                return fk_error_set(err, r, "getrandom: %s", strerror(-r));
+        /* Secrets first: the identity request then reseeds the guest's RNG and writes
+         * /run/forklet/identity and fork-id, so a program that re-reads its secrets when the
+         * identity changes finds the new ones; no exec runs before this boot returns. */
+        r = give_secrets(q, p, err);
+        if (r >= 0)
+                r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
+                                           VM_GUEST_STEP_TIMEOUT_MS, err);
+        return r;
+}
+
+/* The guest clock stood still while QEMU was stopped (pause, or a checkpoint being restored):
+ * step it so the guest sees the gap, as a user watching a clock would. Best effort. */
+static void sync_clock(struct qemu_vm *q)
+{
+        struct fk_error err = {0};
+
+        if (vmm_agent_set_time(q->agent, fk_now_real_ns(), VM_QMP_TIMEOUT_MS, &err) < 0)
+                log_warning("QEMU pid %d: guest clock not synced: %s",
+                            (int)vmm_process_pid(q->proc), err.msg);
+}
+
+/* Waits for the guest agent, giving up early if QEMU dies or the session is deleted. */
+static int wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, const char *qemu_log,
+                      struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)p->boot_timeout_ms * 1000000;
+        const char *reason = NULL;
+        int status = 0, r;
+
+        for (;;) {
+                r = vmm_agent_wait_ready(q->agent, VM_READY_STEP_MS, err);
+                if (r >= 0)
+                        return 0;
+                if (vmm_process_poll(q->proc, &status, &reason) == 1)
+                        return fk_error_set(err, -ECHILD, "QEMU exited during boot: %s (see %s)",
+                                            reason ? reason : "unknown", qemu_log);
+                if (p->cancel && *p->cancel)
+                        return fk_error_set(err, -ECANCELED, "boot cancelled");
+                if (fk_now_mono_ns() >= deadline) {
+                        char last[FK_ERROR_MSG_MAX];
+
+                        snprintf(last, sizeof(last), "%s", err->msg);
+                        return fk_error_set(err, -ETIMEDOUT,
+                                            "guest agent not ready after %u ms (%s)",
+                                            p->boot_timeout_ms, last);
+                }
+        }
+}
+
+/* vmm_process_spawn takes one hook; run the session's list in order. Async-signal-safe. */
+static int run_pre_exec(void *userdata)
+{
+        const struct agent_boot_params *p = userdata;
+
+        for (size_t i = 0; i < p->n_pre_exec; i++) {
+                char n[] = {'h', 'o', 'o', 'k', ' ', (char)('0' + i % 10), '\0'};
+                int r;
+
+                vmm_pre_exec_step(p->pre_exec[i].step ? p->pre_exec[i].step : n, NULL);
+                r = p->pre_exec[i].fn(p->pre_exec[i].userdata);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Adds the time since *t to step's in p->timing and moves *t on. */
+static void lap(const struct agent_boot_params *p, enum agent_boot_step step, uint64_t *t)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        if (p->timing)
+                p->timing->ns[step] += now - *t;
+        *t = now;
+}
+
+static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
+{
+        cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *mem = NULL, *log = NULL;
+        struct vmm_exec_env env = {0};
+        char **argv = NULL;
+        char guid[37];
+        int r;
+
+        if (fk_asprintf(&qmp, "%s/qmp.sock", p->run_dir) < 0 ||
+            fk_asprintf(&agent, "%s/agent.sock", p->run_dir) < 0 ||
+            fk_asprintf(&console, "%s/console.sock", p->run_dir) < 0 ||
+            (p->mem_path ? !(mem = strdup(p->mem_path))
+                         : fk_asprintf(&mem, "%s/mem.ram", p->run_dir) < 0) ||
+            fk_asprintf(&log, "%s/qemu.log", p->run_dir) < 0 || vmgenid_new(guid) < 0 ||
+            remember_config(q, p, mem) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        struct vmm_config c = {
+                .name = p->name,
+                .accel = (enum vmm_accel)p->accel,
+                .vcpus = p->vcpus,
+                .memory_mib = p->memory_mib,
+                .kernel = p->kernel,
+                .initrd = p->initrd,
+                .mem_path = mem,
+                .mem_share = !p->mem_private,
+                .incoming_defer = p->restore_dir != NULL,
+                .qmp_socket = qmp,
+                .agent_socket = agent,
+                .console_socket = console,
+                .vmgenid = guid,
+                .append = q->append, /* p->append plus forklet.root= with a rootfs */
+                .rootfs = p->rootfs,
+                .disk = p->disk,
+                .tap = p->tap,
+                .mac = p->mac,
+                .sandbox = p->jail_uid != 0,
+                .tb_size_mib = p->tb_size_mib,
+                .balloon = p->balloon,
+        };
+        uint64_t t;
+
+        /* Under TCG the guest calibrates its TSC against emulated timers, which can stall
+         * for minutes on a busy host; handing it the host's frequency avoids that. */
+        if (c.accel == VMM_ACCEL_TCG && vmm_host_tsc_khz(&c.tsc_khz) < 0)
+                c.tsc_khz = 0;
+        r = vmm_build_argv(&c, &argv, err);
+        if (r < 0)
+                return r;
+        r = vmm_build_env(&c, environ, &env, err);
+        if (r < 0) {
+                fk_strv_free(argv);
+                return r;
+        }
+        t = fk_now_mono_ns();
+        r = vmm_process_spawn_env(argv, &env, log, p->n_pre_exec > 0 ? run_pre_exec : NULL,
+                                  (void *)p, &q->proc, err);
+        fk_strv_free(argv);
+        vmm_exec_env_done(&env);
+        lap(p, AGENT_BOOT_STEP_SPAWN, &t);
+        if (r < 0)
+                return r;
+        if (p->timing)
+                p->timing->ns[AGENT_BOOT_STEP_PRE_EXEC] += vmm_process_pre_exec_ns(q->proc);
+        if (p->spawned) {
+                json_t *rec = qemu_record(q);
+
+                r = rec ? p->spawned(p->spawned_ctx, vmm_process_pid(q->proc), rec) : -ENOMEM;
+                json_decref(rec);
+                if (r < 0)
+                        return fk_error_set(err, r, "QEMU pid %d not recorded: %s",
+                                            (int)vmm_process_pid(q->proc), strerror(-r));
+        }
+        /* First, so the log starts with the kernel's first line; a fresh boot rotates the
+         * previous boot's log to console.log.1. */
+        r = vmm_console_start(console, q->console_log, AGENT_CONSOLE_MAX, true,
+                              VM_CONNECT_TIMEOUT_MS, &q->console, err);
+        if (r >= 0)
+                r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
+        lap(p, AGENT_BOOT_STEP_QEMU, &t);
+        if (r >= 0 && p->restore_dir)
+                r = vmm_checkpoint_load(q->qmp, p->restore_dir, true, VM_CONNECT_TIMEOUT_MS, err);
+        lap(p, AGENT_BOOT_STEP_RESTORE, &t);
+        if (r >= 0)
+                r = vmm_agent_connect(agent, VM_CONNECT_TIMEOUT_MS, &q->agent, err);
+        if (r >= 0)
+                r = wait_ready(q, p, log, err);
+        lap(p, AGENT_BOOT_STEP_AGENT, &t);
+        if (r >= 0 && p->restore_dir && p->fork_id)
+                r = give_identity(q, p, err);
+        else if (r >= 0)
+                r = give_secrets(q, p, err);
+        if (r >= 0 && p->restore_dir)
+                sync_clock(q);
+        lap(p, AGENT_BOOT_STEP_IDENTITY, &t);
+        return r;
+}
+
+/* Reads a file of ours (at most 1 MiB) from a run dir a jailed QEMU owns: it may have replaced
+ * it with a symlink or its own file, which must not be believed. */
+static int read_trusted(const char *path, char **ret)
+{
+        cleanup_close int fd = agent_jail_open_trusted(path);
+        cleanup_free char *buf = NULL;
+        size_t len = 0;
+        ssize_t n;
+
+        if (fd < 0)
+                return fd;
+        if (!(buf = malloc(1024 * 1024 + 1)))
+                return -ENOMEM;
+        while (len < 1024 * 1024 && (n = read(fd, buf + len, 1024 * 1024 - len)) > 0)
+                len += (size_t)n;
+        buf[len] = '\0';
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+/* When QEMU died during boot, its last stderr line says why better than a closed socket. */
+static void explain_exit(struct qemu_vm *q, const char *run_dir, struct fk_error *err)
+{
+        cleanup_free char *path = NULL, *buf = NULL;
+        char *line, *end;
+        int r = err->code;
+
+        if (!q->proc || vmm_process_wait(q->proc, 500) != 1)
+                return;
+        if (fk_asprintf(&path, "%s/qemu.log", run_dir) < 0 || read_trusted(path, &buf) < 0)
+                return;
+        end = buf + strlen(buf);
+        while (end > buf && (end[-1] == '\n' || end[-1] == ' '))
+                *--end = '\0';
+        line = strrchr(buf, '\n');
+        line = line ? line + 1 : buf;
+        if (*line)
+                fk_error_set(err, r ? r : -ECHILD, "QEMU exited: %.160s (see %s)", line, path);
+}
+
+static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **ret_vm,
+                     struct fk_error *err)
+{
+        struct qemu_vm *q = calloc(1, sizeof(*q));
+        int r;
+
+        (void)userdata;
+        if (!q)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = spawn(p, q, err);
+        if (r < 0) {
+                explain_exit(q, p->run_dir, err);
+                if (q->proc)
+                        (void)vmm_stop(q->proc, NULL, q->qmp, 2000);
+                qemu_free(NULL, q);
+                return r;
+        }
+        *ret_vm = q;
+        return 0;
+}
+
+static void read_vm_config(struct qemu_vm *q, const json_t *j)
+{
+        q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
+        /* absent in the records of older forkletds, whose QEMUs have no balloon */
+        q->balloon = json_is_true(json_object_get(j, "balloon"));
+        q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
+        q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
+        q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));
+        q->accel = (int)json_integer_value(json_object_get(j, "accel"));
+        q->jail_uid = (uid_t)json_integer_value(json_object_get(j, "jailUid"));
+        (void)dup_str(&q->mem_path, json_string_value(json_object_get(j, "memPath")));
+        (void)dup_str(&q->kernel, json_string_value(json_object_get(j, "kernel")));
+        (void)dup_str(&q->initrd, json_string_value(json_object_get(j, "initrd")));
+        (void)dup_str(&q->disk, json_string_value(json_object_get(j, "disk")));
+        (void)dup_str(&q->tap, json_string_value(json_object_get(j, "tap")));
+        (void)dup_str(&q->mac, json_string_value(json_object_get(j, "mac")));
+        (void)dup_str(&q->append, json_string_value(json_object_get(j, "append")));
+        (void)dup_str(&q->console_log, json_string_value(json_object_get(j, "consoleLog")));
+        (void)dup_str(&q->rootfs, json_string_value(json_object_get(j, "rootfs")));
+}
+
+/* A VM left behind by a killed forkletd may be mid-restore (a fork or rollback whose
+ * migrate-incoming never finished: it can never become that session) or stopped by an
+ * interrupted checkpoint (resume it: adoption reports it Running and the planner pauses it again
+ * if the session is meant to be Paused). */
+static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
+{
+        cleanup_free char *status = NULL;
+        int r = qmp_query_status(q->qmp, VM_QMP_TIMEOUT_MS, &status, err);
+
+        if (r < 0)
+                return r;
+        if (strcmp(status, "inmigrate") == 0 || strcmp(status, "prelaunch") == 0 ||
+            strcmp(status, "restore-vm") == 0)
+                return fk_error_set(err, -ESRCH, "QEMU pid %d never finished its restore (%s)",
+                                    (int)vmm_process_pid(q->proc), status);
+        if (strcmp(status, "paused") == 0 || strcmp(status, "postmigrate") == 0 ||
+            strcmp(status, "finish-migrate") == 0)
+                return qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+        /* stopped by a disk error (1: adopted as such) or panicked (refused) */
+        return qemu_health_adopt_status(q, status, err);
+}
+
+static int qemu_adopt(void *userdata, const char *run_dir, const json_t *record, int accel,
+                      void **ret_vm, struct fk_error *err)
+{
+        cleanup_free char *qmp = NULL, *agent = NULL, *con_sock = NULL;
+        struct fk_error con_err = {0};
+        struct qemu_vm *q = NULL;
+        uint64_t start = 0;
+        pid_t pid = 0;
+        int r;
+
+        (void)userdata;
+        (void)accel;
+        if (fk_asprintf(&qmp, "%s/qmp.sock", run_dir) < 0 ||
+            fk_asprintf(&agent, "%s/agent.sock", run_dir) < 0 ||
+            fk_asprintf(&con_sock, "%s/console.sock", run_dir) < 0 ||
+            !(q = calloc(1, sizeof(*q))) || dup_str(&q->run_dir, run_dir) < 0) {
+                free(q);
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (!json_is_integer(json_object_get(record, "pid"))) {
+                qemu_free(NULL, q);
+                return fk_error_set(err, -ESRCH, "the VM record names no QEMU pid");
+        }
+        pid = (pid_t)json_integer_value(json_object_get(record, "pid"));
+        start = (uint64_t)json_integer_value(json_object_get(record, "startTime"));
+        read_vm_config(q, record);
+        r = vmm_process_adopt(pid, start, &q->proc);
+        if (r < 0)
+                fk_error_set(err, r, "QEMU pid %d is gone", (int)pid);
+        /* Best effort: a VM booted by an older forkletd has a file console instead. */
+        if (r >= 0 && q->console_log)
+                (void)vmm_console_start(con_sock, q->console_log, AGENT_CONSOLE_MAX, false,
+                                        VM_QMP_TIMEOUT_MS, &q->console, &con_err);
+        if (r >= 0)
+                r = qmp_client_connect(qmp, VM_QMP_TIMEOUT_MS, &q->qmp, err);
+        if (r >= 0)
+                r = adopt_check_status(q, err);
+        if (r >= 0)
+                qemu_balloon_adopted(q);
+        if (r >= 0)
+                r = vmm_agent_connect(agent, VM_QMP_TIMEOUT_MS, &q->agent, err);
+        /* a VM a disk error stopped cannot answer before it continues */
+        if (r >= 0 && !q->health.io_stopped)
+                r = vmm_agent_wait_ready(q->agent, VM_CONNECT_TIMEOUT_MS, err);
+        if (r < 0) {
+                if (q->proc)
+                        (void)vmm_stop(q->proc, NULL, q->qmp, 2000);
+                qemu_free(NULL, q);
+                return r;
+        }
+        *ret_vm = q;
+        return 0;
+}
+
+static int qemu_stop(void *userdata, void *vm, unsigned timeout_ms)
+{
+        struct qemu_vm *q = vm;
+
+        (void)userdata;
+        return vmm_stop(q->proc, q->agent, q->qmp, timeout_ms);
+}
+
+static int qemu_pause(void *userdata, void *vm, struct fk_error *err)
+{
+        (void)userdata;
+        return qmp_execute(((struct qemu_vm *)vm)->qmp, "stop", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+}
+
+static int qemu_resume(void *userdata, void *vm, struct fk_error *err)
+{
+        struct qemu_vm *q = vm;
+        int r;
+
+        (void)userdata;
+        r = qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+        if (r >= 0)
+                sync_clock(q);
+        return r;
+}
+
+static int qemu_write_file(void *userdata, void *vm, const char *path, const void *data,
+                           size_t size, unsigned mode, struct fk_error *err)
+{
+        (void)userdata;
+        return vmm_agent_write_file(((struct qemu_vm *)vm)->agent, path, data, size, mode,
+                                    VM_FILE_TIMEOUT_MS, err);
+}
+
+static int qemu_read_file(void *userdata, void *vm, const char *path, size_t max, void **ret,
+                          size_t *ret_size, struct fk_error *err)
+{
+        (void)userdata;
+        return vmm_agent_read_file(((struct qemu_vm *)vm)->agent, path, max, ret, ret_size,
+                                   VM_FILE_TIMEOUT_MS, err);
+}
+
+static int qemu_exec(void *userdata, void *vm, const struct vmm_exec_request *req,
+                     int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                     void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err)
+{
+        (void)userdata;
+        return vmm_agent_exec(((struct qemu_vm *)vm)->agent, req, out_fn, out_userdata, ret, err);
+}
+
+static pid_t qemu_pid(void *vm)
+{
+        return vmm_process_pid(((struct qemu_vm *)vm)->proc);
+}
+
+static int qemu_exit_fd(void *vm)
+{
+        return vmm_process_fd(((struct qemu_vm *)vm)->proc);
+}
+
+static int qemu_poll_exit(void *vm, int *ret_status, const char **ret_reason)
+{
+        return vmm_process_poll(((struct qemu_vm *)vm)->proc, ret_status, ret_reason);
+}
+
+const struct agent_vm_ops agent_vm_ops_qemu = {
+        .jailable = true,
+        .boot = qemu_boot,
+        .adopt = qemu_adopt,
+        .record = qemu_record,
+        .stop = qemu_stop,
+        .pause = qemu_pause,
+        .resume = qemu_resume,
+        .exec = qemu_exec,
+        .checkpoint = qemu_checkpoint,
+        .checkpoint_bytes = qemu_checkpoint_bytes,
+        .checkpoint_write = qemu_checkpoint_write,
+        .snapshot_disk = qemu_snapshot_disk,
+        .write_file = qemu_write_file,
+        .read_file = qemu_read_file,
+        .pid = qemu_pid,
+        .exit_fd = qemu_exit_fd,
+        .poll_exit = qemu_poll_exit,
+        .health = qemu_health,
+        .health_fd = qemu_health_fd,
+        .ping = qemu_ping,
+        .kill = qemu_kill,
+        .disk_free = qemu_disk_free,
+        .ram_bytes = qemu_ram_bytes,
+        .give_back = qemu_give_back,
+        .free = qemu_free,
+};

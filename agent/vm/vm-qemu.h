@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* Inside vm-qemu*.c only: the QEMU VM handle and what it was started with (so a fork's
+ * checkpoint can start a helper QEMU with the same devices). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent/vm/vm.h"
+
+#define VM_QMP_TIMEOUT_MS 5000
+
+/* What QMP events said about the guest (vm-qemu-health.c). */
+struct qemu_health {
+        bool io_stopped; /* BLOCK_IO_ERROR with action stop, no RESUME since */
+        bool io_nospace;
+        unsigned io_stops, panics;
+        char io_device[64], io_reason[96];
+        char panic[AGENT_CONSOLE_LINE];
+};
+
+struct qemu_vm {
+        struct vmm_process *proc;
+        struct vmm_console *console; /* NULL when the console socket could not be reached */
+        struct qmp_client *qmp;      /* used by one job at a time (the session is busy) */
+        struct vmm_agent *agent;
+        /* what QEMU runs with (owned), in its record (state.json's vm) for adoption */
+        char *run_dir, *mem_path, *kernel, *initrd, *disk, *tap, *mac, *append;
+        char *console_log; /* the session's console log file (state dir) */
+        char *rootfs;      /* the image's read-only root disk or NULL */
+        bool mem_private;
+        bool balloon;       /* QEMU has the balloon device (vmm_config.balloon) */
+        uint64_t mem_bytes; /* private RAM: allocated bytes of its file at boot (a fork's links
+                             * go once it runs) */
+        unsigned vcpus, memory_mib;
+        int accel;
+        uid_t jail_uid; /* QEMU's own uid (agent/jail/jail.h), 0: not jailed */
+        struct qemu_health health;
+};
+
+/* Builds a vmm_config for q's devices (strings borrowed from q) and spawns QEMU with it:
+ * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap);
+ * its stderr goes to dir/helper-qemu.log (dir in stateDir, not the jail uid's run dir). */
+int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_path,
+                      const char *disk, struct vmm_process **ret_proc, char **ret_qmp,
+                      struct fk_error *err);
+int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                    struct agent_checkpoint_result *ret, struct fk_error *err);
+int qemu_checkpoint_write(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                          struct agent_checkpoint_result *ret, struct fk_error *err);
+uint64_t qemu_checkpoint_bytes(void *vm);
+int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
+
+/* Guest health ops (vm-qemu-health.c), see agent_vm_ops. */
+int qemu_health(void *userdata, void *vm, struct agent_vm_health *ret);
+int qemu_health_fd(void *vm);
+int qemu_ping(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
+int qemu_kill(void *userdata, void *vm, unsigned timeout_ms);
+int qemu_disk_free(void *userdata, void *vm, uint64_t *ret);
+
+/* Memory back to the host (vm-qemu-balloon.c), see agent_vm_ops. */
+uint64_t qemu_ram_bytes(void *vm);
+int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params *p,
+                   struct agent_give_back_result *ret, struct fk_error *err);
+/* After adoption: a balloon a killed forkletd left inflating is let go (best effort). */
+void qemu_balloon_adopted(struct qemu_vm *q);
+/* An adopted QEMU in runstate status: "io-error" is recorded as stopped by a disk error (1:
+ * the guest cannot answer until it continues), "guest-panicked" refused (-ESRCH + err). */
+int qemu_health_adopt_status(struct qemu_vm *q, const char *status, struct fk_error *err);

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/* fk_agent_vm: the VM interface the daemon calls (agent_vm_ops: boot, adopt, checkpoint, exec,
+ * health, ...), what one boot needs (agent_boot_params) and where its time went, and the real
+ * backend over vmm/ (QEMU in the jail, QMP, the guest agent). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+typedef struct json_t json_t; /* jansson */
+struct vmm_exec_request;
+struct vmm_exec_result;
+struct agent_secret;
+
+/* The serial console log of a session: <state dir>/console.log, at most AGENT_CONSOLE_MAX
+ * bytes, the previous boot's (or the overflow) in console.log.1. */
+#define AGENT_CONSOLE_LOG "console.log"
+#define AGENT_CONSOLE_MAX (1024u * 1024)
+
+/* Where one boot's time went (the fork timing breakdown), in ns; 0: the step did not run.
+ * The executor times its steps, the VM backend the ones inside ops.boot. */
+enum agent_boot_step {
+        AGENT_BOOT_STEP_QUEUE,    /* request to the boot job's start (planner pass, busy flag) */
+        AGENT_BOOT_STEP_LOCK,     /* the fork's work waiting for the daemon lock */
+        AGENT_BOOT_STEP_LINKS,    /* origin/ hard links and the session record (fork request) */
+        AGENT_BOOT_STEP_DISK,     /* run dir, secrets, the overlay over the checkpoint's layer */
+        AGENT_BOOT_STEP_NETNS,    /* the session's netns, veth, tap, nftables */
+        AGENT_BOOT_STEP_CGROUP,   /* its cgroup made and limited */
+        AGENT_BOOT_STEP_JAIL,     /* the jail's uid, file grants and mount plan */
+        AGENT_BOOT_STEP_SPAWN,    /* fork to exec of QEMU, pre-exec hooks included */
+        AGENT_BOOT_STEP_PRE_EXEC, /* of which the child's hooks (join netns and cgroup, tap,
+                                   * jail mounts), measured in the child */
+        AGENT_BOOT_STEP_QEMU,     /* exec to QMP connected */
+        AGENT_BOOT_STEP_RESTORE,  /* incoming migration of the checkpoint's device state */
+        AGENT_BOOT_STEP_AGENT,    /* guest agent connected and answering */
+        AGENT_BOOT_STEP_IDENTITY, /* fork id, entropy, secrets, identity file, clock */
+        AGENT_BOOT_STEP_FINISH,   /* status, grants on the links revoked, origin/ removed */
+        AGENT_BOOT_STEP_TOTAL,    /* request (or job start) to Running */
+        _AGENT_BOOT_STEP_MAX,
+};
+
+struct agent_boot_timing {
+        uint64_t ns[_AGENT_BOOT_STEP_MAX];
+};
+
+/* "queue", "lock", ... (the status.bootTiming keys without "Ms"); NULL when out of range. */
+const char *agent_boot_step_to_string(enum agent_boot_step s);
+/* "links 2 ms, disk 14 ms, ..., total 480 ms": the steps that ran (ns > 0), in order, each
+ * rounded to a ms (at least 1 when it ran), into buf (truncated to size). Pure. */
+void agent_boot_timing_format(const struct agent_boot_timing *t, char *buf, size_t size);
+/* {"queueMs": 1.2, ...} for the steps that ran (ms with 0.1 precision); NULL: out of memory. */
+json_t *agent_boot_timing_json(const struct agent_boot_timing *t);
+
+/* Everything needed to boot one session VM. Strings are borrowed for the call. */
+#define AGENT_PRE_EXEC_MAX 4
+
+struct agent_secret;
+
+struct agent_boot_params {
+        const char *key;       /* "<namespace>.<name>" */
+        const char *name;      /* session name */
+        const char *run_dir;   /* per-session run dir (exists, empty) */
+        const char *state_dir; /* per-session state dir (exists) */
+        const char *kernel;
+        const char *initrd;
+        unsigned vcpus;
+        unsigned memory_mib;
+        int accel;                   /* enum vmm_accel */
+        unsigned boot_timeout_ms;    /* agent readiness */
+        const volatile bool *cancel; /* set when the session is deleted meanwhile */
+        /* Called once QEMU runs (before the guest is ready) with what identifies it (the record
+         * adopt takes, borrowed): it is stored and status shows its pid. A failure (-errno)
+         * ends the boot: nothing runs that the state store does not know. */
+        int (*spawned)(void *ctx, pid_t pid, const json_t *record);
+        void *spawned_ctx;
+        /* Run in QEMU's child between fork and exec, in order (join the session's cgroup, enter
+         * its netns, drop privileges, ...). Each must be async-signal-safe; the first failure
+         * aborts the spawn with its -errno. Borrowed. */
+        struct agent_pre_exec {
+                int (*fn)(void *userdata);
+                void *userdata;
+                const char *step; /* named in a failure report ("join netns"), NULL: "hook N" */
+        } pre_exec[AGENT_PRE_EXEC_MAX];
+        size_t n_pre_exec;
+        /* Extra kernel command line (e.g. forklet.ip=...), NULL: none. Borrowed. */
+        const char *append;
+        /* Extra QEMU inputs the session owns: workspace disk and tap, NULL: none. Borrowed. */
+        const char *disk;
+        const char *tap;
+        const char *mac;
+        /* The image's read-only root disk (rootfs.img, "debian"), NULL: the initramfs is the
+         * root. The guest finds it by its label (AGENT_ROOTFS_LABEL). Borrowed. */
+        const char *rootfs;
+        /* Start from a checkpoint instead of a cold boot (fork, rollback); NULL: cold boot. */
+        const char *restore_dir; /* holds "state" (device state saved with x-ignore-shared) */
+        const char *mem_path;    /* guest RAM file; NULL: <run_dir>/mem.ram */
+        bool mem_private;        /* map mem_path share=off (a fork's copy-on-write RAM) */
+        const char *fork_id;     /* identity handed to the guest after a restore */
+        uid_t jail_uid;          /* QEMU's own uid (agent/jail/jail.h), 0: not jailed */
+        /* spec.secrets values (agent-internal.h), written to /run/forklet/secrets/NAME mode
+         * 0400 once the agent is ready: right after the identity on a restore. Borrowed. */
+        const struct agent_secret *secrets;
+        size_t n_secrets;
+        /* The backend adds its steps' times (spawn ... identity) here; NULL: not timed. */
+        struct agent_boot_timing *timing;
+        /* TCG translation cache in MiB for this QEMU, 0: the vmm default. */
+        unsigned tb_size_mib;
+        /* A memory balloon device (give_back): every cold boot; a restore exactly when its
+         * checkpoint's source had one (meta.json "balloon"), or the migration fails. */
+        bool balloon;
+};
+
+/* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
+struct agent_checkpoint_params {
+        const char *dir;         /* exists, empty: receives "state" and "ram" */
+        const char *new_disk;    /* overlay (over frozen_disk) the VM continues on; NULL: no disk */
+        const char *frozen_disk; /* the layer that now holds the disk as of the checkpoint */
+        unsigned timeout_ms;
+};
+
+struct agent_checkpoint_result {
+        uint64_t pause_ns;    /* guest paused */
+        uint64_t ram_bytes;   /* touched RAM copied */
+        uint64_t state_bytes; /* device state */
+        bool disk_switched;   /* the VM now writes to new_disk (also when a later step failed) */
+        bool materialized;    /* private RAM (a fork): full stream loaded into a helper QEMU */
+        bool live;            /* the guest ran while its RAM was saved (else stop-and-copy) */
+        bool background;      /* live by background snapshot (else precopy) */
+        bool forced;          /* live, but did not converge: stopped to finish the copy */
+        bool write_pending;   /* dir holds a stream: checkpoint_write makes state + ram */
+        uint64_t downtime_ms; /* live: QEMU's reported downtime */
+        uint64_t switch_ns;   /* live: the disk switch at the switch-over */
+        char fallback[256];   /* stop-and-copy because the live path was refused: why */
+        bool balloon;         /* the VM has a balloon device: so must its restores */
+};
+
+/* Memory back to the host (agent_vm_ops.give_back). */
+struct agent_give_back_params {
+        uint64_t margin_bytes;       /* left free in the guest while the balloon is inflated */
+        uint64_t min_bytes;          /* do nothing unless at least this much should come back */
+        unsigned timeout_ms;         /* stats and inflation (the deflation as long again) */
+        const volatile bool *cancel; /* set: stop inflating (the session is being deleted) */
+};
+
+struct agent_give_back_result {
+        uint64_t before_bytes, after_bytes; /* the RAM file's allocated bytes around it */
+        uint64_t guest_free;                /* the guest's free memory before */
+        uint64_t ballooned;                 /* the most the balloon held */
+        uint64_t ns;                        /* inflation and deflation */
+        bool skipped;                       /* too little to win: the balloon was left alone */
+};
+
+/* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the
+ * counters only grow. Text comes from the guest: printable ASCII only. */
+#define AGENT_CONSOLE_TAIL 10  /* console lines kept */
+#define AGENT_CONSOLE_LINE 160 /* bytes per line, NUL included */
+struct agent_vm_health {
+        unsigned panics;                /* console "Kernel panic" lines and GUEST_PANICKED events */
+        char panic[AGENT_CONSOLE_LINE]; /* what the first one said */
+        unsigned oom_kills;             /* console "Out of memory: Killed process" lines */
+        char oom[AGENT_CONSOLE_LINE];   /* the last one */
+        bool io_stopped;                /* QEMU stopped the VM on a disk error (BLOCK_IO_ERROR) */
+        unsigned io_stops;              /* such stops so far */
+        bool io_nospace;                /* the last error was ENOSPC */
+        char io_device[64];             /* its device or node name */
+        char io_reason[96];             /* and the errno text QEMU reported */
+        char tail[AGENT_CONSOLE_TAIL][AGENT_CONSOLE_LINE]; /* last console lines, oldest first */
+        unsigned n_tail;
+};
+
+/* VM operations the executor calls. A VM is an opaque handle owned by the caller of boot. */
+struct agent_vm_ops {
+        /* The backend runs QEMU as a process that the node's jail (agent/jail/jail.h) can drop to
+         * its own uid; false for test fakes. */
+        bool jailable;
+        /* Boots and waits for the guest agent. On failure cleans up what it started. */
+        int (*boot)(void *userdata, const struct agent_boot_params *p, void **ret_vm,
+                    struct fk_error *err);
+        /* Re-attaches to a VM left running by a previous forkletd, from the record boot gave
+         * (spawned) or record returned, kept in the state store (-ESRCH: gone). */
+        int (*adopt)(void *userdata, const char *run_dir, const json_t *record, int accel,
+                     void **ret_vm, struct fk_error *err);
+        /* What identifies vm now (pid, start time, paths; new reference), after something
+         * changed it (a checkpoint moves the disk); NULL in backends without records. */
+        json_t *(*record)(void *vm);
+        /* Graceful stop; returns once the process is gone. */
+        int (*stop)(void *userdata, void *vm, unsigned timeout_ms);
+        int (*pause)(void *userdata, void *vm, struct fk_error *err);
+        int (*resume)(void *userdata, void *vm, struct fk_error *err);
+        /* Runs a command (see vmm_agent_exec); thread-safe against the other ops. */
+        int (*exec)(void *userdata, void *vm, const struct vmm_exec_request *req,
+                    int (*out_fn)(int stream, const void *data, size_t size, void *ud),
+                    void *out_userdata, struct vmm_exec_result *ret, struct fk_error *err);
+        /* Pauses, saves device state and RAM into p->dir, moves the disk onto p->new_disk,
+         * resumes (also on failure). A VM with private RAM (a fork) is materialized. NULL in
+         * backends without checkpoints. */
+        int (*checkpoint)(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                          struct agent_checkpoint_result *ret, struct fk_error *err);
+        /* The bytes a checkpoint of vm writes at least (its RAM file's allocated blocks; twice
+         * that for private RAM, which is materialized through a stream); NULL: unknown. */
+        uint64_t (*checkpoint_bytes)(void *vm);
+        /* After checkpoint returned write_pending (the guest runs again): turns the stream in
+         * p->dir into the files forks map (state, ram) through a helper QEMU; fills ram_bytes
+         * and state_bytes. Runs without the session busy, beside the running VM. NULL: never
+         * pending. */
+        int (*checkpoint_write)(void *userdata, void *vm, const struct agent_checkpoint_params *p,
+                                struct agent_checkpoint_result *ret, struct fk_error *err);
+        /* Freezes the guest filesystem on /workspace, moves the disk onto new_disk (the old
+         * overlay becomes read-only), thaws. */
+        int (*snapshot_disk)(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
+        /* Guest files (see vmm_agent_write_file/read_file); NULL: not supported. */
+        int (*write_file)(void *userdata, void *vm, const char *path, const void *data, size_t size,
+                          unsigned mode, struct fk_error *err);
+        int (*read_file)(void *userdata, void *vm, const char *path, size_t max, void **ret,
+                         size_t *ret_size, struct fk_error *err);
+        pid_t (*pid)(void *vm);
+        /* A pollable fd readable once QEMU exited, or -1. */
+        int (*exit_fd)(void *vm);
+        /* 1 and a static reason when exited, 0 while running. */
+        int (*poll_exit)(void *vm, int *ret_status, const char **ret_reason);
+        /* Guest health (health.c); each NULL in a backend without it. health: what was seen so
+         * far, without blocking (QMP events already sent, the console's report); only for a VM
+         * no job uses (its QMP client is the job's). health_fd: readable when QEMU sent
+         * something (poll), or -1. ping: one round trip to the guest agent; thread-safe.
+         * kill: ends a VM whose guest cannot power off (QMP quit, SIGTERM, SIGKILL).
+         * disk_free: free bytes on the filesystem holding the VM's disk (-ENOENT: no disk). */
+        int (*health)(void *userdata, void *vm, struct agent_vm_health *ret);
+        int (*health_fd)(void *vm);
+        int (*ping)(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
+        int (*kill)(void *userdata, void *vm, unsigned timeout_ms);
+        int (*disk_free)(void *userdata, void *vm, uint64_t *ret);
+        /* Memory back to the host (give-back.c); each NULL in a backend without it.
+         * ram_bytes: what the VM's RAM file holds on the host (allocated bytes), cheap.
+         * give_back: the balloon takes the guest's free memory and gives it back, which leaves
+         * those pages as holes in the RAM file; only for a VM whose RAM file is its own
+         * (share=on): -EPERM for private RAM (a fork's or rollback's checkpoint file, shared),
+         * -ENODEV without a balloon device. Uses the VM's QMP client: the session is busy. */
+        uint64_t (*ram_bytes)(void *vm);
+        int (*give_back)(void *userdata, void *vm, const struct agent_give_back_params *p,
+                         struct agent_give_back_result *ret, struct fk_error *err);
+        void (*free)(void *userdata, void *vm);
+        void *userdata;
+};
+/* The real operations over vmm/ (QEMU, QMP, guest agent). */
+extern const struct agent_vm_ops agent_vm_ops_qemu;
+
+/* TCG translation cache (MiB) of a restored guest (fork, rollback): see docs/benchmarks.md */
+#define AGENT_RESTORED_TB_MIB 64
+
+/* The kernel and initrd for a restored QEMU (agent/vm/restore-kernel.c): a stub of the bzImage
+ * kernel (setup header and code plus a page) and a one-page initrd, made once per kernel under
+ * <run_root>/restore-kernels. -EINVAL: not a bzImage (boot with the real one). Does not log. */
+int agent_restore_kernel(const char *run_root, const char *kernel, char **ret_kernel,
+                         char **ret_initrd);
+/* The stub's length for a kernel whose first n bytes are head (file_size in all), or -EINVAL
+ * when it is not a bzImage of boot protocol 2.00+ with a payload. Pure. */
+long agent_restore_kernel_stub_len(const uint8_t *head, size_t n, uint64_t file_size);

@@ -1,0 +1,79 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# bench/rollback: rollback to agent-ready through a real forkletd (tmpfs runDir, disk stateDir:
+# tests/lib/harness.sh), a new forkletd and guest image against a baseline pair in the same
+# run. Two sessions, one booted from each image, one checkpoint each; then rounds in which the
+# baseline forkletd and the new one take turns (each adopts the VMs the other left) and roll
+# both sessions back REPS times. A row per (forkletd, guest) pair: the wall of `forklet
+# rollback` (request to Running, the CLI's own start included) and the medians of the boot's
+# steps (status.bootTiming). The rollback's cost is the old QEMU's end plus the restored one's
+# start, so both the daemon (how it ends the old QEMU) and the guest agent (how soon it sees the
+# new host) show.
+# Usage (root): bench/rollback.sh FORKLETD FORKLET IMAGE_DIR BASE_FORKLETD BASE_IMAGE_DIR
+#   [REPS=5 ROUNDS=2]; e.g. a baseline built from the previous commit in another directory.
+FORKLETD_NEW=${1:?forkletd path}
+FORKLET=${2:?forklet path}
+IMG_NEW=$(realpath "${3:?image dir}")
+FORKLETD_BASE=${4:?baseline forkletd path}
+IMG_BASE=$(realpath "${5:?baseline image dir}")
+REPS=${REPS:-5}
+ROUNDS=${ROUNDS:-2}
+FK_TAG=bench-rb
+IMG=$IMG_NEW
+. "$(dirname "$0")/../tests/lib/harness.sh"
+fk_setup
+FK_IMAGES=("{name: new, dir: $IMG_NEW}" "{name: base, dir: $IMG_BASE}")
+fk_node_config >"$T/node.yaml"
+OUT=$T/results
+: >"$OUT"
+
+pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
+        i = int((NR - 1) * p + 0.5) + 1; printf "%.0f", v[i]}'; }
+# steps NAME: "qemu restore agent identity total" (ms) of the last boot
+steps() {
+        "$FORKLET" get session "$1" -o json | jq -r '.status.bootTiming |
+                [.qemuMs, .restoreMs, .agentMs, .identityMs, .totalMs] | map(. // 0 | round) | @tsv'
+}
+
+FORKLETD=$FORKLETD_BASE
+start_daemon
+for g in base new; do
+        FK_SESSION_IMAGE=$g session "g$g"
+done
+for g in base new; do
+        "$FORKLET" wait "g$g" --for=Running --timeout=300 || fail "g$g not Running"
+        "$FORKLET" checkpoint create "g$g" --wait >"$T/ck.$g" || fail "checkpoint of g$g"
+done
+stop_daemon
+for round in $(seq "$ROUNDS"); do
+        for d in base new; do
+                v=FORKLETD_${d^^}
+                FORKLETD=${!v}
+                start_daemon
+                for g in base new; do
+                        for i in $(seq "$REPS"); do
+                                t0=$(date +%s%N)
+                                "$FORKLET" rollback "g$g" "$(cat "$T/ck.$g")" >/dev/null ||
+                                        fail "rollback of g$g (forkletd $d, round $round)"
+                                wall=$((($(date +%s%N) - t0) / 1000000))
+                                echo "$d $g $wall $(steps "g$g")" >>"$OUT"
+                        done
+                done
+                stop_daemon
+        done
+done
+
+echo "rollback to agent-ready (ms), $((REPS * ROUNDS)) each, forkletds taking turns"
+printf "%-9s %-6s | %-13s | %-7s %-8s %-7s %-9s %-7s | %s\n" forkletd guest "wall p50/p90" \
+        qemu restore agent identity total "wall vs baseline pair"
+b50=$(awk '$1 == "base" && $2 == "base" {print $3}' "$OUT" | pct 0.5)
+for d in base new; do
+        for g in base new; do
+                sel() { awk -v d="$d" -v g="$g" -v c="$1" '$1 == d && $2 == g {print $c}' "$OUT"; }
+                w50=$(sel 3 | pct 0.5)
+                printf "%-9s %-6s | %5s / %-5s | %-7s %-8s %-7s %-9s %-7s | %.2fx\n" "$d" "$g" \
+                        "$w50" "$(sel 3 | pct 0.9)" "$(sel 4 | pct 0.5)" "$(sel 5 | pct 0.5)" \
+                        "$(sel 6 | pct 0.5)" "$(sel 7 | pct 0.5)" "$(sel 8 | pct 0.5)" \
+                        "$(awk -v a="$b50" -v b="$w50" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+        done
+done

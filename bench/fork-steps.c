@@ -9,6 +9,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "agent/vm/vm.h"
+#include "bench/smaps.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -116,6 +117,8 @@ static int start_daemon(const char *forkletd)
                         dup2(fd, STDOUT_FILENO);
                         dup2(fd, STDERR_FILENO);
                 }
+                /* N cold boots at once under TCG can take longer than the default 120 s */
+                setenv("FORKLET_BOOT_TIMEOUT_S", "900", 1);
                 execl(forkletd, forkletd, "--config", path, (char *)NULL);
                 _exit(127);
         }
@@ -262,35 +265,6 @@ static const char *session_json(const char *name)
         return buf;
 }
 
-/* Pss (kB) of QEMU pid: the guest RAM mapping (its path holds "/ram" or "mem.ram") and the
- * rest. */
-static int pss_kb(pid_t pid, long *ret_ram, long *ret_other)
-{
-        char path[64], line[512];
-        long ram = 0, other = 0;
-        bool in_ram = false;
-        cleanup_fclose FILE *f = NULL;
-
-        snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-        if (!(f = fopen(path, "re")))
-                return -errno;
-        while (fgets(line, sizeof(line), f)) {
-                unsigned long lo, hi;
-                long kb;
-
-                if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-                        in_ram = strstr(line, "/origin/ram") || strstr(line, "mem.ram") ||
-                                 strstr(line, "/ram (deleted)");
-                        continue;
-                }
-                if (sscanf(line, "Pss: %ld kB", &kb) == 1)
-                        *(in_ram ? &ram : &other) += kb;
-        }
-        *ret_ram = ram;
-        *ret_other = other;
-        return 0;
-}
-
 static void print_steps(const char *what, const double steps[STEPS][MAX_N], unsigned n)
 {
         printf("| %-9s |", what);
@@ -319,20 +293,23 @@ static void print_header(void)
 /* One N's results: its cold boots, its forks, the baseline forkletd's forks (--baseline). */
 struct n_result {
         unsigned n, nc, nf, nb;
-        unsigned failed[2]; /* forks that failed: new, base */
+        unsigned failed[2];   /* forks that failed: new, base */
+        unsigned cold_failed; /* cold boots that failed (forkletd's boot timeout on a busy host) */
         double cold_wall, fork_wall, base_wall;
         double cold[STEPS][MAX_N], fork[STEPS][MAX_N], base[STEPS][MAX_N];
-        char exec_line[2][240]; /* fork, base */
+        char exec_line[2][320]; /* fork, base */
+        struct bench_smaps smaps[2][MAX_N];
+        unsigned n_smaps[2];
 };
 
 static struct n_result results[16];
 
 /* Every fork answers an exec of `true`; then the idle forks' memory, into line. */
-static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids, char *line,
-                    size_t size)
+static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids,
+                    struct bench_smaps *smaps, char *line, size_t size)
 {
         unsigned ok = 0;
-        double ram[MAX_N], other[MAX_N];
+        double ram[MAX_N], own[MAX_N], other[MAX_N];
         uint64_t t0 = fk_now_mono_ns();
 
         for (unsigned i = 0; i < n; i++) {
@@ -342,17 +319,22 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
                 ok += call("POST", path, "{\"argv\":[\"true\"]}", NULL) == 0;
         }
         for (unsigned i = 0; i < npids; i++) {
-                long r = 0, o = 0;
+                long o = 0;
 
-                (void)pss_kb(pids[i], &r, &o);
-                ram[i] = (double)r / 1024.0;
+                (void)bench_smaps_read(pids[i], &smaps[i]);
+                for (int k = 0; k < _BENCH_REGION_MAX; k++)
+                        o += k == BENCH_REGION_GUEST_RAM ? 0 : smaps[i].pss_kb[k];
+                ram[i] = (double)smaps[i].pss_kb[BENCH_REGION_GUEST_RAM] / 1024.0;
+                own[i] = (double)smaps[i].anon_kb[BENCH_REGION_GUEST_RAM] / 1024.0;
                 other[i] = (double)o / 1024.0;
         }
         snprintf(line, size,
                  "exec `true` in each of %u forks: %u answered (%.0f ms for all); idle fork PSS "
-                 "median/p90: guest RAM %.2f/%.2f MiB, QEMU's own %.1f/%.1f MiB",
+                 "median/p90: guest RAM %.2f/%.2f MiB (written since the restore %.2f/%.2f), "
+                 "QEMU's own %.1f/%.1f MiB",
                  n, ok, ms_since(t0), pct(ram, npids, 0.5), pct(ram, npids, 0.9),
-                 pct(other, npids, 0.5), pct(other, npids, 0.9));
+                 pct(own, npids, 0.5), pct(own, npids, 0.9), pct(other, npids, 0.5),
+                 pct(other, npids, 0.9));
         return ok == n ? 0 : -EIO;
 }
 
@@ -368,7 +350,7 @@ static int bench_cold(struct n_result *res)
                 r = call("POST", SESSIONS, session_json(name), NULL);
         }
         if (r >= 0)
-                r = wait_running("cold", res->n, NULL);
+                r = wait_running("cold", res->n, &res->cold_failed);
         res->cold_wall = ms_since(t0);
         res->nc = collect("cold", res->cold, NULL);
         delete_all("cold", res->n);
@@ -390,9 +372,11 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
                 r = wait_running("p-fork-", res->n, &res->failed[base]);
         *(base ? &res->base_wall : &res->fork_wall) = ms_since(t0);
         *(base ? &res->nb : &res->nf) = collect("p-fork-", base ? res->base : res->fork, pids);
-        if (r >= 0 && exec && !res->failed[base])
-                r = exec_all("p-fork-", res->n, pids, base ? res->nb : res->nf,
+        if (r >= 0 && exec && !res->failed[base]) {
+                res->n_smaps[base] = base ? res->nb : res->nf;
+                r = exec_all("p-fork-", res->n, pids, res->n_smaps[base], res->smaps[base],
                              res->exec_line[base], sizeof(res->exec_line[base]));
+        }
         delete_all("p-fork-", res->n);
         return r;
 }
@@ -401,8 +385,11 @@ static void print_result(const struct n_result *res)
 {
         printf("\n## N=%u: fork wall %.0f ms (request to all Running)", res->n, res->fork_wall);
         if (res->nc)
-                printf(", cold wall %.0f ms, speedup %.1fx", res->cold_wall,
+                printf(", cold wall %.0f ms%s, speedup %.1fx", res->cold_wall,
+                       res->cold_failed ? " (until the last settled)" : "",
                        res->fork_wall > 0 ? res->cold_wall / res->fork_wall : 0.0);
+        if (res->cold_failed)
+                printf("; cold boots Failed: %u (see forkletd.log)", res->cold_failed);
         if (res->nb)
                 printf("; baseline forkletd's fork wall %.0f ms (%.2fx of it)", res->base_wall,
                        res->fork_wall > 0 ? res->base_wall / res->fork_wall : 0.0);
@@ -419,6 +406,10 @@ static void print_result(const struct n_result *res)
         for (int i = 1; i >= 0; i--)
                 if (res->exec_line[i][0])
                         printf("\n%s%s\n", i ? "baseline: " : "", res->exec_line[i]);
+        for (int i = 1; i >= 0; i--)
+                if (res->n_smaps[i])
+                        bench_smaps_print(stdout, i ? "baseline forkletd" : "this forkletd",
+                                          res->smaps[i], res->n_smaps[i]);
 }
 
 /* Deletes what is left, stops forkletd, kills any QEMU of ours still there (its command line

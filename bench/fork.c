@@ -83,10 +83,21 @@ static void stop_group(struct fh_vm *vms, unsigned n)
 }
 
 /* Pss (kB) of the mapping whose path ends in suffix, and of the whole process. */
+static int map_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_anon, long *ret_total);
+
 static int pss_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_total)
 {
+        long anon;
+
+        return map_kb(pid, suffix, ret_map, &anon, ret_total);
+}
+
+/* PSS (kB) of QEMU pid: of the mapping whose path ends in suffix (*ret_map), its Anonymous
+ * part (*ret_anon: the pages of it this process wrote), and of everything (*ret_total). */
+static int map_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_anon, long *ret_total)
+{
         char path[64], line[512];
-        long map = 0, total = 0;
+        long map = 0, anon = 0, total = 0;
         bool in_map = false;
         cleanup_fclose FILE *f = NULL;
 
@@ -111,9 +122,12 @@ static int pss_kb(pid_t pid, const char *suffix, long *ret_map, long *ret_total)
                         total += kb;
                         if (in_map)
                                 map += kb;
+                } else if (in_map && sscanf(line, "Anonymous: %ld kB", &kb) == 1) {
+                        anon += kb;
                 }
         }
         *ret_map = map;
+        *ret_anon = anon;
         *ret_total = total;
         return 0;
 }
@@ -179,8 +193,16 @@ static int bench_boot_vs_fork(const unsigned *ns, size_t count)
         return 0;
 }
 
+/* What "busy" runs in each fork: a dozen programs over the guest's files, three times. */
+#define TB_BUSY                                                                                    \
+        "for i in 1 2 3; do find / -xdev -type f 2>/dev/null | sort | md5sum >/dev/null; "         \
+        "tar cf - /bin /etc 2>/dev/null | gzip -1 | wc -c >/dev/null; "                            \
+        "awk '{n += NF} END {print n}' /proc/kallsyms >/dev/null; "                                \
+        "sed -n 's/a/b/gp' /proc/kallsyms | grep -c x >/dev/null; ps >/dev/null; done"
+
 /* Forks of N with the default TCG translation cache and with a smaller one (tb_mib), in the
- * same run: fork wall and p50, and the forks' QEMU PSS beyond guest RAM after an exec each. */
+ * same run: fork wall and p50, the forks' QEMU PSS beyond guest RAM after an exec each, and
+ * how long a busy guest then takes (TB_BUSY, one fork at a time). */
 static int bench_tb(unsigned n, unsigned tb_mib)
 {
         static struct fh_vm vms[MAX_N], parent;
@@ -199,11 +221,11 @@ static int bench_tb(unsigned n, unsigned tb_mib)
         snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
         printf("\n# fork of %u, TCG translation cache: default %u MiB vs %u MiB (same run)\n", n,
                VMM_TCG_TB_MIB, tb_mib);
-        printf("%-8s %12s %12s %12s %18s %18s\n", "tb MiB", "fork wall", "fork p50", "fork p90",
-               "QEMU PSS p50 MiB", "QEMU PSS max MiB");
+        printf("%-8s %12s %12s %12s %18s %18s %14s\n", "tb MiB", "fork wall", "fork p50",
+               "fork p90", "QEMU PSS p50 MiB", "QEMU PSS max MiB", "busy p50 ms");
         for (int pass = 0; pass < 2 && r >= 0; pass++) {
                 struct group_result g;
-                double pss[MAX_N];
+                double pss[MAX_N], busy[MAX_N];
 
                 fh_tb_size_mib = pass ? tb_mib : 0;
                 r = run_group(vms, n, pass ? "tb-small" : "tb-default", ckpt, &g);
@@ -214,14 +236,83 @@ static int bench_tb(unsigned n, unsigned tb_mib)
                         (void)pss_kb(vmm_process_pid(vms[i].proc), "/ck/ram", &map, &total);
                         pss[i] = (double)(total - map) / 1024.0;
                 }
+                /* then a busy guest, one fork at a time: many programs, much code to translate */
+                for (unsigned i = 0; r >= 0 && i < n; i++) {
+                        uint64_t t0 = fk_now_mono_ns();
+
+                        (void)fh_sh(&vms[i], TB_BUSY, NULL);
+                        busy[i] = (double)(fk_now_mono_ns() - t0) / 1e6;
+                }
                 if (r >= 0)
-                        printf("%-8u %10.0f ms %9.0f ms %9.0f ms %18.1f %18.1f\n",
+                        printf("%-8u %10.0f ms %9.0f ms %9.0f ms %18.1f %18.1f %14.0f\n",
                                pass ? tb_mib : VMM_TCG_TB_MIB, g.wall_ms, g.p50_ms, g.p90_ms,
-                               pct(pss, n, 0.5), pct(pss, n, 1.0));
+                               pct(pss, n, 0.5), pct(pss, n, 1.0), pct(busy, n, 0.5));
                 stop_group(vms, n);
         }
         fh_tb_size_mib = 0;
         return r;
+}
+
+#define PAGES_REPS  3
+#define PAGES_STEPS 8
+
+/* Which step of a fork writes its guest RAM: the fork's own pages (Anonymous in its RAM
+ * mapping) after the restore with the agent channel open, idle, the agent's first ping, the
+ * identity request (what forkletd sends first), idle, a first and a second exec of `true`,
+ * idle; PAGES_REPS forks of one checkpoint, one at a time. */
+static int bench_pages(void)
+{
+        static const char *const steps[PAGES_STEPS] = {"restored, agent channel open",
+                                                       "+ 2 s idle",
+                                                       "+ ping",
+                                                       "+ identity",
+                                                       "+ 2 s idle",
+                                                       "+ exec true",
+                                                       "+ exec true",
+                                                       "+ 2 s idle"};
+        static struct fh_vm parent, vm;
+        long kb[PAGES_REPS][PAGES_STEPS] = {{0}};
+        struct vmm_checkpoint_stats st;
+        struct fk_error err = {0};
+        char ckpt[300];
+        int r;
+
+        r = fh_vm_start(&parent, workdir, "pg-parent", image, 256, NULL, true, &err);
+        if (r >= 0)
+                r = checkpoint_once(&parent, "ck", &st);
+        fh_vm_stop(&parent);
+        snprintf(ckpt, sizeof(ckpt), "%s/ck", workdir);
+        for (int k = 0; r >= 0 && k < PAGES_REPS; k++) {
+                r = fh_vm_start(&vm, workdir, "pg-fork", image, 256, ckpt, false, &err);
+                for (int s = 0; r >= 0 && s < PAGES_STEPS; s++) {
+                        long map, total;
+
+                        if (s == 1 || s == 4 || s == 7)
+                                sleep(2);
+                        else if (s == 2)
+                                r = vmm_agent_wait_ready(vm.agent, 60000, &err);
+                        else if (s == 3) /* its ping again, then the identity request */
+                                r = fh_vm_wait(&vm, "pg-fork", true, &err);
+                        else if (s >= 5)
+                                r = fh_sh(&vm, "true", NULL) == 0 ? 0 : -EIO;
+                        if (r >= 0)
+                                r = map_kb(vmm_process_pid(vm.proc), "/ck/ram", &map, &kb[k][s],
+                                           &total);
+                }
+                fh_vm_stop(&vm);
+        }
+        if (r < 0)
+                return fprintf(stderr, "pages: %s\n", err.msg[0] ? err.msg : strerror(-r)), r;
+        printf("\n# guest RAM a fork wrote (KiB, its own pages of the checkpoint's RAM), %d "
+               "forks\n",
+               PAGES_REPS);
+        for (int s = 0; s < PAGES_STEPS; s++) {
+                printf("%-30s", steps[s]);
+                for (int k = 0; k < PAGES_REPS; k++)
+                        printf(" %6ld (%+5ld)", kb[k][s], s ? kb[k][s] - kb[k][s - 1] : kb[k][s]);
+                printf("\n");
+        }
+        return 0;
 }
 
 static int bench_pause(unsigned mib)
@@ -345,8 +436,9 @@ int main(int argc, char **argv)
         }
         bool only_rollback = argc == 2 && strcmp(argv[1], "rollback") == 0;
         bool only_tb = argc == 4 && strcmp(argv[1], "tb") == 0;
+        bool only_pages = argc == 2 && strcmp(argv[1], "pages") == 0;
 
-        if (argc > 1 && !only_rollback && !only_tb) {
+        if (argc > 1 && !only_rollback && !only_tb && !only_pages) {
                 count = 0;
                 for (int i = 1; i < argc && count < ARRAY_SIZE(ns); i++) {
                         int n = atoi(argv[i]);
@@ -363,6 +455,11 @@ int main(int argc, char **argv)
                 unsigned n = (unsigned)atoi(argv[2]), mib = (unsigned)atoi(argv[3]);
 
                 r = n >= 1 && n <= MAX_N && mib >= 1 ? bench_tb(n, mib) : -EINVAL;
+                fk_rm_rf(workdir);
+                return r < 0 ? 1 : 0;
+        }
+        if (only_pages) {
+                r = bench_pages();
                 fk_rm_rf(workdir);
                 return r < 0 ? 1 : 0;
         }

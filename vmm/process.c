@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -222,6 +223,8 @@ static void child_fail(int errpipe, int stage, int error)
 struct spawn_ctx {
         const char *binary;
         char *const *argv;
+        char *const *envp;
+        bool thp_disable;
         int null_fd;
         int log_fd;
         int errpipe;
@@ -267,6 +270,9 @@ static void __attribute__((noreturn)) spawn_child(struct spawn_ctx *ctx)
                         child_fail(ctx->errpipe, SPAWN_STAGE_PRE_EXEC, r < 0 ? -r : r);
         }
         ready.pre_exec_ns = ctx->pre_exec ? child_now_ns() - t0 : 0;
+        /* Kept across execve; after the hook so a hook's own work is not changed by it. */
+        if (ctx->thp_disable && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
+                child_fail(ctx->errpipe, SPAWN_STAGE_SETUP, errno);
         if (dup2(ctx->null_fd, STDIN_FILENO) < 0 || dup2(ctx->log_fd, STDOUT_FILENO) < 0 ||
             dup2(ctx->log_fd, STDERR_FILENO) < 0)
                 child_fail(ctx->errpipe, SPAWN_STAGE_SETUP, errno);
@@ -274,7 +280,7 @@ static void __attribute__((noreturn)) spawn_child(struct spawn_ctx *ctx)
         close_fds_from(3, ctx->errpipe);
         n = write(ctx->errpipe, &ready, sizeof(ready));
         (void)n;
-        execve(ctx->binary, ctx->argv, environ);
+        execve(ctx->binary, ctx->argv, ctx->envp);
         child_fail(ctx->errpipe, SPAWN_STAGE_EXEC, errno);
         _exit(127);
 }
@@ -372,6 +378,13 @@ static int spawn_finish(pid_t pid, int pidfd, const char *binary, uint64_t pre_e
 int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn pre_exec,
                       void *userdata, struct vmm_process **ret, struct fk_error *err)
 {
+        return vmm_process_spawn_env(argv, NULL, stderr_log, pre_exec, userdata, ret, err);
+}
+
+int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env, const char *stderr_log,
+                          vmm_pre_exec_fn pre_exec, void *userdata, struct vmm_process **ret,
+                          struct fk_error *err)
+{
         cleanup_free char *binary = NULL;
         cleanup_close int null_fd = -1, log_fd = -1, pidfd = -1;
         uint64_t pre_exec_ns = 0;
@@ -401,8 +414,17 @@ int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn
                 return fk_error_set(err, r, "spawn %s: fork: %s", binary, strerror(-r));
         }
         if (pid == 0) {
-                struct spawn_ctx ctx = {binary,    argv,     null_fd, log_fd,
-                                        pipefd[1], pre_exec, userdata};
+                struct spawn_ctx ctx = {
+                        .binary = binary,
+                        .argv = argv,
+                        .envp = env && env->envp ? env->envp : environ,
+                        .thp_disable = env && env->thp_disable,
+                        .null_fd = null_fd,
+                        .log_fd = log_fd,
+                        .errpipe = pipefd[1],
+                        .pre_exec = pre_exec,
+                        .userdata = userdata,
+                };
                 close(pipefd[0]);
                 spawn_child(&ctx);
         }

@@ -70,6 +70,25 @@ int vmm_host_tsc_khz(unsigned *ret);
  * Returns -EINVAL with err filled when a required field is missing. */
 int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *err);
 
+/* The rest of what a QEMU process is started with: its environment and its transparent huge
+ * page setting. A restored QEMU under TCG (incoming_defer) runs lean: THP off for it (QEMU
+ * madvises its TCG code buffer MADV_HUGEPAGE, so every 2 MiB of it the guest's code touched cost
+ * 2 MiB) and glibc malloc held to one arena (glibc.malloc.arena_max=1 appended to
+ * GLIBC_TUNABLES unless it names arena_max already). Under KVM, and for cold boots, QEMU gets
+ * base unchanged with THP on. Plain data. */
+struct vmm_exec_env {
+        char **envp;      /* owned strv */
+        bool thp_disable; /* prctl(PR_SET_THP_DISABLE) in the child before exec */
+};
+#define VMM_LEAN_MALLOC_TUNABLE "glibc.malloc.arena_max=1"
+
+/* Builds *ret from cfg and the base environment (NULL-terminated, borrowed; usually environ).
+ * Pure: no I/O. -ENOMEM with err filled. */
+int vmm_build_env(const struct vmm_config *cfg, char *const *base, struct vmm_exec_env *ret,
+                  struct fk_error *err);
+/* Frees what e owns and zeroes it; accepts a zeroed e. */
+void vmm_exec_env_done(struct vmm_exec_env *e);
+
 /* ---- process -------------------------------------------------------------------------- */
 
 struct vmm_process;
@@ -88,6 +107,11 @@ void vmm_pre_exec_step(const char *what, const char *arg);
  * Returns the process (owns a pidfd) or -errno with err filled. Does not log. */
 int vmm_process_spawn(char *const *argv, const char *stderr_log, vmm_pre_exec_fn pre_exec,
                       void *userdata, struct vmm_process **ret, struct fk_error *err);
+/* vmm_process_spawn with env (borrowed; NULL: forkletd's environment, THP as it is): QEMU gets
+ * env->envp and, with env->thp_disable, PR_SET_THP_DISABLE (set after the pre-exec hook). */
+int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env, const char *stderr_log,
+                          vmm_pre_exec_fn pre_exec, void *userdata, struct vmm_process **ret,
+                          struct fk_error *err);
 /* Adopts a running QEMU by pid, checking its start time (from /proc/PID/stat, field 22)
  * equals start_time so a reused pid is never adopted. -ESRCH if gone or different. */
 int vmm_process_adopt(pid_t pid, uint64_t start_time, struct vmm_process **ret);

@@ -18,6 +18,20 @@
 #include <string.h>
 #include <unistd.h>
 
+/* FORKLET_BOOT_TIMEOUT_S in forkletd's environment (10-3600) replaces the 120 s a boot may take
+ * to agent-ready: many cold boots at once under TCG on a busy host take longer (bench-fork-steps
+ * sets it for its N cold boots). */
+static unsigned boot_timeout_ms(void)
+{
+        const char *v = getenv("FORKLET_BOOT_TIMEOUT_S");
+        char *end = NULL;
+        unsigned long s = v ? strtoul(v, &end, 10) : 0;
+
+        if (!v || !*v || *end || s < 10 || s > 3600)
+                return AGENT_BOOT_TIMEOUT_MS;
+        return (unsigned)s * 1000;
+}
+
 static uint64_t now_real(struct agent_daemon *d)
 {
         return d->clock.now_real_ns(d->clock.userdata);
@@ -251,7 +265,7 @@ void agent_job_boot(struct agent_job *j)
                 .vcpus = j->vcpus,
                 .memory_mib = j->memory_mib,
                 .accel = d->accel,
-                .boot_timeout_ms = AGENT_BOOT_TIMEOUT_MS,
+                .boot_timeout_ms = boot_timeout_ms(),
                 .cancel = &j->s->cancel,
                 .spawned = job_spawned,
                 .spawned_ctx = j,

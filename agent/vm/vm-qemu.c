@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #define VM_CONNECT_TIMEOUT_MS 15000
 #define VM_READY_STEP_MS      1000
 #define VM_FILE_TIMEOUT_MS    120000
@@ -219,6 +221,7 @@ static void lap(const struct agent_boot_params *p, enum agent_boot_step step, ui
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *mem = NULL, *log = NULL;
+        struct vmm_exec_env env = {0};
         char **argv = NULL;
         char guid[37];
         int r;
@@ -263,10 +266,16 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;
+        r = vmm_build_env(&c, environ, &env, err);
+        if (r < 0) {
+                fk_strv_free(argv);
+                return r;
+        }
         t = fk_now_mono_ns();
-        r = vmm_process_spawn(argv, log, p->n_pre_exec > 0 ? run_pre_exec : NULL, (void *)p,
-                              &q->proc, err);
+        r = vmm_process_spawn_env(argv, &env, log, p->n_pre_exec > 0 ? run_pre_exec : NULL,
+                                  (void *)p, &q->proc, err);
         fk_strv_free(argv);
+        vmm_exec_env_done(&env);
         lap(p, AGENT_BOOT_STEP_SPAWN, &t);
         if (r < 0)
                 return r;

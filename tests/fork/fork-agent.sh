@@ -75,6 +75,13 @@ for f in $names; do
         qpid=$(field "$f" pid)
         tr '\0' ' ' <"/proc/$qpid/cmdline" | grep -q -- "-kernel [^ ]*/restore-kernels/vmlinuz-" ||
                 fail "$f: QEMU $qpid does not run on the restore stub kernel"
+        # ... and under TCG runs lean: THP off, glibc malloc on one arena (vmm/env.c)
+        if [ "$(field "$f" accel)" = tcg ]; then
+                grep -q '^THP_enabled:[[:space:]]*0$' "/proc/$qpid/status" ||
+                        fail "$f: QEMU $qpid has transparent huge pages on"
+                tr '\0' '\n' <"/proc/$qpid/environ" | grep -q '^GLIBC_TUNABLES=.*glibc.malloc.arena_max=1' ||
+                        fail "$f: QEMU $qpid runs without glibc.malloc.arena_max=1"
+        fi
         steps=$(for k in links disk netns cgroup jail spawn qemu restore agent identity total; do
                 v=$(field "$f" "${k}Ms"); echo "$k=${v:-0}"; done | tr '\n' ' ')
         echo "$f bootTiming: $steps"
@@ -119,6 +126,9 @@ gsh web "kill $pid; rm -rf /workspace/www; sync" || fail "kill + rm in web"
 gsh web "$GET_STATUS" | grep -q " 200 " && fail "server still answers after kill"
 qemu_before=$(field web pid)
 ns_before=$(field web netns)
+# a cold-booted QEMU keeps THP (its code buffer fills anyway); the rolled-back one runs lean
+grep -q '^THP_enabled:[[:space:]]*1$' "/proc/$qemu_before/status" ||
+        fail "web's cold-booted QEMU has transparent huge pages off"
 t0=$(date +%s%N)
 "$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback web"
 echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
@@ -126,6 +136,10 @@ check_server web "$pid" "$sum"
 [ "$(field web phase)" = Running ] || fail "web not Running after rollback"
 fk_check_ram web
 [ "$(field web pid)" != "$qemu_before" ] || fail "rollback kept the old QEMU"
+if [ "$(field web accel)" = tcg ]; then
+        grep -q '^THP_enabled:[[:space:]]*0$' "/proc/$(field web pid)/status" ||
+                fail "web's rolled-back QEMU has transparent huge pages on"
+fi
 [ "$(field web netns)" = "$ns_before" ] || fail "rollback changed the netns ($ns_before -> $(field web netns))"
 id=$(field web forkId)
 [ -n "$id" ] && [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "rollback identity"

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+extern char **environ;
+
 #define BOOT_TIMEOUT_MS 240000
 #define CALL_TIMEOUT_MS 60000
 
@@ -88,6 +90,7 @@ static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsig
                     bool fork, struct fk_error *err)
 {
         cleanup_free char *kernel = NULL, *initrd = NULL;
+        struct vmm_exec_env env = {0};
         char guid[37];
         char **argv = NULL;
         enum vmm_accel accel;
@@ -125,9 +128,15 @@ static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsig
         r = vmm_build_argv(&cfg, &argv, err);
         if (r < 0)
                 return r;
+        r = vmm_build_env(&cfg, environ, &env, err);
+        if (r < 0) {
+                fk_strv_free(argv);
+                return r;
+        }
         vm->spawn_ns = fk_now_mono_ns();
-        r = vmm_process_spawn(argv, vm->log, NULL, NULL, &vm->proc, err);
+        r = vmm_process_spawn_env(argv, &env, vm->log, NULL, NULL, &vm->proc, err);
         fk_strv_free(argv);
+        vmm_exec_env_done(&env);
         return r;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet --etcd apply|get|delete|wait: sessions as the control plane holds them (spec,
  * placement, status written back by the nodes) and `get nodes` (Ready while the lease lives). */
+#include "core/cluster/cluster.h"
 #include "cli/cluster-internal.h"
 #include "core/core.h"
 #include "etcd/etcd.h"

@@ -2,6 +2,7 @@
 /* forklet --etcd: the cluster-mode dispatcher. apply/get/delete/wait go to etcd; node-local
  * verbs (exec, logs, describe, checkpoint, fork, ...) are routed to the node running the named
  * session: its API socket when that node is this host, else its published https api.url. */
+#include "core/cluster/cluster.h"
 #include "cli/cluster-internal.h"
 #include "core/core.h"
 #include "etcd/etcd.h"

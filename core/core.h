@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The pure core that forkletd, forklet and forklet-scheduler share: session phases and the
- * action table, the reconcile planner, capacity and admission arithmetic, the cluster's etcd key
- * layout and node status document, and the audit log's hash chain. No clock, no logging, no
- * I/O but reading a stream the caller opened (core_audit_verify): every other function here is
- * a function of its arguments. */
+ * action table, the reconcile planner, capacity and admission arithmetic, and the audit log's
+ * hash chain (the cluster's key layout and node status document: core/cluster/cluster.h). No clock,
+ * no logging, no I/O but reading a stream the caller opened (core_audit_verify): every other
+ * function here is a function of its arguments. */
 #pragma once
 
 #include <stdbool.h>
@@ -204,69 +204,6 @@ int core_capacity_admit(const struct core_capacity *c, const struct core_charge 
                         enum core_resource *ret_short);
 /* How many more sessions charged one each fit (UINT_MAX when nothing bounds it). Pure. */
 unsigned core_capacity_fits(const struct core_capacity *c, const struct core_charge *one);
-
-/* ---- cluster: etcd key layout -------------------------------------------------------------------
- * Under the prefix P (controlPlane.prefix, default /forklet):
- *   P/nodes/NODE/status             node status JSON (labels, api, capacity, ...), no lease
- *   P/nodes/NODE/lease              exists while the node's lease lives (Ready)
- *   P/sessions/NS/NAME/spec         the Session manifest JSON (forklet --etcd apply)
- *   P/sessions/NS/NAME/node         the node it is placed on (scheduler, create-only CAS)
- *   P/sessions/NS/NAME/status       status JSON (the node; the scheduler for Pending/Lost)
- */
-enum core_cluster_key_kind {
-        CORE_CLUSTER_KEY_OTHER,
-        CORE_CLUSTER_KEY_NODE_STATUS,
-        CORE_CLUSTER_KEY_NODE_LEASE,
-        CORE_CLUSTER_KEY_SESSION_SPEC,
-        CORE_CLUSTER_KEY_SESSION_NODE,
-        CORE_CLUSTER_KEY_SESSION_STATUS,
-};
-
-#define CORE_CLUSTER_NAME_MAX 64
-
-struct core_cluster_key {
-        enum core_cluster_key_kind kind;
-        char ns[CORE_CLUSTER_NAME_MAX];   /* sessions only */
-        char name[CORE_CLUSTER_NAME_MAX]; /* node or session name */
-};
-
-/* Classifies key (which must start with prefix, no trailing '/'); anything else is OTHER. */
-void core_cluster_key_parse(const char *prefix, const char *key, struct core_cluster_key *ret);
-/* P/sessions/NS/NAME/<leaf> (leaf "" gives the directory with a trailing '/'); caller frees. */
-int core_cluster_session_key(const char *prefix, const char *ns, const char *name, const char *leaf,
-                             char **ret);
-/* P/nodes/NODE/<leaf>; caller frees. */
-int core_cluster_node_key(const char *prefix, const char *node, const char *leaf, char **ret);
-
-/* ---- cluster: the node status document ----------------------------------------------------- */
-
-struct core_cluster_usage {
-        unsigned sessions;       /* every session on the node with a manifest or a VM */
-        uint64_t memory_mib;     /* sum of their size classes' RAM */
-        unsigned local_sessions; /* of which not from the cluster (manifest dir, API) */
-        uint64_t local_memory_mib;
-};
-
-/* What the node reports: its admission's own numbers (core/capacity.c, agent/daemon/admission.c),
- * so the scheduler places by the same arithmetic the node admits by. */
-struct core_cluster_node_report {
-        struct core_node_resources node; /* host, reserve, overcommit, maxSessions */
-        struct core_capacity all;        /* allocatable; used by every admitted session */
-        struct core_capacity local;      /* used by admitted sessions not from the cluster */
-        struct core_cluster_usage use;
-        /* published under api (each NULL: left out); borrowed */
-        const char *api_pin; /* "sha256//..." of api.tlsCert's public key */
-        const char *host_id; /* fk_host_id() (common/util.h) */
-};
-
-/* The node status document (new reference, NULL on ENOMEM): nodeName, labels, api, capacity
- * (allocatable totals and admission's parameters; per size class its charge and how many fit
- * an empty node), allocatable (what admission still takes; per size class how many fit now),
- * usage (sessions and RAM by source; admitted sessions and their charges), heartbeatTime.
- * Per-class charges come from core_class_charge(cfg, ...). Pure. */
-json_t *core_cluster_node_status_json(const struct node_config *cfg,
-                                      const struct core_cluster_node_report *rep,
-                                      uint64_t now_real_ns);
 
 /* ---- the audit log's hash chain (core/audit-chain.c) ------------------------------------------
  * Each line of the audit log is a JSON object whose "prev" is the SHA-256 (hex) of the whole

@@ -3,6 +3,7 @@
  * every change place unplaced sessions (create-only CAS on P/sessions/NS/NAME/node, so two
  * schedulers never place one session twice), report Unschedulable, and mark the sessions of
  * nodes whose lease expired Lost. */
+#include "core/cluster/cluster.h"
 #include "etcd/etcd.h"
 #include "scheduler/sched.h"
 #include "common/cleanup.h"

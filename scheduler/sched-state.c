@@ -2,6 +2,7 @@
 /* The scheduler's mirror of the cluster: nodes (status document, lease) and sessions (size
  * class and nodeSelector of the spec, placement, status phase) from etcd keys, and the
  * accounting of placed sessions against each node. No I/O. */
+#include "core/cluster/cluster.h"
 #include "scheduler/sched.h"
 #include "manifest/manifest.h"
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cluster/cluster.h"
 #include "core/core.h"
 
 struct kv;

@@ -2,6 +2,7 @@
 /* forkletd in cluster mode: the etcd client, node registration (a leased P/nodes/NODE/lease
  * key plus the P/nodes/NODE/status document) and the thread that keeps the lease alive,
  * re-registers after it expired and rewrites the node status (heartbeat). */
+#include "core/cluster/cluster.h"
 #include "agent/cluster/cluster-internal.h"
 #include "agent/api/api.h"
 #include "etcd/etcd.h"

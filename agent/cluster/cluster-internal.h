@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "core/cluster/cluster.h"
 #include "agent/cluster/cluster.h"
 #include "agent/daemon/daemon.h"
 #include "common/util.h"

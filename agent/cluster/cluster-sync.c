@@ -2,6 +2,7 @@
 /* forkletd in cluster mode: mirrors P/sessions/ through a resuming watch, hands the manifests
  * placed on this node to the daemon (name clashes and invalid manifests become a Failed
  * status) and writes each session's status back when it changed, at most once per gap. */
+#include "core/cluster/cluster.h"
 #include "agent/cluster/cluster-internal.h"
 #include "etcd/etcd.h"
 #include "common/cleanup.h"

@@ -2,6 +2,7 @@
 /* What cluster mode does to the session table: replace the set of control-plane sessions
  * (name clashes with local sessions reported, never overridden), and read their status and the
  * node's usage. The etcd side lives in cluster-*.c. */
+#include "core/cluster/cluster.h"
 #include "agent/daemon/daemon-internal.h"
 #include "common/log.h"
 #include "common/util.h"

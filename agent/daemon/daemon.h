@@ -17,6 +17,7 @@ struct node_config;
 struct session_manifest;
 struct agent_net_ops;
 struct agent_audit_entry;
+struct core_cluster_node_report;
 
 struct agent_clock {
         uint64_t (*now_real_ns)(void *userdata);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cluster/cluster.h"
 #include "agent/api/api-internal.h"
 #include "agent/daemon/daemon-internal.h"
 #include "agent/cluster/cluster.h"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cluster/cluster.h"
 #include "core/core.h"
 #include "scheduler/sched.h"
 #include "common/cleanup.h"

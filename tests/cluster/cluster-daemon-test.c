@@ -3,6 +3,7 @@
  * sessions (booted, updated, deleted when unassigned), a name clash with a local session is
  * reported and never overrides it, the API refuses to touch cluster sessions, the store keeps
  * them across a restart, and the usage/status views the node publishes. */
+#include "core/cluster/cluster.h"
 #include "tests/lib/agent-harness.h"
 #include "agent/cluster/cluster.h"
 #include "scheduler/sched.h"

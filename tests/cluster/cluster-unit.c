@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cluster/cluster.h"
 #include "core/core.h"
 #include "scheduler/sched.h"
 #include "common/util.h"

@@ -22,6 +22,7 @@ scheduler: common manifest core etcd scheduler'
 # their own folder; agent/ itself may include them all.
 SUBTABLE='manifest/doc: common
 manifest/node: common manifest/doc
+core/cluster: common manifest core
 vmm/console: common
 vmm/agent-client: common vmm/guest
 vmm/balloon: common vmm

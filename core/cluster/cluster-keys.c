@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The etcd key layout of cluster mode (see core.h): building and classifying keys. Pure. */
-#include "core/core.h"
+#include "core/cluster/cluster.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The node status document the agent publishes and the scheduler reads: admission's own
  * capacity (core/capacity.c), per size class the charge admission makes and how many fit. */
-#include "core/core.h"
+#include "core/cluster/cluster.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 

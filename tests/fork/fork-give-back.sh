@@ -72,7 +72,8 @@ next_check web "$n" $((INTERVAL + 60)) || fail "no memory check after the churn"
 sleep 1
 after=$(mib "$ram")
 echo "# RAM file (MiB): before $before, after writing and freeing 150 MiB $freed, after the give-back $after"
-[ "$freed" -ge $((before + 130)) ] || fail "the RAM file grew only $before -> $freed MiB"
+# (some of the 150 MiB may land on pages the file held already: freed earlier, not given back)
+[ "$freed" -ge $((before + 100)) ] || fail "the RAM file grew only $before -> $freed MiB"
 [ "$after" -le $((freed - 110)) ] || fail "the give-back left $after of $freed MiB"
 grep -q "session default.web: gave .* (periodic check" "$T/forkletd.log" || fail "no give-back logged"
 "$FORKLET" get session web -o json | jq -e '.status.events[] | select(.reason == "MemoryReturned")' >/dev/null ||

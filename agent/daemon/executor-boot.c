@@ -12,6 +12,7 @@
 #include "manifest/manifest.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +28,17 @@ static unsigned boot_timeout_ms(void)
         char *end = NULL;
         unsigned long s = v ? strtoul(v, &end, 10) : 0;
 
-        if (!v || !*v || *end || s < 10 || s > 3600)
+        static atomic_bool warned;
+
+        if (!v)
                 return AGENT_BOOT_TIMEOUT_MS;
+        if (!*v || *end || s < 10 || s > 3600) {
+                if (!atomic_exchange(&warned, true))
+                        log_warning("FORKLET_BOOT_TIMEOUT_S=%s ignored: give 10 to 3600 (seconds); "
+                                    "boots may take %u s",
+                                    v, AGENT_BOOT_TIMEOUT_MS / 1000);
+                return AGENT_BOOT_TIMEOUT_MS;
+        }
         return (unsigned)s * 1000;
 }
 

@@ -129,7 +129,7 @@ int agent_daemon_admit(struct agent_daemon *d, struct agent_session *s, const st
         describe_short(msg, sizeof(msg), r, &c, &want);
         s->phase = SESSION_PHASE_PENDING;
         agent_session_set_condition(s, AGENT_COND_READY, "False", core_resource_reason(r),
-                                    d->clock.now_real_ns(d->clock.userdata), "%s", msg);
+                                    agent_now_real(d), "%s", msg);
         if (strcmp(s->res.last_short, core_resource_reason(r)) != 0)
                 log_info("session %s: pending, %s: %s", s->key, core_resource_reason(r), msg);
         snprintf(s->res.last_short, sizeof(s->res.last_short), "%s", core_resource_reason(r));

@@ -189,7 +189,7 @@ static int mark_ready(struct write_job *j, const struct agent_checkpoint_result 
 static void write_finish(struct write_job *j, int r, const struct fk_error *err)
 {
         struct agent_daemon *d = j->d;
-        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+        uint64_t now = agent_now_real(d);
 
         pthread_mutex_lock(&d->lock);
         writers_remove(j->dir);

@@ -215,9 +215,7 @@ static int take_unlocked(struct agent_daemon *d, const char *sd, const char *key
                 if (layer)
                         unlink(layer);
         }
-        meta = r >= 0 ? meta_new(id, key, name, parent, layer,
-                                 d->clock.now_real_ns(d->clock.userdata), &res)
-                      : NULL;
+        meta = r >= 0 ? meta_new(id, key, name, parent, layer, agent_now_real(d), &res) : NULL;
         if (r >= 0 && !meta)
                 r = fk_error_set(err, -ENOMEM, "out of memory");
         if (r >= 0 && ((k = agent_checkpoint_write_meta(partial, meta)) < 0 ||

@@ -278,6 +278,16 @@ void agent_job_boot(struct agent_job *j);
 /* Under the lock: records the cgroup s's VM runs in (on) or that it has none. */
 void agent_session_set_cgroup(struct agent_daemon *d, struct agent_session *s, bool on);
 
+/* The daemon's clock (injected: tests drive it). */
+static inline uint64_t agent_now_real(const struct agent_daemon *d)
+{
+        return d->clock.now_real_ns(d->clock.userdata);
+}
+static inline uint64_t agent_now_mono(const struct agent_daemon *d)
+{
+        return d->clock.now_mono_ns(d->clock.userdata);
+}
+
 /* ---- memory back to the host (give-back.c) ---------------------------------------------- */
 
 /* What decides whether a session's VM gives memory back now (pure, table-tested). */

@@ -23,11 +23,6 @@ const char *agent_apply_result_to_string(enum agent_apply_result r)
         return r <= AGENT_APPLY_UNCHANGED ? t[r] : NULL;
 }
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
 /* Sessions beyond maxSessions wait Pending (InsufficientSessions); the table itself stops
  * at four times that so a runaway client cannot grow it without bound. */
 static unsigned agent_table_limit(const struct node_config *cfg)
@@ -156,7 +151,7 @@ int agent_daemon_mark_deleted(struct agent_daemon *d, struct agent_session *s, s
         if (s->source != AGENT_SOURCE_FILE && (r = agent_store_remove(d->store, s->key, err)) < 0)
                 return r;
         s->spec = session_manifest_free(s->spec);
-        s->deleted_ns = now_real(d);
+        s->deleted_ns = agent_now_real(d);
         s->cancel = true;
         return 0;
 }
@@ -246,7 +241,7 @@ static void sync_file_items(struct agent_daemon *d, const struct agent_dir_scan 
                         log_info("session %s: generation %" PRIu64 " from %s", s->key,
                                  s->generation, f->path);
                 agent_session_set_condition(s, AGENT_COND_MANIFEST_VALID, "True", "Valid",
-                                            now_real(d), "%s", "");
+                                            agent_now_real(d), "%s", "");
         }
 }
 
@@ -260,7 +255,7 @@ static void sync_file_invalid(struct agent_daemon *d, struct agent_dir_file *f)
                         continue;
                 s->seen = true;
                 agent_session_set_condition(s, AGENT_COND_MANIFEST_VALID, "False", "Invalid",
-                                            now_real(d), "%s", f->errors[0]);
+                                            agent_now_real(d), "%s", f->errors[0]);
         }
 }
 
@@ -307,7 +302,7 @@ void agent_daemon_sync_dir(struct agent_daemon *d, struct agent_dir_scan *scan)
                         continue;
                 log_info("session %s: manifest %s removed", s->key, s->source_file);
                 s->spec = session_manifest_free(s->spec);
-                s->deleted_ns = now_real(d);
+                s->deleted_ns = agent_now_real(d);
                 s->cancel = true;
         }
 }

@@ -84,7 +84,7 @@ int agent_daemon_insert(struct agent_daemon *d, struct agent_session *s)
                 d->alloc_sessions = n;
         }
         if (s->created_ns == 0)
-                s->created_ns = d->clock.now_real_ns(d->clock.userdata);
+                s->created_ns = agent_now_real(d);
         d->sessions[d->n_sessions++] = s;
         return 0;
 }
@@ -231,7 +231,7 @@ int agent_daemon_new(const struct node_config *cfg, int accel, const struct agen
         }
         /* Scan the manifest dir first so adoption knows its sessions are wanted. */
         pthread_mutex_lock(&d->lock);
-        d->last_scan_ns = d->clock.now_mono_ns(d->clock.userdata);
+        d->last_scan_ns = agent_now_mono(d);
         daemon_rescan(d);
         pthread_mutex_unlock(&d->lock);
         agent_executor_adopt_all(d);
@@ -249,7 +249,7 @@ void agent_daemon_wake(struct agent_daemon *d)
 
 int agent_daemon_reconcile(struct agent_daemon *d)
 {
-        uint64_t now = d->clock.now_mono_ns(d->clock.userdata);
+        uint64_t now = agent_now_mono(d);
         bool rescan = d->last_scan_ns == 0 || now - d->last_scan_ns >= RESCAN_INTERVAL_NS;
         int r;
 

@@ -13,16 +13,6 @@
 
 #define DISK_CHECK_INTERVAL_NS (2ull * 1000 * 1000 * 1000)
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
-static uint64_t now_mono(struct agent_daemon *d)
-{
-        return d->clock.now_mono_ns(d->clock.userdata);
-}
-
 static void pressure_begins(struct agent_daemon *d, struct agent_session *s,
                             const struct agent_vm_health *h)
 {
@@ -31,16 +21,18 @@ static void pressure_begins(struct agent_daemon *d, struct agent_session *s,
 
         s->health.io_stopped = true;
         s->health.io_resume_due = false;
-        s->health.io_check_ns = now_mono(d) + DISK_CHECK_INTERVAL_NS;
+        s->health.io_check_ns = agent_now_mono(d) + DISK_CHECK_INTERVAL_NS;
         if (d->cfg->disk_pressure_auto_resume)
                 agent_session_set_condition(s, AGENT_COND_DISK_PRESSURE, "True",
-                                            h->io_nospace ? "NoSpace" : "IOError", now_real(d),
+                                            h->io_nospace ? "NoSpace" : "IOError",
+                                            agent_now_real(d),
                                             "QEMU stopped the VM: a write to %s failed: %s; it "
                                             "continues once %u MiB are free where its disk is",
                                             dev, why, d->cfg->disk_pressure_min_free_mib);
         else
                 agent_session_set_condition(s, AGENT_COND_DISK_PRESSURE, "True",
-                                            h->io_nospace ? "NoSpace" : "IOError", now_real(d),
+                                            h->io_nospace ? "NoSpace" : "IOError",
+                                            agent_now_real(d),
                                             "QEMU stopped the VM: a write to %s failed: %s; free "
                                             "space, then `forklet resume %s`",
                                             dev, why, s->name);
@@ -53,7 +45,7 @@ static void check_space(struct agent_daemon *d, struct agent_session *s)
         uint64_t free_bytes = 0, want = (uint64_t)d->cfg->disk_pressure_min_free_mib << 20;
         int r;
 
-        s->health.io_check_ns = now_mono(d) + DISK_CHECK_INTERVAL_NS;
+        s->health.io_check_ns = agent_now_mono(d) + DISK_CHECK_INTERVAL_NS;
         if (!d->ops.disk_free)
                 return;
         r = d->ops.disk_free(d->ops.userdata, s->vm->vm, &free_bytes);
@@ -73,8 +65,9 @@ static void pressure_ends(struct agent_daemon *d, struct agent_session *s)
 {
         s->health.io_stopped = false;
         s->health.io_resume_due = false;
-        agent_session_set_condition(s, AGENT_COND_DISK_PRESSURE, "False", "Resumed", now_real(d),
-                                    "%s", "the VM continues after its disk write error");
+        agent_session_set_condition(s, AGENT_COND_DISK_PRESSURE, "False", "Resumed",
+                                    agent_now_real(d), "%s",
+                                    "the VM continues after its disk write error");
         log_info("session %s: the VM continues after its disk write error", s->key);
 }
 
@@ -96,11 +89,11 @@ void agent_disk_pressure_observe(struct agent_daemon *d, struct agent_session *s
         if (s->phase == SESSION_PHASE_RUNNING) {
                 s->phase = SESSION_PHASE_PAUSED;
                 agent_session_set_condition(s, AGENT_COND_READY, "False", "DiskIOError",
-                                            now_real(d), "%s",
+                                            agent_now_real(d), "%s",
                                             "the VM is stopped by a disk write error (see "
                                             "DiskPressure)");
         }
         if (d->cfg->disk_pressure_auto_resume && !s->health.io_resume_due &&
-            now_mono(d) >= s->health.io_check_ns)
+            agent_now_mono(d) >= s->health.io_check_ns)
                 check_space(d, s);
 }

@@ -141,7 +141,7 @@ static void adopt_one(struct agent_daemon *d, const char *key, const json_t *rec
                         d->ops.free(d->ops.userdata, vm);
                         return;
                 }
-                s->deleted_ns = d->clock.now_real_ns(d->clock.userdata); /* orphan: destroy */
+                s->deleted_ns = agent_now_real(d); /* orphan: destroy */
         }
         s->vm = agent_vm_ref_new(vm, &d->ops);
         if (!s->vm) {
@@ -157,7 +157,7 @@ static void adopt_one(struct agent_daemon *d, const char *key, const json_t *rec
         s->identity = agent_store_get(d->store, key, AGENT_STORE_IDENTITY);
         if (!s->fork_id)
                 s->fork_id = agent_store_get_string(d->store, key, AGENT_STORE_RESTORED);
-        s->started_ns = d->clock.now_real_ns(d->clock.userdata);
+        s->started_ns = agent_now_real(d);
         agent_session_set_condition(s, AGENT_COND_READY, "True", "Adopted", s->started_ns,
                                     "re-attached to QEMU pid %d", (int)s->pid);
         log_info("session %s: adopted running VM (pid %d)%s", key, (int)s->pid,

@@ -42,11 +42,6 @@ static unsigned boot_timeout_ms(void)
         return (unsigned)s * 1000;
 }
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
 /* "known: a, b" for messages. */
 static const char *images_known(const struct node_config *cfg)
 {
@@ -258,7 +253,7 @@ static void job_timing_done(struct agent_job *j, uint64_t t0, uint64_t t_locked)
         if (!fork)
                 return;
         agent_boot_timing_format(&j->timing, text, sizeof(text));
-        agent_session_add_event(j->s, now_real(j->d), false, "ForkTiming", "%s", text);
+        agent_session_add_event(j->s, agent_now_real(j->d), false, "ForkTiming", "%s", text);
 }
 
 void agent_job_boot(struct agent_job *j)
@@ -369,9 +364,9 @@ void agent_job_boot(struct agent_job *j)
         agent_health_reset(j->s);
         j->s->pid = d->ops.pid(vm);
         j->s->phase = SESSION_PHASE_RUNNING;
-        j->s->started_ns = now_real(d);
+        j->s->started_ns = agent_now_real(d);
         j->s->failures = 0;
-        agent_session_set_condition(j->s, AGENT_COND_READY, "True", "Running", now_real(d),
+        agent_session_set_condition(j->s, AGENT_COND_READY, "True", "Running", agent_now_real(d),
                                     "guest agent ready, QEMU pid %d", (int)j->s->pid);
         log_info("session %s: running (pid %d)%s", j->s->key, (int)j->s->pid,
                  j->restore.ck_dir ? ", restored from a checkpoint" : "");
@@ -408,7 +403,7 @@ int agent_executor_boot(struct agent_daemon *d, struct agent_session *s)
                                             r == -ENOENT   ? "ImageNotFound"
                                             : r == -EAGAIN ? "Pulling"
                                                            : "PullFailed",
-                                            now_real(d), "%s", err.msg);
+                                            agent_now_real(d), "%s", err.msg);
                 return 0;
         }
         if (r >= 0)
@@ -446,8 +441,8 @@ int agent_executor_boot(struct agent_daemon *d, struct agent_session *s)
         s->cancel = false;
         agent_restore_describe(s, &j->restore, j->memory_mib, j->vcpus, what, sizeof(what));
         agent_session_set_condition(s, AGENT_COND_READY, "False",
-                                    agent_restore_reason(&j->restore, false), now_real(d), "%s",
-                                    what);
+                                    agent_restore_reason(&j->restore, false), agent_now_real(d),
+                                    "%s", what);
         log_info("session %s: booting", s->key);
         return agent_job_start(d, j);
 }

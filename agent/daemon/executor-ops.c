@@ -55,11 +55,6 @@ static void job_free(struct run_job *j)
         free(j);
 }
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
 /* ---- checkpoint (intent) -------------------------------------------------------------------- */
 
 static int ck_run(struct run_job *j)
@@ -71,11 +66,11 @@ static void ck_event(struct run_job *j, const char *name, const char *id, int r,
                      const struct fk_error *err)
 {
         if (r >= 0)
-                agent_session_add_event(j->s, now_real(j->d), false, "Checkpointed",
+                agent_session_add_event(j->s, agent_now_real(j->d), false, "Checkpointed",
                                         "checkpoint %s taken%s%s%s", id, name ? " (" : "",
                                         name ? name : "", name ? ")" : "");
         else
-                agent_session_add_event(j->s, now_real(j->d), true, "CheckpointFailed",
+                agent_session_add_event(j->s, agent_now_real(j->d), true, "CheckpointFailed",
                                         "checkpoint failed: %s",
                                         err->msg[0] ? err->msg : strerror(-r));
 }
@@ -232,10 +227,10 @@ static void dc_finish(struct run_job *j, int r)
         s->post_start = CORE_POST_START_NONE;
         if (r < 0)
                 agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False", "CheckpointFailed",
-                                            now_real(j->d), "%s", j->err.msg);
+                                            agent_now_real(j->d), "%s", j->err.msg);
         else
                 agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "True", "Taken",
-                                            now_real(j->d), "%s", "");
+                                            agent_now_real(j->d), "%s", "");
 }
 
 static const struct run_ops dc_ops = {

@@ -81,11 +81,6 @@ static int run_after_start(struct agent_daemon *d, struct agent_vm_ref *vm, char
         return fk_error_set(err, -EIO, "afterStart %s%s%s", how, text[0] ? "; stderr: " : "", text);
 }
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
 int agent_checkpoints_missing(struct agent_daemon *d, struct agent_session *s, char ***ret)
 {
         json_t *a = agent_ck_cache(d, s), *m;
@@ -121,7 +116,7 @@ int agent_checkpoints_missing(struct agent_daemon *d, struct agent_session *s, c
 static void after_start_failed(struct agent_daemon *d, struct agent_session *s,
                                const struct fk_error *err)
 {
-        uint64_t now = now_real(d);
+        uint64_t now = agent_now_real(d);
 
         log_error("session %s: %s", s->key, err->msg);
         agent_session_set_condition(s, AGENT_COND_AFTER_START, "False", "Failed", now, "%s",
@@ -196,6 +191,6 @@ void agent_after_start_done(struct agent_daemon *d, struct agent_session *s, int
         }
         s->post_start = s->spec && s->spec->n_checkpoints ? CORE_POST_START_CHECKPOINTS
                                                           : CORE_POST_START_NONE;
-        agent_session_set_condition(s, AGENT_COND_AFTER_START, "True", "Succeeded", now_real(d),
-                                    "%s", "afterStart exited 0");
+        agent_session_set_condition(s, AGENT_COND_AFTER_START, "True", "Succeeded",
+                                    agent_now_real(d), "%s", "afterStart exited 0");
 }

@@ -68,7 +68,7 @@ int agent_runner_plan(struct agent_daemon *d, bool all)
                 want[i] = session_desired(snap[i]);
                 have[i] = session_observed(d, snap[i]);
         }
-        r = core_plan(want, have, n, d->clock.now_mono_ns(d->clock.userdata), &plan);
+        r = core_plan(want, have, n, agent_now_mono(d), &plan);
         if (r < 0)
                 return r;
         /* Actions may remove sessions (DESTROY without a VM); snap keeps indexes stable and

@@ -39,11 +39,6 @@ struct agent_job *agent_job_free(struct agent_job *j)
         return NULL;
 }
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
 static void session_detach_vm(struct agent_session *s)
 {
         s->vm = agent_vm_ref_put(s->vm);
@@ -135,8 +130,8 @@ static void job_stop(struct agent_job *j, bool destroy)
                 return;
         }
         j->s->phase = SESSION_PHASE_STOPPED;
-        agent_session_set_condition(j->s, AGENT_COND_READY, "False", "Stopped", now_real(d), "%s",
-                                    "spec.state is Stopped");
+        agent_session_set_condition(j->s, AGENT_COND_READY, "False", "Stopped", agent_now_real(d),
+                                    "%s", "spec.state is Stopped");
         log_info("session %s: stopped", j->s->key);
 }
 
@@ -174,7 +169,7 @@ static void job_pause_resume(struct agent_job *j)
         }
         j->s->phase = pause ? SESSION_PHASE_PAUSED : SESSION_PHASE_RUNNING;
         agent_session_set_condition(j->s, AGENT_COND_READY, pause ? "False" : "True",
-                                    pause ? "Paused" : "Running", now_real(d), "%s", "");
+                                    pause ? "Paused" : "Running", agent_now_real(d), "%s", "");
 }
 
 /* The runner's worker body (agent_runner_spawn); every branch ends holding d->lock. */
@@ -258,7 +253,8 @@ int agent_executor_run(struct agent_daemon *d, struct agent_session *s, enum cor
                 if (!s->vm) {
                         s->phase = SESSION_PHASE_STOPPED;
                         agent_session_set_condition(s, AGENT_COND_READY, "False", "Stopped",
-                                                    now_real(d), "%s", "spec.state is Stopped");
+                                                    agent_now_real(d), "%s",
+                                                    "spec.state is Stopped");
                         return 0;
                 }
                 break;
@@ -300,7 +296,8 @@ void agent_session_fail(struct agent_daemon *d, struct agent_session *s, const c
         s->phase = SESSION_PHASE_FAILED;
         s->started_ns = 0;
         s->failures++;
-        s->retry_at_ns = d->clock.now_mono_ns(d->clock.userdata) + backoff * 1000000000ull;
-        agent_session_set_condition(s, AGENT_COND_READY, "False", reason, now_real(d), "%s", msg);
+        s->retry_at_ns = agent_now_mono(d) + backoff * 1000000000ull;
+        agent_session_set_condition(s, AGENT_COND_READY, "False", reason, agent_now_real(d), "%s",
+                                    msg);
         log_error("session %s: failed: %s", s->key, msg);
 }

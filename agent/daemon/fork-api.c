@@ -100,7 +100,7 @@ static int fork_create(struct agent_daemon *d, struct agent_session *p, const ch
         f->source = AGENT_SOURCE_API;
         f->fork_by_spec = by_spec;
         f->generation = 1;
-        f->created_ns = d->clock.now_real_ns(d->clock.userdata);
+        f->created_ns = agent_now_real(d);
         /* stored before it is in the table: a fork that would not survive a restart is none */
         r = fork_link_origin(d, p, f->key, id, err);
         if (r >= 0)
@@ -277,7 +277,7 @@ static char *named_checkpoint_id(struct agent_daemon *d, struct agent_session *p
 /* Why spec.forks of p waits for its checkpoint: the parent's own failure when it has one. */
 void agent_forks_waiting(struct agent_daemon *d, struct agent_session *p)
 {
-        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+        uint64_t now = agent_now_real(d);
         const struct agent_condition *after = &p->conditions[AGENT_COND_AFTER_START];
         const struct agent_condition *cks = &p->conditions[AGENT_COND_CHECKPOINTS];
 
@@ -297,7 +297,7 @@ void agent_forks_waiting(struct agent_daemon *d, struct agent_session *p)
 
 void agent_forks_scale_up(struct agent_daemon *d, struct agent_session *p)
 {
-        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+        uint64_t now = agent_now_real(d);
         cleanup_free char *id = NULL;
         struct fk_error err = {0};
         /* under the lock already (a reconcile pass): no wait of its own */

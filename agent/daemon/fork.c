@@ -269,9 +269,9 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
         if (!r->ck_dir)
                 return;
         if (r->rollback && s->rollback_to)
-                agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), false,
-                                        "RolledBack", "rolled back to checkpoint %s, QEMU pid %d",
-                                        s->rollback_to, (int)s->pid);
+                agent_session_add_event(s, agent_now_real(d), false, "RolledBack",
+                                        "rolled back to checkpoint %s, QEMU pid %d", s->rollback_to,
+                                        (int)s->pid);
         free(s->fork_id);
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);

@@ -45,11 +45,6 @@ const char *agent_give_back_why_to_string(enum agent_give_back_why w)
         }
 }
 
-static uint64_t now_mono(struct agent_daemon *d)
-{
-        return d->clock.now_mono_ns(d->clock.userdata);
-}
-
 /* Under the lock: s's state, reset when s runs another VM than the one it is about; the first
  * check comes an interval after the VM was seen (a boot has its own work first). */
 static struct agent_session_give_back *state_of(struct agent_daemon *d, struct agent_session *s)
@@ -59,7 +54,7 @@ static struct agent_session_give_back *state_of(struct agent_daemon *d, struct a
         if (g->vm != s->vm)
                 *g = (struct agent_session_give_back){
                         .vm = s->vm,
-                        .next_check_ns = now_mono(d) +
+                        .next_check_ns = agent_now_mono(d) +
                                          (uint64_t)d->cfg->give_back_interval_s * 1000000000ull,
                 };
         return g;
@@ -96,7 +91,8 @@ static void gb_record(struct gb_job *j)
                               ? (double)(j->res.before_bytes - j->res.after_bytes) / MIB
                               : 0.0;
 
-        g->next_check_ns = now_mono(d) + (uint64_t)d->cfg->give_back_interval_s * 1000000000ull;
+        g->next_check_ns =
+                agent_now_mono(d) + (uint64_t)d->cfg->give_back_interval_s * 1000000000ull;
         if (j->r == -ENODEV || j->r == -EPERM) {
                 g->off = true;
                 log_info("session %s: no memory given back: %s", s->key, j->err.msg);
@@ -120,7 +116,7 @@ static void gb_record(struct gb_job *j)
                  s->key, back, agent_give_back_why_to_string(j->why),
                  (double)j->res.before_bytes / MIB, (double)j->res.after_bytes / MIB,
                  (double)j->res.ballooned / MIB, (double)j->res.ns / 1e6);
-        agent_session_add_event(s, d->clock.now_real_ns(d->clock.userdata), false, "MemoryReturned",
+        agent_session_add_event(s, agent_now_real(d), false, "MemoryReturned",
                                 "%.0f MiB of guest memory back to the host (%s): RAM file %.0f -> "
                                 "%.0f MiB",
                                 back, agent_give_back_why_to_string(j->why),
@@ -182,7 +178,7 @@ static void decide_input(struct agent_daemon *d, struct agent_session *s,
                 .private_ram = s->res.fork,
                 .off = g->off,
                 .due = g->due,
-                .now_ns = now_mono(d),
+                .now_ns = agent_now_mono(d),
                 .next_check_ns = g->next_check_ns,
                 .interval_ns = (uint64_t)d->cfg->give_back_interval_s * 1000000000ull,
                 .threshold_bytes = (uint64_t)d->cfg->give_back_threshold_mib << 20,

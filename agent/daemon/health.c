@@ -19,16 +19,6 @@
 #define OOM_SUFFIX_MAX       (AGENT_CONSOLE_LINE + 96)
 #define MSG_MAX              512 /* guest text included; conditions keep less */
 
-static uint64_t now_real(struct agent_daemon *d)
-{
-        return d->clock.now_real_ns(d->clock.userdata);
-}
-
-static uint64_t now_mono(struct agent_daemon *d)
-{
-        return d->clock.now_mono_ns(d->clock.userdata);
-}
-
 /* Copies src cut to size (messages carry guest text of any length). */
 static void copy_cut(char *dst, size_t size, const char *src)
 {
@@ -90,7 +80,7 @@ static void keep_failure(struct agent_daemon *d, struct agent_session *s, const 
 {
         struct agent_failure *f = &s->last_failure;
 
-        f->time_ns = now_real(d);
+        f->time_ns = agent_now_real(d);
         copy_cut(f->reason, sizeof(f->reason), reason);
         copy_cut(f->message, sizeof(f->message), msg);
         /* A report without console lines (a backend without a console) keeps the earlier ones. */
@@ -110,7 +100,8 @@ static void mark_failing(struct agent_daemon *d, struct agent_session *s, const 
         copy_cut(hs->fail_reason, sizeof(hs->fail_reason), reason);
         copy_cut(hs->fail_msg, sizeof(hs->fail_msg), msg);
         keep_failure(d, s, reason, msg, h);
-        agent_session_set_condition(s, AGENT_COND_READY, "False", reason, now_real(d), "%s", msg);
+        agent_session_set_condition(s, AGENT_COND_READY, "False", reason, agent_now_real(d), "%s",
+                                    msg);
         agent_metrics_guest_failure(reason);
         log_error("session %s: %s: %s; ending its VM", s->key, reason, msg);
 }
@@ -123,7 +114,7 @@ static void observe_one(struct agent_daemon *d, struct agent_session *s,
 
         if (h->oom_kills > s->health.oom_seen) {
                 agent_metrics_add_guest_oom_kills(h->oom_kills - s->health.oom_seen);
-                agent_session_add_event(s, now_real(d), true, "GuestOOM",
+                agent_session_add_event(s, agent_now_real(d), true, "GuestOOM",
                                         "%s (%u so far; forklet-agent is exempt)", h->oom,
                                         h->oom_kills);
                 log_warning("session %s: the guest ran out of memory: %s", s->key, h->oom);
@@ -231,7 +222,7 @@ static struct agent_session *find_key(struct agent_daemon *d, const char *key)
 /* Under the lock: the Running sessions due for a probe (their next one scheduled). */
 static size_t probes_due(struct agent_daemon *d, struct probe *v, uint64_t interval_ns)
 {
-        uint64_t now = now_mono(d);
+        uint64_t now = agent_now_mono(d);
         size_t n = 0;
 
         for (size_t i = 0; i < d->n_sessions && n < PROBE_BATCH; i++) {

@@ -71,7 +71,7 @@ int agent_image_job_rootfs(struct agent_daemon *d, struct agent_session *s, cons
 {
         struct agent_image_store *st = agent_daemon_images(d);
         struct agent_image_boot b = {0};
-        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+        uint64_t now = agent_now_real(d);
         int r;
 
         if (!st)

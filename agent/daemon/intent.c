@@ -133,8 +133,8 @@ static int intent_record(struct agent_daemon *d, struct agent_session *s,
         in->count = a->count;
         snprintf(in->arg, sizeof(in->arg), "%s", a->arg ? a->arg : "");
         snprintf(in->idem_key, sizeof(in->idem_key), "%s", a->idem_key ? a->idem_key : "");
-        in->requested_ns = d->clock.now_real_ns(d->clock.userdata);
-        in->since_mono_ns = d->clock.now_mono_ns(d->clock.userdata);
+        in->requested_ns = agent_now_real(d);
+        in->since_mono_ns = agent_now_mono(d);
         in->t0_mono_ns = fk_now_mono_ns();
         for (tail = &s->intents; *tail; tail = &(*tail)->next)
                 ;

@@ -43,7 +43,7 @@ static int recover_boot(struct agent_daemon *d, const char *key, json_t *data)
         if (s && s->spec) {
                 s->phase = SESSION_PHASE_PENDING;
                 agent_session_set_condition(s, AGENT_COND_READY, "False", "BootInterrupted",
-                                            d->clock.now_real_ns(d->clock.userdata), "%s",
+                                            agent_now_real(d), "%s",
                                             "forkletd restarted during boot; booting again");
         }
         log_info("session %s: boot interrupted by a restart undone", key);
@@ -194,7 +194,7 @@ void agent_recover_at_start(struct agent_daemon *d)
 /* Audits phase changes since the last pass (under d->lock) and wakes API watchers. */
 void agent_audit_transitions(struct agent_daemon *d)
 {
-        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+        uint64_t now = agent_now_real(d);
 
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];
@@ -229,15 +229,14 @@ void agent_daemon_audit(struct agent_daemon *d, const char *ns, const char *name
         if (!d->audit)
                 return;
         snprintf(who, sizeof(who), "%s/%s", ns, name);
-        (void)agent_audit_append(d->audit,
-                                 &(struct agent_audit_entry){
-                                         .caller = "forkletd",
-                                         .session = who,
-                                         .action = action,
-                                         .result = result,
-                                         .latency_s = latency_s,
-                                         .time_ns = d->clock.now_real_ns(d->clock.userdata),
-                                 });
+        (void)agent_audit_append(d->audit, &(struct agent_audit_entry){
+                                                   .caller = "forkletd",
+                                                   .session = who,
+                                                   .action = action,
+                                                   .result = result,
+                                                   .latency_s = latency_s,
+                                                   .time_ns = agent_now_real(d),
+                                           });
 }
 
 void agent_daemon_audit_entry(struct agent_daemon *d, const struct agent_audit_entry *e)
@@ -246,6 +245,6 @@ void agent_daemon_audit_entry(struct agent_daemon *d, const struct agent_audit_e
 
         if (!d->audit)
                 return;
-        copy.time_ns = d->clock.now_real_ns(d->clock.userdata);
+        copy.time_ns = agent_now_real(d);
         (void)agent_audit_append(d->audit, &copy);
 }

@@ -143,7 +143,7 @@ void agent_resources_resize(struct agent_daemon *d, struct agent_session *s)
 {
         const struct size_class *sc =
                 s->spec ? node_config_find_size_class(d->cfg, s->spec->size_class) : NULL;
-        uint64_t now = d->clock.now_real_ns(d->clock.userdata);
+        uint64_t now = agent_now_real(d);
         struct fk_error err = {0};
         struct cg_limits l;
         int r = 0;
@@ -242,8 +242,7 @@ void agent_daemon_set_cgroups(struct agent_daemon *d, struct cg_manager *cg)
                 log_warning("list session cgroups: %s", err.msg);
         for (size_t i = 0; names && names[i]; i++)
                 if (!known_session(d, names[i]))
-                        remove_leftover(d, names[i],
-                                        d->clock.now_real_ns(d->clock.userdata) / 1000000000ull);
+                        remove_leftover(d, names[i], agent_now_real(d) / 1000000000ull);
         /* adopted VMs keep the cgroup they were booted in */
         for (size_t i = 0; cg && i < d->n_sessions; i++) {
                 struct agent_session *s = d->sessions[i];

@@ -83,7 +83,7 @@ static int export_snapshot(struct agent_daemon *d, const char *layer, const char
                 return fk_error_set(err, r, "create %s: %s", partial, strerror(-r));
         r = agent_disk_convert(layer, disk, err);
         m = json_pack("{s:s, s:s, s:I, s:O}", "id", id, "session", key, "createdNs",
-                      (json_int_t)d->clock.now_real_ns(d->clock.userdata), "manifest", spec);
+                      (json_int_t)agent_now_real(d), "manifest", spec);
         text = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
         json_decref(m);
         if (r >= 0 && (!text || fk_write_file_atomic(meta, text, strlen(text), 0600) < 0 ||
@@ -194,7 +194,7 @@ int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *sna
                 s->spec = m;
                 s->source = AGENT_SOURCE_API;
                 s->generation = 1;
-                s->created_ns = d->clock.now_real_ns(d->clock.userdata);
+                s->created_ns = agent_now_real(d);
                 r = agent_store_save(d->store, s, err);
                 if (r < 0) /* nothing runs that is not stored */
                         restore_undo(d, s);

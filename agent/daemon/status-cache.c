@@ -54,7 +54,7 @@ static void sample_keys(struct agent_daemon *d, char **keys)
                 struct cg_stats st;
 
                 if (cg_stats(d->cg, keys[i], &st, NULL) >= 0)
-                        got[i] = stats_json(&st, d->clock.now_real_ns(d->clock.userdata));
+                        got[i] = stats_json(&st, agent_now_real(d));
         }
         pthread_mutex_lock(&d->lock);
         for (size_t i = 0; i < n; i++) {
@@ -75,7 +75,7 @@ static void sample_keys(struct agent_daemon *d, char **keys)
 
 void agent_sampler_tick(struct agent_daemon *d, bool force)
 {
-        uint64_t now = d->clock.now_mono_ns(d->clock.userdata);
+        uint64_t now = agent_now_mono(d);
         char **keys = NULL;
         int r = 0;
 

@@ -4,7 +4,6 @@
  * a VM without the device is -ENODEV, and a give-back inflates by the plan and always sets the
  * target back to the whole RAM. */
 #include <errno.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -21,10 +19,9 @@
 #include "common/util.h"
 #include "vmm/balloon/balloon.h"
 #include "vmm/vmm.h"
+#include "tests/lib/qmp-fake.h"
 
-#define MIB (1024ull * 1024ull)
-#define GREETING                                                                                   \
-        "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 22, \"minor\": 2, \"major\": 7}}}}\r\n"
+#define MIB       (1024ull * 1024ull)
 #define RET_EMPTY "{\"return\": {}}\r\n"
 
 /* ---- the plan ------------------------------------------------------------------------------ */
@@ -61,110 +58,47 @@ static void test_plan(void **state)
 
 /* ---- a fake QEMU ------------------------------------------------------------------------- */
 
-/* For each step: read one command, check it holds expect, write reply. After the steps every
- * further command is recorded: none may be a balloon command. */
-struct step {
-        const char *expect;
-        const char *reply;
-};
-
-struct fake {
-        int fd;
-        const struct step *steps;
-        size_t n;
-        pthread_t thread;
-        char failure[512];
-        char extra[512]; /* commands after the steps */
-};
-
-static int read_line(int fd, char *buf, size_t size)
-{
-        size_t n = 0;
-
-        while (n + 1 < size) {
-                ssize_t k = read(fd, buf + n, 1);
-
-                if (k <= 0)
-                        return -1;
-                if (buf[n++] == '\n')
-                        break;
-        }
-        buf[n] = '\0';
-        return 0;
-}
-
-static void *fake_run(void *arg)
-{
-        struct fake *f = arg;
-        char line[4096];
-
-        (void)!fk_write_all(f->fd, GREETING, strlen(GREETING));
-        if (read_line(f->fd, line, sizeof(line)) < 0 || !strstr(line, "qmp_capabilities") ||
-            fk_write_all(f->fd, RET_EMPTY, strlen(RET_EMPTY)) < 0)
-                snprintf(f->failure, sizeof(f->failure), "no handshake");
-        for (size_t i = 0; i < f->n && !f->failure[0]; i++) {
-                if (read_line(f->fd, line, sizeof(line)) < 0) {
-                        snprintf(f->failure, sizeof(f->failure), "step %zu: EOF", i);
-                        break;
-                }
-                if (!strstr(line, f->steps[i].expect)) {
-                        snprintf(f->failure, sizeof(f->failure), "step %zu: got %.300s, want %s", i,
-                                 line, f->steps[i].expect);
-                        break;
-                }
-                if (fk_write_all(f->fd, f->steps[i].reply, strlen(f->steps[i].reply)) < 0)
-                        break;
-        }
-        while (read_line(f->fd, line, sizeof(line)) == 0) {
-                size_t have = strlen(f->extra);
-
-                snprintf(f->extra + have, sizeof(f->extra) - have, "%.200s", line);
-        }
-        close(f->fd);
-        return NULL;
-}
-
-static struct qmp_client *fake_start(struct fake *f, const struct step *steps, size_t n)
+/* The handshake, then for each step: read one command, check it holds expect, write reply.
+ * After the steps every further command is recorded: none may be a balloon command. */
+static struct qmp_client *fake_start(struct qmp_fake *f, const struct qmp_fake_step *steps,
+                                     size_t n)
 {
         struct qmp_client *c = NULL;
         struct fk_error err = {};
-        int sv[2];
+        int fd = qmp_fake_start(f, steps, n, true);
 
-        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-        *f = (struct fake){.fd = sv[1], .steps = steps, .n = n};
-        assert_int_equal(pthread_create(&f->thread, NULL, fake_run, f), 0);
-        assert_int_equal(qmp_client_new_fd(sv[0], 2000, &c, &err), 0);
+        assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
         return c;
 }
 
 /* Ends the client (EOF for the fake) and checks what the fake saw. */
-static void fake_finish(struct fake *f, struct qmp_client *c)
+static void fake_finish(struct qmp_fake *f, struct qmp_client *c)
 {
         qmp_client_free(c);
-        pthread_join(f->thread, NULL);
-        if (f->failure[0])
-                fail_msg("fake QEMU: %s", f->failure);
-        if (strstr(f->extra, "\"balloon\""))
-                fail_msg("a balloon command after the script: %s", f->extra);
+        qmp_fake_finish(f);
+        if (strstr(f->rest, "\"balloon\""))
+                fail_msg("a balloon command after the script: %s", f->rest);
 }
 
 #define SHARE_ON                                                                                   \
         {                                                                                          \
-                "\"property\":\"share\"", "{\"return\": true}\r\n"                                 \
+                "\"property\":\"share\"", "{\"return\": true}\r\n", 0, false                       \
         }
 #define POLL(n)                                                                                    \
         {                                                                                          \
-                "\"guest-stats-polling-interval\",\"value\":" #n, RET_EMPTY                        \
+                "\"guest-stats-polling-interval\",\"value\":" #n, RET_EMPTY, 0, false              \
         }
 #define STATS(free)                                                                                \
         {                                                                                          \
-                "\"guest-stats\"", "{\"return\": {\"stats\": {\"stat-free-memory\": " #free        \
-                                   ", \"stat-total-memory\": "                                     \
-                                   "215949312}, \"last-update\": 99999999999}}\r\n"                \
+                "\"guest-stats\"",                                                                 \
+                        "{\"return\": {\"stats\": {\"stat-free-memory\": " #free                   \
+                        ", \"stat-total-memory\": "                                                \
+                        "215949312}, \"last-update\": 99999999999}}\r\n",                          \
+                        0, false                                                                   \
         }
 #define ACTUAL(bytes)                                                                              \
         {                                                                                          \
-                "query-balloon", "{\"return\": {\"actual\": " #bytes "}}\r\n"                      \
+                "query-balloon", "{\"return\": {\"actual\": " #bytes "}}\r\n", 0, false            \
         }
 
 static const struct vmm_give_back_opts opts = {.ram_bytes = 256 * MIB,
@@ -176,12 +110,14 @@ static const struct vmm_give_back_opts opts = {.ram_bytes = 256 * MIB,
 /* A private mapping: the one query, then nothing; the error says why. */
 static void test_refuses_private(void **state)
 {
-        const struct step steps[] = {
-                {"\"path\":\"/objects/mem\",\"property\":\"share\"", "{\"return\": false}\r\n"},
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"\"path\":\"/objects/mem\",\"property\":\"share\"", "{\"return\": false}\r\n", 0,
+                 false},
         };
         struct vmm_give_back_stats st = {.ballooned = 7};
         struct fk_error err = {};
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;
@@ -190,18 +126,21 @@ static void test_refuses_private(void **state)
         assert_int_equal(st.ballooned, 0);
         assert_false(st.skipped);
         fake_finish(&f, c);
-        assert_string_equal(f.extra, "");
+        assert_string_equal(f.rest, "");
 }
 
 static void test_no_device(void **state)
 {
-        const struct step steps[] = {
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 SHARE_ON,
-                {"qom-set", "{\"error\": {\"class\": \"DeviceNotFound\", \"desc\": \"Device "
-                            "'/machine/peripheral/balloon0' not found\"}}\r\n"},
+                {"qom-set",
+                 "{\"error\": {\"class\": \"DeviceNotFound\", \"desc\": \"Device "
+                 "'/machine/peripheral/balloon0' not found\"}}\r\n",
+                 0, false},
         };
         struct fk_error err = {};
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;
@@ -213,24 +152,26 @@ static void test_no_device(void **state)
  * again. Then the balloon takes free - margin, and the target goes back to the RAM. */
 static void test_give_back(void **state)
 {
-        const struct step steps[] = {
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 SHARE_ON,
                 POLL(1),
                 {"\"guest-stats\"",
                  "{\"return\": {\"stats\": {\"stat-free-memory\": 18446744073709551615}, "
-                 "\"last-update\": 0}}\r\n"},
+                 "\"last-update\": 0}}\r\n",
+                 0, false},
                 STATS(157286400), /* 150 MiB free: 134 MiB into the balloon */
                 POLL(0),
-                {"\"balloon\",\"id\":7,\"arguments\":{\"value\":127926272}", RET_EMPTY},
+                {"\"balloon\",\"id\":7,\"arguments\":{\"value\":127926272}", RET_EMPTY, 0, false},
                 ACTUAL(200000000),
                 ACTUAL(127926272),
-                {"\"balloon\",\"id\":10,\"arguments\":{\"value\":268435456}", RET_EMPTY},
+                {"\"balloon\",\"id\":10,\"arguments\":{\"value\":268435456}", RET_EMPTY, 0, false},
                 ACTUAL(200000000),
                 ACTUAL(268435456),
         };
         struct vmm_give_back_stats st = {0};
         struct fk_error err = {};
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;
@@ -245,10 +186,11 @@ static void test_give_back(void **state)
 /* Too little to win: stats only, no balloon command. */
 static void test_skipped(void **state)
 {
-        const struct step steps[] = {SHARE_ON, POLL(1), STATS(41943040), POLL(0)};
+        const struct qmp_fake_step steps[] = {QMP_FAKE_HANDSHAKE, SHARE_ON, POLL(1),
+                                              STATS(41943040), POLL(0)};
         struct vmm_give_back_stats st = {0};
         struct fk_error err = {};
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;
@@ -256,26 +198,27 @@ static void test_skipped(void **state)
         assert_true(st.skipped);
         assert_int_equal(st.guest_free, 40 * MIB);
         fake_finish(&f, c);
-        assert_string_equal(f.extra, "");
+        assert_string_equal(f.rest, "");
 }
 
 /* The inflation fails: the target still goes back to the whole RAM. */
 static void test_inflate_fails_deflates(void **state)
 {
-        const struct step steps[] = {
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 SHARE_ON,
                 POLL(1),
                 STATS(157286400),
                 POLL(0),
-                {"\"balloon\"", RET_EMPTY},
-                {"query-balloon",
-                 "{\"error\": {\"class\": \"GenericError\", \"desc\": \"x\"}}\r\n"},
-                {"\"value\":268435456", RET_EMPTY},
+                {"\"balloon\"", RET_EMPTY, 0, false},
+                {"query-balloon", "{\"error\": {\"class\": \"GenericError\", \"desc\": \"x\"}}\r\n",
+                 0, false},
+                {"\"value\":268435456", RET_EMPTY, 0, false},
                 ACTUAL(268435456),
         };
         struct vmm_give_back_stats st = {0};
         struct fk_error err = {};
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;

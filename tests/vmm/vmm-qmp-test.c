@@ -1,29 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /* The QMP protocol layer (encode, line splitting, decode) and the client driven through a
- * socketpair() by a fake QEMU thread that plays recorded replies. */
+ * socketpair() by a fake QEMU thread that plays recorded replies (tests/lib/qmp-fake.h). */
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "tests/lib/qmp-fake.h"
 #include "vmm/vmm-internal.h"
 #include "vmm/vmm.h"
 
-#define GREETING                                                                                   \
-        "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 22, \"minor\": 2, \"major\": 7}, "         \
-        "\"package\": \"Debian 1:7.2+dfsg-7+deb12u18\"}, \"capabilities\": [\"oob\"]}}\r\n"
-#define CAPS_OK "{\"return\": {}, \"id\": 1}\r\n"
 #define EV_STOP                                                                                    \
         "{\"timestamp\": {\"seconds\": 1764407400, \"microseconds\": 1}, \"event\": \"STOP\"}\r\n"
 
@@ -73,8 +68,8 @@ static void test_decode(void **state)
                 "nope has not been found\"}}";
 
         (void)state;
-        expect_kind(GREETING, QMP_MSG_GREETING);
-        expect_kind(CAPS_OK, QMP_MSG_RETURN);
+        expect_kind(QMP_FAKE_GREETING, QMP_MSG_GREETING);
+        expect_kind(QMP_FAKE_CAPS_OK, QMP_MSG_RETURN);
         expect_kind(EV_STOP, QMP_MSG_EVENT);
         expect_kind(err_line, QMP_MSG_ERROR);
 
@@ -146,95 +141,10 @@ static void test_linebuf_limit(void **state)
 
 /* ---- client over a socketpair ------------------------------------------------------------ */
 
-/* A fake QEMU: for each step, optionally read one command line and check it contains
- * `expect`, then write `reply` (which may be several messages, partial, or garbage). */
-struct step {
-        const char *expect; /* NULL: don't read */
-        const char *reply;  /* NULL: nothing */
-        unsigned delay_ms;  /* before replying */
-        bool close_after;
-};
-
-struct fake {
-        int fd;
-        const struct step *steps;
-        size_t n;
-        pthread_t thread;
-        char failure[256];
-};
-
-static int read_line(int fd, char *buf, size_t size)
-{
-        size_t n = 0;
-
-        while (n + 1 < size) {
-                ssize_t k = read(fd, buf + n, 1);
-                if (k <= 0)
-                        return -1;
-                if (buf[n++] == '\n')
-                        break;
-        }
-        buf[n] = '\0';
-        return 0;
-}
-
-static void *fake_run(void *arg)
-{
-        struct fake *f = arg;
-        char line[4096];
-
-        for (size_t i = 0; i < f->n; i++) {
-                const struct step *s = &f->steps[i];
-
-                if (s->expect) {
-                        if (read_line(f->fd, line, sizeof(line)) < 0) {
-                                snprintf(f->failure, sizeof(f->failure), "step %zu: EOF", i);
-                                break;
-                        }
-                        if (!strstr(line, s->expect)) {
-                                snprintf(f->failure, sizeof(f->failure),
-                                         "step %zu: got %.120s, want %.60s", i, line, s->expect);
-                                break;
-                        }
-                }
-                if (s->delay_ms)
-                        usleep(s->delay_ms * 1000);
-                if (s->reply && fk_write_all(f->fd, s->reply, strlen(s->reply)) < 0)
-                        break;
-                if (s->close_after)
-                        break;
-        }
-        close(f->fd);
-        return NULL;
-}
-
-static int fake_start(struct fake *f, const struct step *steps, size_t n)
-{
-        int sv[2];
-
-        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-        *f = (struct fake){.fd = sv[1], .steps = steps, .n = n};
-        assert_int_equal(pthread_create(&f->thread, NULL, fake_run, f), 0);
-        return sv[0];
-}
-
-static void fake_finish(struct fake *f)
-{
-        pthread_join(f->thread, NULL);
-        if (f->failure[0])
-                fail_msg("fake QEMU: %s", f->failure);
-}
-
-#define HANDSHAKE                                                                                  \
-        {NULL, GREETING, 0, false},                                                                \
-        {                                                                                          \
-                "\"qmp_capabilities\"", CAPS_OK, 0, false                                          \
-        }
-
 static void test_client_commands(void **state)
 {
-        const struct step steps[] = {
-                HANDSHAKE,
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 /* Reply split across writes, with an event before it. */
                 {"\"query-status\"", EV_STOP "{\"return\": {\"status\": \"pau", 0, false},
                 {NULL, "sed\", \"singlestep\": false, \"running\": false}, \"id\": 2}\r\n", 20,
@@ -248,12 +158,12 @@ static void test_client_commands(void **state)
                  "{\"return\": {}, \"id\": 4}\r\n",
                  0, false},
         };
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = NULL;
         struct fk_error err = {};
         cleanup_free char *status = NULL;
         json_t *ev = NULL, *args;
-        int fd = fake_start(&f, steps, ARRAY_SIZE(steps));
+        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false);
 
         (void)state;
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
@@ -275,13 +185,13 @@ static void test_client_commands(void **state)
         assert_int_equal(qmp_next_event(c, &ev), 0);
         assert_null(ev);
         qmp_client_free(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 }
 
 static void test_client_timeout_then_stale(void **state)
 {
-        const struct step steps[] = {
-                HANDSHAKE,
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 /* The reply to id 2 arrives late, after the client gave up... */
                 {"\"id\":2", NULL, 0, false},
                 /* ...so it precedes the reply to id 3, and must be dropped. */
@@ -290,12 +200,12 @@ static void test_client_timeout_then_stale(void **state)
                  "{\"return\": {\"status\": \"paused\"}, \"id\": 3}\r\n",
                  0, false},
         };
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = NULL;
         struct fk_error err = {};
         cleanup_free char *status = NULL;
         uint64_t t0;
-        int fd = fake_start(&f, steps, ARRAY_SIZE(steps));
+        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false);
 
         (void)state;
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
@@ -307,24 +217,24 @@ static void test_client_timeout_then_stale(void **state)
         assert_int_equal(qmp_query_status(c, 2000, &status, &err), 0);
         assert_string_equal(status, "paused");
         qmp_client_free(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 }
 
 static void test_client_garbage_and_eof(void **state)
 {
-        const struct step steps[] = {
-                HANDSHAKE,
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 {"query-status", "this is not json\r\n", 0, false},
                 {"query-status", "{\"return\": {\"status\": \"running\"}, \"id\": 3}\r\n", 0,
                  false},
                 /* quit: QEMU closes the socket without answering. */
                 {"\"quit\"", NULL, 0, true},
         };
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = NULL;
         struct fk_error err = {};
         cleanup_free char *status = NULL;
-        int fd = fake_start(&f, steps, ARRAY_SIZE(steps));
+        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false);
 
         (void)state;
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
@@ -338,15 +248,15 @@ static void test_client_garbage_and_eof(void **state)
         /* Later calls fail at once. */
         assert_int_equal(qmp_execute(c, "query-status", NULL, 2000, NULL, &err), -ECONNRESET);
         qmp_client_free(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 }
 
 /* pump: events of an idle client are queued without a command; a stray reply and garbage
  * are dropped; what came before QEMU closed the socket is still queued. */
 static void test_client_pump(void **state)
 {
-        const struct step steps[] = {
-                HANDSHAKE,
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 {NULL,
                  "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
                  "\"BLOCK_IO_ERROR\", \"data\": {\"device\": \"disk0\", \"nospace\": true, "
@@ -357,11 +267,11 @@ static void test_client_pump(void **state)
                  true},
         };
         static const char *const want[] = {"BLOCK_IO_ERROR", "STOP", "RESUME"};
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = NULL;
         struct fk_error err = {};
         json_t *ev = NULL;
-        int fd = fake_start(&f, steps, ARRAY_SIZE(steps)), r = 0;
+        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false), r = 0;
 
         (void)state;
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
@@ -380,50 +290,50 @@ static void test_client_pump(void **state)
         assert_int_equal(qmp_client_pump(c), -ECONNRESET);
         assert_int_equal(qmp_client_pump(NULL), -EINVAL);
         qmp_client_free(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 }
 
 static void test_client_bad_greeting(void **state)
 {
-        const struct step no_greeting[] = {
+        const struct qmp_fake_step no_greeting[] = {
                 {NULL, "{\"return\": {}}\r\n", 0, false},
         };
-        const struct step caps_refused[] = {
-                {NULL, GREETING, 0, false},
+        const struct qmp_fake_step caps_refused[] = {
+                {NULL, QMP_FAKE_GREETING, 0, false},
                 {"qmp_capabilities",
                  "{\"id\": 1, \"error\": {\"class\": \"CommandNotFound\", \"desc\": "
                  "\"Capabilities negotiation is already complete, command ignored\"}}\r\n",
                  0, false},
         };
-        const struct step silent[] = {
+        const struct qmp_fake_step silent[] = {
                 {NULL, NULL, 300, false},
         };
-        const struct step hangup[] = {
+        const struct qmp_fake_step hangup[] = {
                 {NULL, "{\"QMP\": {\"vers", 0, true},
         };
-        struct fake f;
+        struct qmp_fake f;
         struct qmp_client *c = NULL;
         struct fk_error err = {};
         int fd;
 
         (void)state;
-        fd = fake_start(&f, no_greeting, ARRAY_SIZE(no_greeting));
+        fd = qmp_fake_start(&f, no_greeting, ARRAY_SIZE(no_greeting), false);
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), -EPROTO);
         assert_null(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 
-        fd = fake_start(&f, caps_refused, ARRAY_SIZE(caps_refused));
+        fd = qmp_fake_start(&f, caps_refused, ARRAY_SIZE(caps_refused), false);
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), -EIO);
         assert_non_null(strstr(err.msg, "CommandNotFound: Capabilities negotiation"));
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 
-        fd = fake_start(&f, silent, ARRAY_SIZE(silent));
+        fd = qmp_fake_start(&f, silent, ARRAY_SIZE(silent), false);
         assert_int_equal(qmp_client_new_fd(fd, 100, &c, &err), -ETIMEDOUT);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 
-        fd = fake_start(&f, hangup, ARRAY_SIZE(hangup));
+        fd = qmp_fake_start(&f, hangup, ARRAY_SIZE(hangup), false);
         assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), -ECONNRESET);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 }
 
 static void test_connect_missing_socket(void **state)
@@ -460,8 +370,8 @@ static int count_switchover(void *ud, struct fk_error *err)
 
 static void test_live_checkpoint(void **state)
 {
-        const struct step steps[] = {
-                HANDSHAKE,
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 {"\"query-status\"", "{\"return\": {\"status\": \"running\"}, \"id\": 2}\r\n", 0,
                  false},
                 {"\"pause-before-switchover\",\"state\":true", RET(3), 0, false},
@@ -486,8 +396,8 @@ static void test_live_checkpoint(void **state)
         struct vmm_live_stats st = {0};
         struct qmp_client *c = NULL;
         struct fk_error err = {};
-        struct fake f;
-        int fd = fake_start(&f, steps, ARRAY_SIZE(steps)), sfd = mkstemp(stream);
+        struct qmp_fake f;
+        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false), sfd = mkstemp(stream);
 
         (void)state;
         assert_true(sfd >= 0);
@@ -500,15 +410,15 @@ static void test_live_checkpoint(void **state)
         assert_false(st.forced);
         assert_true(st.pause_ns > 0 && st.pause_ns <= st.total_ns);
         qmp_client_free(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
         unlink(stream);
 }
 
 /* A QEMU that refuses the capability: -EOPNOTSUPP, nothing done to the guest, no stream. */
 static void test_live_checkpoint_refused(void **state)
 {
-        const struct step steps[] = {
-                HANDSHAKE,
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
                 {"\"query-status\"", "{\"return\": {\"status\": \"running\"}, \"id\": 2}\r\n", 0,
                  false},
                 {"\"migrate-set-capabilities\"",
@@ -522,8 +432,8 @@ static void test_live_checkpoint_refused(void **state)
         struct vmm_live_stats st = {0};
         struct qmp_client *c = NULL;
         struct fk_error err = {};
-        struct fake f;
-        int fd = fake_start(&f, steps, ARRAY_SIZE(steps));
+        struct qmp_fake f;
+        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false);
 
         (void)state;
         switchovers = 0;
@@ -535,7 +445,7 @@ static void test_live_checkpoint_refused(void **state)
         assert_int_equal(switchovers, 0);
         assert_int_equal(access("/tmp/fk-live-test-refused", F_OK), -1);
         qmp_client_free(c);
-        fake_finish(&f);
+        qmp_fake_finish(&f);
 }
 
 int main(void)

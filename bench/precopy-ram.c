@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,27 +25,14 @@
 #define TIMEOUT_MS 120000
 
 static char workdir[200];
-static struct fh_vm parent;
-static struct vmm_process *loader;
+static struct fh_vm parent, loader;
 
 static void cleanup(void)
 {
-        if (loader) {
-                vmm_process_kill(loader, SIGKILL);
-                vmm_process_wait(loader, 10000);
-                loader = vmm_process_free(loader);
-        }
+        fh_vm_stop(&loader);
         fh_vm_stop(&parent);
         if (workdir[0])
                 (void)fk_rm_rf(workdir);
-}
-
-static int fail(const char *what, const struct fk_error *err)
-{
-        fprintf(stderr, "FAIL: %s%s%s\n", what, err && err->msg[0] ? ": " : "",
-                err ? err->msg : "");
-        fh_vm_dump(&parent);
-        return 1;
 }
 
 /* One 64-bit FNV-1a hash per page of path (size bytes; holes read as zeros). */
@@ -98,53 +84,27 @@ static int at_completed(void *userdata, struct fk_error *err)
         return hash_pages(c->mem, c->size, c->source, err);
 }
 
-/* A QEMU of the parent's devices, -incoming defer, RAM the new share=on file mem. */
-static int loader_start(const char *image, unsigned mib, const char *mem, int round,
-                        struct qmp_client **ret, struct fk_error *err)
+/* A QEMU of the parent's devices under workdir/loader-ROUND, started as forkletd's helper is:
+ * -incoming defer into a new share=on RAM file (loader.mem), -S unless FK_PRECOPY_AUTOSTART,
+ * forkletd's environment as it is. QMP connected. */
+static int loader_start(const char *image, unsigned mib, int round, struct fk_error *err)
 {
-        char dir[300], qmp[400], agent[400], console[400], log[400], kernel[400], initrd[400];
-        char guid[37];
-        char **argv = NULL;
-        enum vmm_accel accel;
-        unsigned tsc_khz = 0;
+        struct vmm_config cfg;
+        char name[32], **argv = NULL;
         int r;
 
-        snprintf(dir, sizeof(dir), "%s/loader-%d", workdir, round);
-        if (fk_mkdir_p(dir, 0700) < 0)
-                return fk_error_set(err, -errno, "mkdir %s: %m", dir);
-        snprintf(qmp, sizeof(qmp), "%s/qmp.sock", dir);
-        snprintf(agent, sizeof(agent), "%s/agent.sock", dir);
-        snprintf(console, sizeof(console), "%s/console.log", dir);
-        snprintf(log, sizeof(log), "%s/qemu.log", dir);
-        snprintf(kernel, sizeof(kernel), "%s/vmlinuz", image);
-        snprintf(initrd, sizeof(initrd), "%s/initrd.img", image);
-        r = vmm_accel_resolve("auto", &accel, err);
+        snprintf(name, sizeof(name), "loader-%d", round);
+        r = fh_vm_config(&loader, workdir, name, image, mib, NULL, &cfg, err);
         if (r < 0)
                 return r;
-        (void)vmm_host_tsc_khz(&tsc_khz);
-        fh_guid(guid);
-        struct vmm_config cfg = {
-                .name = "loader",
-                .accel = accel,
-                .vcpus = 1,
-                .memory_mib = mib,
-                .kernel = kernel,
-                .initrd = initrd,
-                .mem_path = mem,
-                .mem_share = true,
-                .qmp_socket = qmp,
-                .agent_socket = agent,
-                .console_log = console,
-                .vmgenid = guid,
-                .incoming_defer = true,
-                .start_paused = getenv("FK_PRECOPY_AUTOSTART") == NULL,
-                .tsc_khz = tsc_khz,
-        };
+        cfg.name = "loader";
+        cfg.incoming_defer = true;
+        cfg.start_paused = getenv("FK_PRECOPY_AUTOSTART") == NULL;
         r = vmm_build_argv(&cfg, &argv, err);
         if (r >= 0)
-                r = vmm_process_spawn(argv, log, NULL, NULL, &loader, err);
+                r = vmm_process_spawn(argv, loader.log, NULL, NULL, &loader.proc, err);
         fk_strv_free(argv);
-        return r < 0 ? r : qmp_client_connect(qmp, 30000, ret, err);
+        return r < 0 ? r : qmp_client_connect(loader.qmp_path, 30000, &loader.qmp, err);
 }
 
 /* Pages where a differs from b; prints the first few guest-physical addresses. */
@@ -167,34 +127,29 @@ static int round_run(const char *image, unsigned mib, int round, uint64_t *sourc
                                   .completed = at_completed,
                                   .userdata = &c};
         struct vmm_live_stats st = {0};
-        struct qmp_client *qmp = NULL;
         struct fk_error err = {0};
-        char stream[300], mem[300];
+        char stream[300];
         size_t bad;
         int r;
 
         snprintf(stream, sizeof(stream), "%s/full-%d", workdir, round);
-        snprintf(mem, sizeof(mem), "%s/ram-%d", workdir, round);
         r = vmm_checkpoint_live(parent.qmp, stream, &o, &st, &err);
         if (r < 0)
-                return fail("vmm_checkpoint_live (precopy)", &err);
-        r = loader_start(image, mib, mem, round, &qmp, &err);
+                return fh_fail(&parent, "vmm_checkpoint_live (precopy)", &err);
+        r = loader_start(image, mib, round, &err);
         if (r >= 0)
-                r = vmm_migrate_load_file(qmp, stream, false, TIMEOUT_MS, &err);
+                r = vmm_migrate_load_file(loader.qmp, stream, false, TIMEOUT_MS, &err);
         if (r >= 0) {
                 cleanup_free char *status = NULL;
 
-                r = qmp_query_status(qmp, TIMEOUT_MS, &status, &err);
+                r = qmp_query_status(loader.qmp, TIMEOUT_MS, &status, &err);
                 printf("# round %d: the loader is %s after the load\n", round, status);
         }
         if (r >= 0)
-                r = hash_pages(mem, size, loaded, &err);
-        qmp_client_free(qmp);
-        vmm_process_kill(loader, SIGKILL);
-        vmm_process_wait(loader, 10000);
-        loader = vmm_process_free(loader);
+                r = hash_pages(loader.mem, size, loaded, &err);
+        fh_vm_stop(&loader);
         if (r < 0)
-                return fail("load the stream into a share=on RAM file", &err);
+                return fh_fail(&parent, "load the stream into a share=on RAM file", &err);
         bad = compare(source, loaded, pages, "stream");
         printf("# round %d: paused %.1f ms, QEMU downtime %llu ms, stream %.1f MiB%s: %zu of "
                "%zu pages differ\n",
@@ -208,10 +163,10 @@ static int round_run(const char *image, unsigned mib, int round, uint64_t *sourc
                 (void)vmm_sparse_copy(stream, to, 0, NULL);
                 snprintf(to, sizeof(to), "%s/loaded-%d", getenv("FK_PRECOPY_KEEP"), round);
                 unlink(to);
-                (void)vmm_sparse_copy(mem, to, 0, NULL);
+                (void)vmm_sparse_copy(loader.mem, to, 0, NULL);
         }
         unlink(stream);
-        unlink(mem);
+        unlink(loader.mem);
         if (bad)
                 printf("not ok - round %d: the loaded stream is not the source's RAM at the "
                        "switch-over\n",
@@ -235,23 +190,23 @@ int main(void)
                 return 77;
         }
         if (rounds < 1 || rounds > 100 || mib < 64 || mib > 4096)
-                return fail("FK_PRECOPY_ROUNDS 1..100, FK_PRECOPY_MIB 64..4096", NULL);
+                return fh_fail(&parent, "FK_PRECOPY_ROUNDS 1..100, FK_PRECOPY_MIB 64..4096", NULL);
         source = calloc(((size_t)mib << 20) / PAGE, sizeof(*source));
         loaded = calloc(((size_t)mib << 20) / PAGE, sizeof(*loaded));
         if (!source || !loaded)
-                return fail("out of memory", NULL);
+                return fh_fail(&parent, "out of memory", NULL);
         snprintf(workdir, sizeof(workdir), "/dev/shm/fk-vmm-precopy-XXXXXX");
         if (!mkdtemp(workdir))
                 return 1;
         atexit(cleanup);
         if (fh_vm_start(&parent, workdir, "parent", image, mib, NULL, true, &err) < 0)
-                return fail("boot the parent", &err);
+                return fh_fail(&parent, "boot the parent", &err);
         /* the writer of fork-live: 16 MiB rewritten in a loop, and a counter */
         if (fh_sh(&parent,
                   "(i=0; while :; do i=$((i + 1)); echo $i > /run/c; "
                   "head -c 16777216 /dev/urandom > /run/blob; done) >/dev/null 2>&1 &",
                   NULL) != 0)
-                return fail("start the writer", NULL);
+                return fh_fail(&parent, "start the writer", NULL);
         sleep(2);
         for (int i = 0; i < rounds; i++) {
                 int r = round_run(image, mib, i, source, loaded);
@@ -260,11 +215,11 @@ int main(void)
                         return 1;
                 failed += r != 0;
                 if (fh_sh(&parent, "cat /run/c", NULL) != 0)
-                        return fail("the parent after the checkpoint", NULL);
+                        return fh_fail(&parent, "the parent after the checkpoint", NULL);
                 sleep(1);
         }
         if (failed)
-                return fail("rounds whose stream lost pages", NULL);
+                return fh_fail(&parent, "rounds whose stream lost pages", NULL);
         printf("PASS\n");
         return 0;
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern char **environ;
@@ -86,49 +87,61 @@ static int vm_paths(struct fh_vm *vm, const char *workdir, const char *name, con
         return 0;
 }
 
-static int vm_spawn(struct fh_vm *vm, const char *name, const char *image, unsigned memory_mib,
-                    bool fork, struct fk_error *err)
+int fh_vm_config(struct fh_vm *vm, const char *workdir, const char *name, const char *image,
+                 unsigned memory_mib, const char *ckpt_dir, struct vmm_config *ret,
+                 struct fk_error *err)
 {
-        cleanup_free char *kernel = NULL, *initrd = NULL;
-        struct vmm_exec_env env = {0};
-        char guid[37];
-        char **argv = NULL;
+        bool fork = ckpt_dir != NULL;
         enum vmm_accel accel;
         unsigned tsc_khz = 0;
         int r;
 
+        r = vm_paths(vm, workdir, name, ckpt_dir);
+        if (r < 0)
+                return fk_error_set(err, r, "mkdir %s: %s", vm->dir, strerror(-r));
         /* an experiment: restored VMs on another kernel/initrd (FH_RESTORE_IMAGE) */
         if (fork && getenv("FH_RESTORE_IMAGE"))
                 image = getenv("FH_RESTORE_IMAGE");
-        if (fk_asprintf(&kernel, "%s/vmlinuz", image) < 0 ||
-            fk_asprintf(&initrd, "%s/initrd.img", image) < 0)
-                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (snprintf(vm->kernel, sizeof(vm->kernel), "%s/vmlinuz", image) >=
+                    (int)sizeof(vm->kernel) ||
+            snprintf(vm->initrd, sizeof(vm->initrd), "%s/initrd.img", image) >=
+                    (int)sizeof(vm->initrd))
+                return fk_error_set(err, -ENAMETOOLONG, "image path %s too long", image);
         r = vmm_accel_resolve("auto", &accel, err);
         if (r < 0)
                 return r;
         (void)vmm_host_tsc_khz(&tsc_khz);
-        fh_guid(guid);
-        struct vmm_config cfg = {
+        fh_guid(vm->guid);
+        *ret = (struct vmm_config){
                 .name = name,
                 .accel = accel,
                 .vcpus = 1,
                 .memory_mib = memory_mib,
-                .kernel = kernel,
-                .initrd = initrd,
+                .kernel = vm->kernel,
+                .initrd = vm->initrd,
                 .mem_path = vm->mem,
                 .mem_share = !fork,
                 .qmp_socket = vm->qmp_path,
                 .agent_socket = vm->agent_path,
                 .console_log = vm->console,
-                .vmgenid = guid,
+                .vmgenid = vm->guid,
                 .incoming_defer = fork,
                 .tsc_khz = tsc_khz,
                 .tb_size_mib = fh_tb_size_mib,
         };
-        r = vmm_build_argv(&cfg, &argv, err);
+        return 0;
+}
+
+static int vm_spawn(struct fh_vm *vm, const struct vmm_config *cfg, struct fk_error *err)
+{
+        struct vmm_exec_env env = {0};
+        char **argv = NULL;
+        int r;
+
+        r = vmm_build_argv(cfg, &argv, err);
         if (r < 0)
                 return r;
-        r = vmm_build_env(&cfg, environ, &env, err);
+        r = vmm_build_env(cfg, environ, &env, err);
         if (r < 0) {
                 fk_strv_free(argv);
                 return r;
@@ -168,12 +181,13 @@ bool fh_full_stream;
 int fh_vm_start(struct fh_vm *vm, const char *workdir, const char *name, const char *image,
                 unsigned memory_mib, const char *ckpt_dir, bool wait, struct fk_error *err)
 {
+        struct vmm_config cfg;
         int r;
 
-        r = vm_paths(vm, workdir, name, ckpt_dir);
+        r = fh_vm_config(vm, workdir, name, image, memory_mib, ckpt_dir, &cfg, err);
         if (r < 0)
-                return fk_error_set(err, r, "mkdir %s: %s", vm->dir, strerror(-r));
-        r = vm_spawn(vm, name, image, memory_mib, ckpt_dir != NULL, err);
+                return r;
+        r = vm_spawn(vm, &cfg, err);
         if (r < 0)
                 return r;
         r = qmp_client_connect(vm->qmp_path, 30000, &vm->qmp, err);
@@ -226,4 +240,12 @@ void fh_vm_dump(const struct fh_vm *vm)
                 dump_file(vm->log);
                 dump_file(vm->console);
         }
+}
+
+int fh_fail(const struct fh_vm *vm, const char *what, const struct fk_error *err)
+{
+        fprintf(stderr, "FAIL: %s%s%s\n", what, err && err->msg[0] ? ": " : "",
+                err ? err->msg : "");
+        fh_vm_dump(vm);
+        return 1;
 }

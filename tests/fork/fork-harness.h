@@ -10,14 +10,17 @@
 
 #include "common/error.h"
 
+struct vmm_config;
+
 struct fh_vm {
         char dir[256];
         char mem[300], qmp_path[300], agent_path[300], console[300], log[300];
-        struct vmm_process *proc; /* owned */
-        struct qmp_client *qmp;   /* owned */
-        struct vmm_agent *agent;  /* owned */
-        uint64_t spawn_ns;        /* monotonic time of spawn */
-        uint64_t ready_ns;        /* monotonic time the agent answered */
+        char kernel[300], initrd[300], guid[37]; /* what fh_vm_config's config borrows */
+        struct vmm_process *proc;                /* owned */
+        struct qmp_client *qmp;                  /* owned */
+        struct vmm_agent *agent;                 /* owned */
+        uint64_t spawn_ns;                       /* monotonic time of spawn */
+        uint64_t ready_ns;                       /* monotonic time the agent answered */
 };
 
 /* TCG translation cache of the VMs fh_vm_start starts from now on (0: the vmm default). */
@@ -38,11 +41,22 @@ extern bool fh_full_stream;
 int fh_vm_start(struct fh_vm *vm, const char *workdir, const char *name, const char *image,
                 unsigned memory_mib, const char *ckpt_dir, bool wait, struct fk_error *err);
 int fh_vm_wait(struct fh_vm *vm, const char *name, bool fork, struct fk_error *err);
+/* What fh_vm_start boots vm with, for a caller that starts a QEMU of another shape from it:
+ * vm's paths under workdir/name (the directory made), the image's kernel and initrd, the
+ * accelerator ("auto"), the host's TSC, a fresh vmgenid, fh_tb_size_mib; RAM share=on in
+ * DIR/mem.ram, or with ckpt_dir a fork's (ckpt_dir/ram share=off, -incoming defer). *ret
+ * borrows vm's strings. Returns -errno with err filled. */
+int fh_vm_config(struct fh_vm *vm, const char *workdir, const char *name, const char *image,
+                 unsigned memory_mib, const char *ckpt_dir, struct vmm_config *ret,
+                 struct fk_error *err);
 /* Runs sh -c script; stdout into out (may be NULL). Returns the exit code (128+sig) or -errno. */
 int fh_sh(struct fh_vm *vm, const char *script, struct fh_out *out);
 /* Kills QEMU and frees everything of vm (idempotent). */
 void fh_vm_stop(struct fh_vm *vm);
 /* Prints vm's QEMU log and console to stderr. */
 void fh_vm_dump(const struct fh_vm *vm);
+/* Prints "FAIL: what: err's message" (err may be NULL) to stderr, then vm's log and console
+ * (vm may be one never started); returns 1, a test's exit code. */
+int fh_fail(const struct fh_vm *vm, const char *what, const struct fk_error *err);
 /* A random RFC 4122 v4 GUID string (37 bytes with NUL). */
 void fh_guid(char out[37]);

@@ -28,14 +28,6 @@ static void cleanup(void)
                 (void)fk_rm_rf(workdir);
 }
 
-static int fail(const char *what, const struct fk_error *err)
-{
-        fprintf(stderr, "FAIL: %s%s%s\n", what, err && err->msg[0] ? ": " : "",
-                err ? err->msg : "");
-        fh_vm_dump(&copy);
-        return 1;
-}
-
 /* One checkpoint by method bg (else precopy) and COPIES copies of it. 77: refused here. */
 static int method(const char *image, bool bg)
 {
@@ -49,35 +41,37 @@ static int method(const char *image, bool bg)
         snprintf(ck, sizeof(ck), "%s/ck-%s", workdir, bg ? "bg" : "precopy");
         snprintf(path, sizeof(path), "%s/full", ck);
         if (fk_mkdir_p(ck, 0700) < 0 || fh_sh(&parent, "cat /run/c", &c0) != 0)
-                return fail("counter before", NULL);
+                return fh_fail(&copy, "counter before", NULL);
         r = vmm_checkpoint_live(parent.qmp, path, &o, &st, &err);
         if (r == -EOPNOTSUPP) {
                 printf("# %s refused here: %s\n", bg ? "background-snapshot" : "precopy", err.msg);
                 return 77;
         }
         if (r < 0)
-                return fail("vmm_checkpoint_live", &err);
+                return fh_fail(&copy, "vmm_checkpoint_live", &err);
         printf("# %s: paused %.1f ms, QEMU downtime %llu ms, stream %.1f MiB%s\n",
                bg ? "background-snapshot" : "precopy", (double)st.pause_ns / 1e6,
                (unsigned long long)st.downtime_ms, (double)st.stream_bytes / 1048576.0,
                st.forced ? " (forced stop)" : "");
         if (fh_sh(&parent, "echo alive", NULL) != 0)
-                return fail("parent after the checkpoint", NULL);
+                return fh_fail(&copy, "parent after the checkpoint", NULL);
         for (int i = 0; i < COPIES; i++) {
                 snprintf(path, sizeof(path), "%s/ram", ck);
                 unlink(path);
                 fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
                 if (fd < 0 || ftruncate(fd, 256ll << 20) < 0)
-                        return fail("create the copy's RAM file", NULL);
+                        return fh_fail(&copy, "create the copy's RAM file", NULL);
                 close(fd);
                 snprintf(name, sizeof(name), "copy-%s-%d", bg ? "bg" : "pre", i);
                 if (fh_vm_start(&copy, workdir, name, image, 256, ck, true, &err) < 0)
-                        return fail("start the copy", &err);
+                        return fh_fail(&copy, "start the copy", &err);
                 sleep(3); /* a copy with lost pages crashes within seconds (list corruption) */
                 if (fh_sh(&copy, "cat /run/c", &out) != 0)
-                        return fail("the copy does not answer seconds after its start", NULL);
+                        return fh_fail(&copy, "the copy does not answer seconds after its start",
+                                       NULL);
                 if (atol(out.data) < atol(c0.data))
-                        return fail("the copy's counter is older than the checkpoint", NULL);
+                        return fh_fail(&copy, "the copy's counter is older than the checkpoint",
+                                       NULL);
                 printf("ok - %s copy %d runs, counter %s (parent had %s before)\n",
                        bg ? "background-snapshot" : "precopy", i, out.data, c0.data);
                 fh_vm_stop(&copy);
@@ -103,12 +97,12 @@ int main(void)
         atexit(cleanup);
         fh_full_stream = true;
         if (fh_vm_start(&parent, workdir, "parent", image, 256, NULL, true, &err) < 0)
-                return fail("boot the parent", &err);
+                return fh_fail(&copy, "boot the parent", &err);
         if (fh_sh(&parent,
                   "(i=0; while :; do i=$((i + 1)); echo $i > /run/c; "
                   "head -c 8388608 /dev/urandom > /run/blob; done) >/dev/null 2>&1 &",
                   NULL) != 0)
-                return fail("start the writer", NULL);
+                return fh_fail(&copy, "start the writer", NULL);
         sleep(2);
         r = method(image, true);
         if (r == 1)

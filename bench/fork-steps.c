@@ -416,7 +416,7 @@ static void print_result(const struct n_result *res)
  * names our directory), unmounts what forkletd left mounted, removes the directory. */
 static void teardown(void)
 {
-        cleanup_free char *rundir = NULL;
+        cleanup_free char *records = NULL, *ram = NULL;
         struct dirent *de;
         DIR *dp;
 
@@ -429,7 +429,8 @@ static void teardown(void)
                 kill(daemon_pid, SIGTERM);
                 waitpid(daemon_pid, NULL, 0);
         }
-        if (fk_asprintf(&rundir, "%s/run/sessions", dir) >= 0 && (dp = opendir(rundir))) {
+        /* the VMs the state records name (state.json's vm.pid) */
+        if (fk_asprintf(&records, "%s/state/sessions", dir) >= 0 && (dp = opendir(records))) {
                 while ((de = readdir(dp))) {
                         char p[512], cmd[512];
                         cleanup_free char *buf = NULL;
@@ -438,11 +439,12 @@ static void teardown(void)
                         FILE *f;
                         size_t n;
 
-                        snprintf(p, sizeof(p), "%s/%s/vm.json", rundir, de->d_name);
-                        if (fk_read_file(p, 65536, &buf, NULL) < 0 ||
+                        snprintf(p, sizeof(p), "%s/%s/state.json", records, de->d_name);
+                        if (fk_read_file(p, 4 * 1024 * 1024, &buf, NULL) < 0 ||
                             !(j = json_loads(buf, 0, NULL)))
                                 continue;
-                        pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+                        pid = (pid_t)json_integer_value(
+                                json_object_get(json_object_get(j, "vm"), "pid"));
                         json_decref(j);
                         snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
                         if (pid <= 0 || !(f = fopen(p, "re")))
@@ -457,8 +459,9 @@ static void teardown(void)
                 }
                 closedir(dp);
         }
-        if (rundir)
-                (void)umount2(rundir, UMOUNT_NOFOLLOW);
+        /* forkletd's guest RAM tmpfs on <runDir>/sessions (runDir is on /var/tmp's disk) */
+        if (fk_asprintf(&ram, "%s/run/sessions", dir) >= 0)
+                (void)umount2(ram, UMOUNT_NOFOLLOW);
         fk_rm_rf(dir);
         /* the cgroup parent forkletd made (empty once its sessions are gone) */
         if ((dp = opendir("/sys/fs/cgroup"))) {

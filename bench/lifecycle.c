@@ -120,7 +120,7 @@ static int start_daemon(const char *forkletd)
  * removes the directory. */
 static void teardown(void)
 {
-        cleanup_free char *rundir = NULL;
+        cleanup_free char *records = NULL, *ram = NULL;
         DIR *dp;
         struct dirent *de;
 
@@ -150,7 +150,7 @@ static void teardown(void)
                 waitpid(daemon_pid, NULL, 0);
         }
         /* the VMs the state records name (state.json's vm.pid) */
-        if (fk_asprintf(&rundir, "%s/state/sessions", dir) >= 0 && (dp = opendir(rundir))) {
+        if (fk_asprintf(&records, "%s/state/sessions", dir) >= 0 && (dp = opendir(records))) {
                 while ((de = readdir(dp))) {
                         char p[512], cmd[512];
                         cleanup_free char *buf = NULL;
@@ -159,7 +159,7 @@ static void teardown(void)
                         FILE *f;
                         size_t n;
 
-                        snprintf(p, sizeof(p), "%s/%s/state.json", rundir, de->d_name);
+                        snprintf(p, sizeof(p), "%s/%s/state.json", records, de->d_name);
                         if (fk_read_file(p, 4 * 1024 * 1024, &buf, NULL) < 0 ||
                             !(j = json_loads(buf, 0, NULL)))
                                 continue;
@@ -179,9 +179,10 @@ static void teardown(void)
                 }
                 closedir(dp);
         }
-        /* forkletd's guest RAM tmpfs (runDir is on /tmp's disk), kept if a VM outlived it */
-        if (rundir)
-                (void)umount2(rundir, UMOUNT_NOFOLLOW);
+        /* forkletd's guest RAM tmpfs on <runDir>/sessions (runDir is on /tmp's disk), kept if a
+         * VM outlived it */
+        if (fk_asprintf(&ram, "%s/run/sessions", dir) >= 0)
+                (void)umount2(ram, UMOUNT_NOFOLLOW);
         fk_rm_rf(dir);
 }
 

@@ -9,19 +9,16 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "agent/vm/vm.h"
+#include "bench/forkletd-run.h"
 #include "bench/smaps.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_N    128
@@ -34,30 +31,6 @@ static char dir[128], sock[200];
 static const char *image;
 static pid_t daemon_pid;
 static struct cli cli;
-
-static int cmp_double(const void *a, const void *b)
-{
-        double x = *(const double *)a, y = *(const double *)b;
-
-        return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of n samples (sorts v). */
-static double pct(double *v, size_t n, double p)
-{
-        size_t k;
-
-        if (n == 0)
-                return 0;
-        qsort(v, n, sizeof(*v), cmp_double);
-        k = (size_t)((double)n * p + 0.999999);
-        return v[k ? k - 1 : 0];
-}
-
-static double ms_since(uint64_t t0)
-{
-        return (double)(fk_now_mono_ns() - t0) / 1e6;
-}
 
 static bool quiet_404; /* teardown deletes names that may not exist */
 
@@ -86,7 +59,9 @@ static int call(const char *method, const char *path, const char *body, json_t *
 
 static int start_daemon(const char *forkletd)
 {
-        cleanup_free char *cfg = NULL, *path = NULL, *log = NULL;
+        /* N cold boots at once under TCG can take longer than the default 120 s */
+        static const char *const env[] = {"FORKLET_BOOT_TIMEOUT_S=900", NULL};
+        cleanup_free char *cfg = NULL;
         int pool = 4 * (getpid() % 60);
 
         /* own uplink pool and cgroup parent: other forkletds may run on this host */
@@ -102,40 +77,9 @@ static int start_daemon(const char *forkletd)
                         "sizeClasses: [{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, "
                         "pids: 1024}]\nimages: [{name: minimal, dir: %s}]\n",
                         dir, dir, dir, getenv("FORKLET_BENCH_ACCEL") ?: "tcg", dir, (int)getpid(),
-                        pool, image) < 0 ||
-            fk_asprintf(&path, "%s/node.yaml", dir) < 0 ||
-            fk_asprintf(&log, "%s/forkletd.log", dir) < 0 ||
-            fk_write_file_atomic(path, cfg, strlen(cfg), 0600) < 0)
+                        pool, image) < 0)
                 return -ENOMEM;
-        daemon_pid = fork();
-        if (daemon_pid < 0)
-                return -errno;
-        if (daemon_pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-                if (fd >= 0) {
-                        dup2(fd, STDOUT_FILENO);
-                        dup2(fd, STDERR_FILENO);
-                }
-                /* N cold boots at once under TCG can take longer than the default 120 s */
-                setenv("FORKLET_BOOT_TIMEOUT_S", "900", 1);
-                execl(forkletd, forkletd, "--config", path, (char *)NULL);
-                _exit(127);
-        }
-        for (int i = 0; i < 400; i++) {
-                struct cli_response resp = {0};
-                struct fk_error err = {0};
-
-                if (cli_request(&cli, "GET", "/healthz", NULL, &resp, &err) >= 0 &&
-                    resp.status == 200) {
-                        cli_response_done(&resp);
-                        return 0;
-                }
-                cli_response_done(&resp);
-                usleep(50 * 1000);
-        }
-        fprintf(stderr, "forkletd did not answer (see %s)\n", log);
-        return -ETIMEDOUT;
+        return bench_forkletd_start(forkletd, dir, cfg, env, 400, &cli, &daemon_pid);
 }
 
 /* The sessions whose name starts with prefix (NULL: all): how many, how many Running, how many
@@ -171,7 +115,7 @@ static int wait_running(const char *prefix, unsigned n, unsigned *ret_failed)
 {
         uint64_t t0 = fk_now_mono_ns();
 
-        while (ms_since(t0) < WAIT_S * 1000.0) {
+        while (bench_ms_since(t0) < WAIT_S * 1000.0) {
                 unsigned have, running, failed;
                 int r = census(prefix, &have, &running, &failed);
 
@@ -272,7 +216,7 @@ static void print_steps(const char *what, const double steps[STEPS][MAX_N], unsi
                 double v[MAX_N];
 
                 memcpy(v, steps[s], n * sizeof(double));
-                double p50 = pct(v, n, 0.5), p90 = pct(v, n, 0.9);
+                double p50 = bench_pct(v, n, 0.5), p90 = bench_pct(v, n, 0.9);
 
                 printf(p50 < 100 && p90 < 100 ? " %.1f/%.1f |" : " %.0f/%.0f |", p50, p90);
         }
@@ -332,9 +276,9 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
                  "exec `true` in each of %u forks: %u answered (%.0f ms for all); idle fork PSS "
                  "median/p90: guest RAM %.2f/%.2f MiB (written since the restore %.2f/%.2f), "
                  "QEMU's own %.1f/%.1f MiB",
-                 n, ok, ms_since(t0), pct(ram, npids, 0.5), pct(ram, npids, 0.9),
-                 pct(own, npids, 0.5), pct(own, npids, 0.9), pct(other, npids, 0.5),
-                 pct(other, npids, 0.9));
+                 n, ok, bench_ms_since(t0), bench_pct(ram, npids, 0.5), bench_pct(ram, npids, 0.9),
+                 bench_pct(own, npids, 0.5), bench_pct(own, npids, 0.9),
+                 bench_pct(other, npids, 0.5), bench_pct(other, npids, 0.9));
         return ok == n ? 0 : -EIO;
 }
 
@@ -351,7 +295,7 @@ static int bench_cold(struct n_result *res)
         }
         if (r >= 0)
                 r = wait_running("cold", res->n, &res->cold_failed);
-        res->cold_wall = ms_since(t0);
+        res->cold_wall = bench_ms_since(t0);
         res->nc = collect("cold", res->cold, NULL);
         delete_all("cold", res->n);
         return r;
@@ -370,7 +314,7 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
         r = call("POST", SESSIONS "/p/forks", body, NULL);
         if (r >= 0)
                 r = wait_running("p-fork-", res->n, &res->failed[base]);
-        *(base ? &res->base_wall : &res->fork_wall) = ms_since(t0);
+        *(base ? &res->base_wall : &res->fork_wall) = bench_ms_since(t0);
         *(base ? &res->nb : &res->nf) = collect("p-fork-", base ? res->base : res->fork, pids);
         if (r >= 0 && exec && !res->failed[base]) {
                 res->n_smaps[base] = base ? res->nb : res->nf;
@@ -416,7 +360,6 @@ static void print_result(const struct n_result *res)
  * names our directory), unmounts what forkletd left mounted, removes the directory. */
 static void teardown(void)
 {
-        cleanup_free char *records = NULL, *ram = NULL;
         struct dirent *de;
         DIR *dp;
 
@@ -425,44 +368,7 @@ static void teardown(void)
         delete_all("cold", MAX_N);
         (void)call("DELETE", SESSIONS "/p", NULL, NULL);
         (void)wait_gone(NULL);
-        if (daemon_pid > 0) {
-                kill(daemon_pid, SIGTERM);
-                waitpid(daemon_pid, NULL, 0);
-        }
-        /* the VMs the state records name (state.json's vm.pid) */
-        if (fk_asprintf(&records, "%s/state/sessions", dir) >= 0 && (dp = opendir(records))) {
-                while ((de = readdir(dp))) {
-                        char p[512], cmd[512];
-                        cleanup_free char *buf = NULL;
-                        json_t *j;
-                        pid_t pid;
-                        FILE *f;
-                        size_t n;
-
-                        snprintf(p, sizeof(p), "%s/%s/state.json", records, de->d_name);
-                        if (fk_read_file(p, 4 * 1024 * 1024, &buf, NULL) < 0 ||
-                            !(j = json_loads(buf, 0, NULL)))
-                                continue;
-                        pid = (pid_t)json_integer_value(
-                                json_object_get(json_object_get(j, "vm"), "pid"));
-                        json_decref(j);
-                        snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
-                        if (pid <= 0 || !(f = fopen(p, "re")))
-                                continue;
-                        n = fread(cmd, 1, sizeof(cmd) - 1, f);
-                        fclose(f);
-                        for (size_t k = 0; k < n; k++)
-                                cmd[k] = cmd[k] ? cmd[k] : ' ';
-                        cmd[n] = '\0';
-                        if (strstr(cmd, dir))
-                                kill(pid, SIGKILL);
-                }
-                closedir(dp);
-        }
-        /* forkletd's guest RAM tmpfs on <runDir>/sessions (runDir is on /var/tmp's disk) */
-        if (fk_asprintf(&ram, "%s/run/sessions", dir) >= 0)
-                (void)umount2(ram, UMOUNT_NOFOLLOW);
-        fk_rm_rf(dir);
+        bench_forkletd_teardown(daemon_pid, dir);
         /* the cgroup parent forkletd made (empty once its sessions are gone) */
         if ((dp = opendir("/sys/fs/cgroup"))) {
                 while ((de = readdir(dp))) {
@@ -518,15 +424,8 @@ static int run_daemon(const char *forkletd, size_t count, bool base, bool cold, 
                 if (r >= 0)
                         r = bench_fork(ck, &results[k], base, exec);
         }
-        if (r < 0) {
-                cleanup_free char *log = NULL, *text = NULL;
-                size_t n = 0;
-
-                fprintf(stderr, "bench failed (%s); the end of forkletd's log:\n", strerror(-r));
-                if (fk_asprintf(&log, "%s/forkletd.log", dir) >= 0 &&
-                    fk_read_file(log, 64 << 20, &text, &n) >= 0)
-                        fputs(text + (n > 4000 ? n - 4000 : 0), stderr);
-        }
+        if (r < 0)
+                bench_forkletd_log_tail(dir, r, 4000);
         teardown();
         return r;
 }

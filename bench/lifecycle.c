@@ -4,21 +4,17 @@
  * measured in the same run (QEMU spawn to QMP ready; API GET /healthz), with the accelerator.
  * Root, QEMU and the minimal image needed.
  * Usage: bench-lifecycle FORKLETD IMAGE_DIR [BOOTS [EXECS [PAUSES]]]   (default 5 200 20) */
+#include "bench/forkletd-run.h"
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[128];
@@ -26,28 +22,6 @@ static const char *image;
 static pid_t daemon_pid;
 static struct cli cli;
 static unsigned n_sessions; /* b0 .. b<n-1> were created */
-
-static int cmp_double(const void *a, const void *b)
-{
-        double x = *(const double *)a, y = *(const double *)b;
-
-        return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of n samples (sorts v). */
-static double pct(double *v, size_t n, double p)
-{
-        size_t k;
-
-        qsort(v, n, sizeof(*v), cmp_double);
-        k = (size_t)((double)n * p + 0.999999);
-        return v[k ? k - 1 : 0];
-}
-
-static double ms_since(uint64_t t0)
-{
-        return (double)(fk_now_mono_ns() - t0) / 1e6;
-}
 
 /* One API call that must answer 2xx; returns its wall time in ms or < 0. */
 static double call(const char *method, const char *path, const char *body)
@@ -61,7 +35,7 @@ static double call(const char *method, const char *path, const char *body)
                 fprintf(stderr, "%s %s: %s\n", method, path, err.msg);
                 return -1;
         }
-        ms = ms_since(t0);
+        ms = bench_ms_since(t0);
         if (resp.status < 200 || resp.status >= 300) {
                 fprintf(stderr, "%s %s: HTTP %ld %s\n", method, path, resp.status,
                         resp.body ? resp.body : "");
@@ -73,7 +47,7 @@ static double call(const char *method, const char *path, const char *body)
 
 static int start_daemon(const char *forkletd)
 {
-        cleanup_free char *cfg = NULL, *path = NULL, *log = NULL;
+        cleanup_free char *cfg = NULL;
 
         if (fk_asprintf(&cfg,
                         "apiVersion: forklet.dev/v1alpha1\nkind: NodeConfig\nnodeName: bench\n"
@@ -81,49 +55,14 @@ static int start_daemon(const char *forkletd)
                         "accel: %s\napi: {socket: %s/run/api.sock}\n"
                         "sizeClasses: [{name: small, vcpus: 1, memoryMiB: 256, cpu: 1.0, "
                         "pids: 1024}]\nimages: [{name: minimal, dir: %s}]\n",
-                        dir, dir, dir, getenv("FORKLET_BENCH_ACCEL") ?: "auto", dir, image) < 0 ||
-            fk_asprintf(&path, "%s/node.yaml", dir) < 0 ||
-            fk_asprintf(&log, "%s/forkletd.log", dir) < 0 ||
-            fk_write_file_atomic(path, cfg, strlen(cfg), 0600) < 0)
+                        dir, dir, dir, getenv("FORKLET_BENCH_ACCEL") ?: "auto", dir, image) < 0)
                 return -ENOMEM;
-        daemon_pid = fork();
-        if (daemon_pid < 0)
-                return -errno;
-        if (daemon_pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-                if (fd >= 0) {
-                        dup2(fd, STDOUT_FILENO);
-                        dup2(fd, STDERR_FILENO);
-                }
-                execl(forkletd, forkletd, "--config", path, (char *)NULL);
-                _exit(127);
-        }
-        for (int i = 0; i < 200; i++) {
-                struct cli_response resp = {0};
-                struct fk_error err = {0};
-
-                if (cli_request(&cli, "GET", "/healthz", NULL, &resp, &err) >= 0 &&
-                    resp.status == 200) {
-                        cli_response_done(&resp);
-                        return 0;
-                }
-                cli_response_done(&resp);
-                usleep(50 * 1000);
-        }
-        fprintf(stderr, "forkletd did not answer (see %s)\n", log);
-        return -ETIMEDOUT;
+        return bench_forkletd_start(forkletd, dir, cfg, NULL, 200, &cli, &daemon_pid);
 }
 
-/* Deletes every session, waits until they are gone, stops forkletd, kills any QEMU of ours
- * still left (its command line names our directory), unmounts what forkletd left mounted and
- * removes the directory. */
+/* Deletes every session, waits until they are gone, then bench_forkletd_teardown. */
 static void teardown(void)
 {
-        cleanup_free char *records = NULL, *ram = NULL;
-        DIR *dp;
-        struct dirent *de;
-
         for (unsigned i = 0; i < n_sessions; i++) {
                 char path[160];
 
@@ -145,45 +84,7 @@ static void teardown(void)
                         break;
                 usleep(250 * 1000);
         }
-        if (daemon_pid > 0) {
-                kill(daemon_pid, SIGTERM);
-                waitpid(daemon_pid, NULL, 0);
-        }
-        /* the VMs the state records name (state.json's vm.pid) */
-        if (fk_asprintf(&records, "%s/state/sessions", dir) >= 0 && (dp = opendir(records))) {
-                while ((de = readdir(dp))) {
-                        char p[512], cmd[512];
-                        cleanup_free char *buf = NULL;
-                        json_t *j;
-                        pid_t pid;
-                        FILE *f;
-                        size_t n;
-
-                        snprintf(p, sizeof(p), "%s/%s/state.json", records, de->d_name);
-                        if (fk_read_file(p, 4 * 1024 * 1024, &buf, NULL) < 0 ||
-                            !(j = json_loads(buf, 0, NULL)))
-                                continue;
-                        pid = (pid_t)json_integer_value(
-                                json_object_get(json_object_get(j, "vm"), "pid"));
-                        json_decref(j);
-                        snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
-                        if (pid <= 0 || !(f = fopen(p, "re")))
-                                continue;
-                        n = fread(cmd, 1, sizeof(cmd) - 1, f);
-                        fclose(f);
-                        for (size_t k = 0; k < n; k++)
-                                cmd[k] = cmd[k] ? cmd[k] : ' ';
-                        cmd[n] = '\0';
-                        if (strstr(cmd, dir))
-                                kill(pid, SIGKILL);
-                }
-                closedir(dp);
-        }
-        /* forkletd's guest RAM tmpfs on <runDir>/sessions (runDir is on /tmp's disk), kept if a
-         * VM outlived it */
-        if (fk_asprintf(&ram, "%s/run/sessions", dir) >= 0)
-                (void)umount2(ram, UMOUNT_NOFOLLOW);
-        fk_rm_rf(dir);
+        bench_forkletd_teardown(daemon_pid, dir);
 }
 
 /* The baseline of a boot: spawn QEMU with the same kernel/initrd and wait for QMP. */
@@ -222,7 +123,7 @@ static double qemu_spawn_to_qmp(int i)
         t0 = fk_now_mono_ns();
         if (vmm_process_spawn(argv, NULL, NULL, NULL, &p, &err) >= 0 &&
             qmp_client_connect(qmp, 30000, &q, &err) >= 0)
-                ms = ms_since(t0);
+                ms = bench_ms_since(t0);
         fk_strv_free(argv);
         if (ms < 0)
                 fprintf(stderr, "baseline QEMU: %s\n", err.msg);
@@ -236,8 +137,8 @@ static double qemu_spawn_to_qmp(int i)
 
 static void row(const char *what, double *v, size_t n, const char *base_what, double *b, size_t bn)
 {
-        double p50 = pct(v, n, 0.5), p99 = pct(v, n, 0.99);
-        double b50 = pct(b, bn, 0.5), b99 = pct(b, bn, 0.99);
+        double p50 = bench_pct(v, n, 0.5), p99 = bench_pct(v, n, 0.99);
+        double b50 = bench_pct(b, bn, 0.5), b99 = bench_pct(b, bn, 0.99);
 
         printf("| %-28s | %4zu | %9.1f | %9.1f | %-24s | %9.2f | %9.2f | %8.1fx |\n", what, n, p50,
                p99, base_what, b50, b99, b50 > 0 ? p50 / b50 : 0.0);
@@ -346,15 +247,8 @@ int main(int argc, char **argv)
         r = start_daemon(argv[1]);
         if (r >= 0)
                 r = run(boots, execs, pauses);
-        if (r < 0) {
-                cleanup_free char *log = NULL, *text = NULL;
-                size_t n = 0;
-
-                fprintf(stderr, "bench failed (%s); the end of forkletd's log:\n", strerror(-r));
-                if (fk_asprintf(&log, "%s/forkletd.log", dir) >= 0 &&
-                    fk_read_file(log, 16 << 20, &text, &n) >= 0)
-                        fputs(text + (n > 3000 ? n - 3000 : 0), stderr);
-        }
+        if (r < 0)
+                bench_forkletd_log_tail(dir, r, 3000);
         teardown();
         return r < 0 ? 1 : 0;
 }

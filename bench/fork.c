@@ -10,6 +10,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint.h"
 
 #include <errno.h>
 #include <stdbool.h>

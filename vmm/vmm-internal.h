@@ -24,14 +24,6 @@ int vmm_kvm_probe(const char *kvm_path);
 
 /* ---- host facts ------------------------------------------------------------------------- */
 
-/* ---- checkpoints ------------------------------------------------------------------------ */
-
-struct qmp_client;
-/* Hands path to QEMU (getfd, opened for writing with "migrate", reading otherwise) and starts
- * command ("migrate" or "migrate-incoming") on it; does not wait for the end. 0 or -errno. */
-int vmm_migrate_start_fd(struct qmp_client *qmp, const char *command, const char *path,
-                         unsigned timeout_ms, struct fk_error *err);
-
 /* ---- QMP wire protocol (pure: no I/O) ------------------------------------------------- */
 
 /* QEMU sends one JSON object per line; a line longer than this is a protocol error. */

@@ -9,6 +9,7 @@
 #include "common/util.h"
 #include "manifest/manifest.h"
 #include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -26,6 +26,7 @@ core/cluster: common manifest core
 vmm/console: common
 vmm/agent-client: common vmm/guest
 vmm/balloon: common vmm
+vmm/checkpoint: common vmm
 agent/obs: common core
 agent/store: common manifest
 agent/jail: common manifest vmm

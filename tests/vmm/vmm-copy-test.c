@@ -24,6 +24,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint.h"
 
 #define MIB        (1024 * 1024)
 #define FILE_SIZE  (8 * MIB)

@@ -18,6 +18,7 @@
 #include "tests/lib/qmp-fake.h"
 #include "vmm/vmm-internal.h"
 #include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint.h"
 
 #define EV_STOP                                                                                    \
         "{\"timestamp\": {\"seconds\": 1764407400, \"microseconds\": 1}, \"event\": \"STOP\"}\r\n"

@@ -2,7 +2,7 @@
 /* Sparse file copies for RAM and checkpoint files: the data extents (SEEK_DATA/SEEK_HOLE)
  * through copy_file_range(), or read/write skipping all-zero blocks where the kernel refuses
  * that between two filesystems. */
-#include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

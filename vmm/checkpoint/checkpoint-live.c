@@ -4,7 +4,8 @@
  * userfaultfd write protection. Precopy: a migration that pauses before the switch-over (the
  * disk freezes there), then cont. */
 #include "vmm/vmm.h"
-#include "vmm/vmm-internal.h"
+#include "vmm/checkpoint/checkpoint-internal.h"
+#include "vmm/checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

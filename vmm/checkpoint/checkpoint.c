@@ -2,7 +2,8 @@
 /* The fork engine's QEMU half: save a paused VM's device state next to a sparse copy of its
  * shared RAM file, and load such a checkpoint into a QEMU started with -incoming defer. */
 #include "vmm/vmm.h"
-#include "vmm/vmm-internal.h"
+#include "vmm/checkpoint/checkpoint-internal.h"
+#include "vmm/checkpoint/checkpoint.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 

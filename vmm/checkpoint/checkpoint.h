@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* fk_vmm_checkpoint: the QEMU side of the fork engine over a VM's QMP client: stop-and-copy
+ * checkpoints (device state, sparse copy of the RAM file) and their load, migration streams to
+ * and from a file, live checkpoints (precopy, background snapshot). Above fk_vmm. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+struct qmp_client;
+
+/* ---- checkpoints (fork engine) --------------------------------------------------------- */
+
+struct vmm_checkpoint_stats {
+        uint64_t pause_ns;    /* guest paused from stop to cont */
+        uint64_t state_bytes; /* device state file */
+        uint64_t ram_bytes;   /* data extents of RAM copied (touched RAM) */
+};
+
+/* Checkpoints a VM whose RAM is the share=on file mem_path into the existing directory dir:
+ * QMP stop, device state with x-ignore-shared to dir/state, sparse copy of the RAM file to
+ * dir/ram, cont. The VM is resumed also when saving fails (a failed checkpoint leaves the session
+ * running); partial files in dir are the caller's to remove. Does not log. */
+int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char *dir,
+                        unsigned timeout_ms, struct vmm_checkpoint_stats *ret,
+                        struct fk_error *err);
+/* Loads dir/state into a QEMU started with incoming_defer whose RAM is dir/ram mapped
+ * share=off (copy-on-write), then resumes it when resume is true. */
+int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
+                        struct fk_error *err);
+enum {
+        VMM_COPY_NO_OFFLOAD = 1 << 0, /* read/write only, no copy_file_range (tests) */
+};
+
+struct vmm_copy_stats {
+        uint64_t data_bytes;    /* in the source's data extents */
+        uint64_t written_bytes; /* written to dst (the fallback skips all-zero blocks) */
+        bool fallback;          /* copy_file_range refused (EXDEV...): read/write did it */
+};
+
+/* Copies src (not a symlink) to a new file dst (O_EXCL, 0600) keeping holes: each data extent
+ * (SEEK_DATA/SEEK_HOLE) through copy_file_range() and, once that is refused in this call (EXDEV
+ * between filesystems of different types since Linux 5.19, ENOSYS, EOPNOTSUPP, EINVAL), with
+ * pread/pwrite that skips all-zero blocks for the rest. On failure dst is removed. Returns 0
+ * or -errno from the failing call (-ENOSPC: dst's filesystem is full); ret may be NULL. Does
+ * not log. */
+int vmm_sparse_copy(const char *src, const char *dst, unsigned flags, struct vmm_copy_stats *ret);
+/* Migration to / from a file for a paused VM (fork materialize): save writes the stream to
+ * path (ignore_shared: skip share=on RAM; off: the full RAM goes into the stream); load feeds
+ * path into a QEMU started with incoming_defer (the capability must match the save). Both
+ * wait for completion; the VM stays paused. Path must not contain a single quote. */
+int vmm_migrate_save_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
+                          unsigned timeout_ms, struct fk_error *err);
+int vmm_migrate_load_file(struct qmp_client *qmp, const char *path, bool ignore_shared,
+                          unsigned timeout_ms, struct fk_error *err);
+
+/* ---- live checkpoints (checkpoint-live.c) ----------------------------------------------- */
+
+/* Called while the guest is stopped at the switch-over (block layer still active): freeze the
+ * disk here so it matches the saved RAM. A failure aborts the checkpoint (the guest runs on). */
+typedef int (*vmm_switchover_fn)(void *userdata, struct fk_error *err);
+
+struct vmm_live_opts {
+        unsigned converge_ms;         /* precopy this long, then stop the guest to finish */
+        unsigned timeout_ms;          /* the whole save */
+        vmm_switchover_fn switchover; /* NULL: nothing to do at the switch-over */
+        /* precopy: called once the stream is complete, the guest still stopped, before cont
+         * (bench-precopy-ram compares the guest's RAM with the stream here); NULL: none */
+        vmm_switchover_fn completed;
+        void *userdata;
+        /* background-snapshot (userfaultfd write-protect: the RAM of the instant of the stop)
+         * instead of precopy with pause-before-switchover (on QEMU 7.2 under TCG a precopy
+         * stream of a guest writing memory misses pages written just before the stop when the
+         * host is busy: docs/fork-engine.md; its global state says "running": load it into a
+         * QEMU started with start_paused) */
+        bool background;
+};
+
+struct vmm_live_stats {
+        uint64_t downtime_ms;  /* QEMU's query-migrate "downtime" */
+        uint64_t pause_ns;     /* measured here: last poll that saw it run .. cont returned */
+        uint64_t total_ns;     /* migrate .. cont */
+        uint64_t stream_bytes; /* the stream file (touched RAM + device state) */
+        bool forced;           /* did not converge in converge_ms: stopped to finish */
+};
+
+/* Saves a running VM into the stream file (created 0600, replaced), x-ignore-shared off. With
+ * o->background: stop, o->switchover, migrate with background-snapshot (QEMU resumes the guest
+ * once its RAM is write-protected), wait for completion. Else precopy with
+ * pause-before-switchover: the guest runs while RAM is copied, stops for the last pages,
+ * o->switchover runs, the device state is written, then cont. The stream holds RAM and devices
+ * (load it with vmm_migrate_load_file, ignore_shared false). -EOPNOTSUPP (err says why) when
+ * QEMU refused before the migration started (not running, a capability or the migration
+ * refused; with background the guest was stopped briefly and o->switchover may have run): take
+ * the stop-and-copy path. On any other failure the migration is cancelled and the guest left
+ * running. Does not log. */
+int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
+                        struct vmm_live_stats *ret, struct fk_error *err);

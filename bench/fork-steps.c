@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
-#include "agent/vm/vm.h"
+#include "agent/obs/obs.h"
 #include "bench/forkletd-run.h"
 #include "bench/smaps.h"
 

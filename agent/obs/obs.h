@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* fk_agent_obs: forkletd's operations record, below everything else in agent/: process-wide
  * metrics (counters, latency histograms, their Prometheus text), the hash-chained audit log,
- * the operation journal's files, and sd_notify. Depends on common/ only. */
+ * the operation journal's files, sd_notify, and where one boot's time went (the boot timing
+ * steps, their text and JSON). Depends on common/ only. */
 #pragma once
 
 #include <jansson.h>
@@ -114,3 +115,39 @@ void agent_journal_recover_all(struct agent_daemon *d, const char *state_dir);
 /* Sends state ("READY=1", "STOPPING=1", ...) to systemd's $NOTIFY_SOCKET. 1 sent, 0 not
  * under systemd, -errno on failure. Logs nothing. */
 int agent_sd_notify(const char *state);
+
+/* ---- boot timing (boot-timing.c) --------------------------------------------------------- */
+
+/* Where one boot's time went (the fork timing breakdown), in ns; 0: the step did not run.
+ * The executor times its steps, the VM backend the ones inside ops.boot. */
+enum agent_boot_step {
+        AGENT_BOOT_STEP_QUEUE,    /* request to the boot job's start (planner pass, busy flag) */
+        AGENT_BOOT_STEP_LOCK,     /* the fork's work waiting for the daemon lock */
+        AGENT_BOOT_STEP_LINKS,    /* origin/ hard links and the session record (fork request) */
+        AGENT_BOOT_STEP_DISK,     /* run dir, secrets, the overlay over the checkpoint's layer */
+        AGENT_BOOT_STEP_NETNS,    /* the session's netns, veth, tap, nftables */
+        AGENT_BOOT_STEP_CGROUP,   /* its cgroup made and limited */
+        AGENT_BOOT_STEP_JAIL,     /* the jail's uid, file grants and mount plan */
+        AGENT_BOOT_STEP_SPAWN,    /* fork to exec of QEMU, pre-exec hooks included */
+        AGENT_BOOT_STEP_PRE_EXEC, /* of which the child's hooks (join netns and cgroup, tap,
+                                   * jail mounts), measured in the child */
+        AGENT_BOOT_STEP_QEMU,     /* exec to QMP connected */
+        AGENT_BOOT_STEP_RESTORE,  /* incoming migration of the checkpoint's device state */
+        AGENT_BOOT_STEP_AGENT,    /* guest agent connected and answering */
+        AGENT_BOOT_STEP_IDENTITY, /* fork id, entropy, secrets, identity file, clock */
+        AGENT_BOOT_STEP_FINISH,   /* status, grants on the links revoked, origin/ removed */
+        AGENT_BOOT_STEP_TOTAL,    /* request (or job start) to Running */
+        _AGENT_BOOT_STEP_MAX,
+};
+
+struct agent_boot_timing {
+        uint64_t ns[_AGENT_BOOT_STEP_MAX];
+};
+
+/* "queue", "lock", ... (the status.bootTiming keys without "Ms"); NULL when out of range. */
+const char *agent_boot_step_to_string(enum agent_boot_step s);
+/* "links 2 ms, disk 14 ms, ..., total 480 ms": the steps that ran (ns > 0), in order, each
+ * rounded to a ms (at least 1 when it ran), into buf (truncated to size). Pure. */
+void agent_boot_timing_format(const struct agent_boot_timing *t, char *buf, size_t size);
+/* {"queueMs": 1.2, ...} for the steps that ran (ms with 0.1 precision); NULL: out of memory. */
+json_t *agent_boot_timing_json(const struct agent_boot_timing *t);

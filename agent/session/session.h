@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/obs/obs.h"
 #include "agent/store/store.h"
 #include "agent/vm/vm.h"
 #include "core/core.h"

@@ -2,6 +2,7 @@
 /* The real VM operations: boot a session microVM with vmm/ (argv, spawn, QMP, guest agent),
  * re-adopt one after a restart (from the record its boot stored), stop, pause, resume, exec. */
 #include "agent/vm/vm.h"
+#include "agent/obs/obs.h"
 #include "agent/image/image.h"
 #include "agent/store/store.h"
 #include "agent/secrets/secrets.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The fork timing breakdown's renderings: the event text (steps that ran, in order, whole ms,
  * at least 1) and status.bootTiming (ms with 0.1 precision, absent steps left out). */
+#include "agent/obs/obs.h"
 #include "agent/vm/vm.h"
 #include "agent/daemon/daemon-internal.h"
 

@@ -33,10 +33,10 @@ agent/jail: common manifest vmm
 agent/image: common manifest
 agent/secrets: common manifest
 agent/disk: common agent/store
-agent/vm: common manifest core vmm agent/store agent/jail agent/image agent/secrets agent/disk
+agent/vm: common manifest core vmm agent/obs agent/store agent/jail agent/image agent/secrets agent/disk
 agent/net: common manifest net agent/vm
 agent/runfs: common manifest
-agent/session: common manifest core vmm agent/store agent/vm agent/net
+agent/session: common manifest core vmm agent/obs agent/store agent/vm agent/net
 agent/daemon: common manifest core cgroups net vmm agent/obs agent/store agent/jail agent/image agent/secrets agent/disk agent/vm agent/net agent/runfs agent/session
 agent/api: common manifest core vmm agent/obs agent/image agent/vm agent/daemon
 agent/cluster: common manifest core etcd cgroups agent/daemon agent/api'

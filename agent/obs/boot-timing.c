@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The fork timing breakdown's names and renderings (the event text and status.bootTiming). */
-#include "agent/vm/vm.h"
+#include "agent/obs/obs.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -154,6 +154,25 @@ static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, s
         return r;
 }
 
+/* A cold-booted guest has no entropy source of its own (no virtio-rng, no RDRAND in TCG's CPU
+ * model): its CRNG stays unready until something blocks in getrandom(), and a checkpoint taken
+ * before then hands each fork the CRNG's one-time initialisation (about 28 guest pages per fork
+ * written in its identity request). Seed it now. Best effort: older agents answer ENOSYS. */
+static void seed_entropy(struct qemu_vm *q)
+{
+        struct fk_error err = {0};
+        unsigned char entropy[64];
+        int r;
+
+        r = fk_random_bytes(entropy, sizeof(entropy));
+        if (r >= 0)
+                r = vmm_agent_add_entropy(q->agent, entropy, sizeof(entropy),
+                                          VM_GUEST_STEP_TIMEOUT_MS, &err);
+        if (r < 0 && r != -ENOSYS)
+                log_warning("QEMU pid %d: guest entropy not seeded: %s",
+                            (int)vmm_process_pid(q->proc), err.msg[0] ? err.msg : strerror(-r));
+}
+
 /* The guest clock stood still while QEMU was stopped (pause, or a checkpoint being restored):
  * step it so the guest sees the gap, as a user watching a clock would. Best effort. */
 static void sync_clock(struct qemu_vm *q)
@@ -307,10 +326,13 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         if (r >= 0)
                 r = wait_ready(q, p, log, err);
         lap(p, AGENT_BOOT_STEP_AGENT, &t);
-        if (r >= 0 && p->restore_dir && p->fork_id)
+        if (r >= 0 && p->restore_dir && p->fork_id) {
                 r = give_identity(q, p, err);
-        else if (r >= 0)
+        } else if (r >= 0) {
+                if (!p->restore_dir)
+                        seed_entropy(q);
                 r = give_secrets(q, p, err);
+        }
         if (r >= 0 && p->restore_dir)
                 sync_clock(q);
         lap(p, AGENT_BOOT_STEP_IDENTITY, &t);

@@ -160,6 +160,18 @@ int fh_vm_wait(struct fh_vm *vm, const char *name, bool fork, struct fk_error *e
 
         if (r < 0)
                 return r;
+        if (!fork) {
+                /* as forkletd does after a cold boot: the guest's CRNG is ready before a
+                 * checkpoint (an older image's agent answers ENOSYS) */
+                unsigned char seed[64];
+
+                r = fk_random_bytes(seed, sizeof(seed));
+                if (r >= 0)
+                        r = vmm_agent_add_entropy(vm->agent, seed, sizeof(seed), CALL_TIMEOUT_MS,
+                                                  err);
+                if (r < 0 && r != -ENOSYS)
+                        return r;
+        }
         if (fork) {
                 /* A copied machine shares the parent's CRNG state: give it its own identity and
                  * fresh entropy before anything else, as forkletd does. */

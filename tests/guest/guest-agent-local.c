@@ -366,6 +366,7 @@ static void test_files_refusals_poweroff(void **state)
 
         assert_int_equal(vmm_agent_set_identity(e->a, "f", "h", "x", 1, 5000, &err), -ENOTSUP);
         assert_int_equal(vmm_agent_fsfreeze(e->a, "/", true, 5000, &err), -ENOTSUP);
+        assert_int_equal(vmm_agent_add_entropy(e->a, "seed", 4, 5000, &err), -ENOTSUP);
 
         /* Local mode: poweroff acks and the agent exits instead of powering anything off. */
         assert_int_equal(vmm_agent_poweroff(e->a, 5000, &err), 0);

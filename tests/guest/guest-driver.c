@@ -215,12 +215,28 @@ static void test_detach_files(struct vmm_agent *a)
         r = vmm_agent_read_file(a, "/nonexistent", 1024, (void **)&data, &size, 5000, &err);
         CHECK(r == -ENOENT, "read missing: r=%d", r);
 
+        /* A cold boot's seed makes the CRNG ready (the kernel says so once); the identity file
+         * is there, empty, and fork-id names it, before any fork id was given. */
+        r = vmm_agent_add_entropy(a, "0123456789abcdef0123456789abcdef0123456789abcdef01234567", 56,
+                                  5000, &err);
+        CHECK(r == 0, "add entropy: %s", err.msg);
+        snprintf(check, sizeof(check),
+                 "dmesg | grep -c 'crng init done'; wc -c </run/forklet/identity; "
+                 "readlink /run/forklet/fork-id");
+        r = run(a, &req, &o, &res, &err);
+        CHECK(r == 0 && strcmp(o.data[0], "1\n0\nidentity\n") == 0, "seeded: %s", o.data[0]);
         r = vmm_agent_set_identity(a, "fork-42", "forked", "0123456789abcdef0123456789abcdef", 32,
                                    5000, &err);
         CHECK(r == 0, "identity: %s", err.msg);
         snprintf(check, sizeof(check), "hostname; cat /run/forklet/fork-id");
         r = run(a, &req, &o, &res, &err);
         CHECK(r == 0 && strcmp(o.data[0], "forked\nfork-42\n") == 0, "identity: %s", o.data[0]);
+        /* rewritten in place: a shorter id leaves nothing of the longer one */
+        r = vmm_agent_set_identity(a, "f7", NULL, "0123456789abcdef", 16, 5000, &err);
+        CHECK(r == 0, "identity again: %s", err.msg);
+        snprintf(check, sizeof(check), "cat /run/forklet/identity /run/forklet/fork-id");
+        r = run(a, &req, &o, &res, &err);
+        CHECK(r == 0 && strcmp(o.data[0], "f7\nf7\n") == 0, "identity again: %s", o.data[0]);
 
         r = vmm_agent_fsfreeze(a, "/workspace", true, 5000, &err);
         CHECK(r == 0, "freeze: %s", err.msg);

@@ -222,6 +222,23 @@ int vmm_agent_set_identity(struct vmm_agent *a, const char *fork_id, const char 
         return r;
 }
 
+int vmm_agent_add_entropy(struct vmm_agent *a, const void *entropy, size_t entropy_size,
+                          unsigned timeout_ms, struct fk_error *err)
+{
+        struct guest_buf b = {0};
+        struct agent_pending *p;
+        int r;
+
+        p = vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
+        if (!p)
+                return call_error(err, r, "add entropy");
+        r = guest_proto_put_raw(&b, GUEST_MSG_ADD_ENTROPY, p->id, entropy, entropy_size);
+        r = r < 0 ? call_error(err, r, "add entropy")
+                  : ok_call(a, p, &b, timeout_ms, err, "add entropy");
+        vmm_agent_pending_end(a, p);
+        return r;
+}
+
 int vmm_agent_set_time(struct vmm_agent *a, uint64_t realtime_ns, unsigned timeout_ms,
                        struct fk_error *err)
 {

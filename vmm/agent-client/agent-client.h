@@ -72,11 +72,18 @@ int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data
 int vmm_agent_read_file(struct vmm_agent *a, const char *path, size_t max, void **ret,
                         size_t *ret_size, unsigned timeout_ms, struct fk_error *err);
 
-/* After a fork or rollback: gives the guest its fork id (written to /run/forklet/fork-id),
- * a hostname (NULL/"": keep) and fresh entropy (credited, then the CRNG is reseeded). */
+/* After a fork or rollback: gives the guest its fork id (written to /run/forklet/identity,
+ * which /run/forklet/fork-id also names), a hostname (NULL/"": keep) and fresh entropy
+ * (credited, then the CRNG is reseeded). */
 int vmm_agent_set_identity(struct vmm_agent *a, const char *fork_id, const char *hostname,
                            const void *entropy, size_t entropy_size, unsigned timeout_ms,
                            struct fk_error *err);
+
+/* After a cold boot: credits entropy (1..GUEST_ENTROPY_MAX bytes) to the guest's pool and
+ * reseeds its CRNG, so the CRNG is ready before a checkpoint copies it to forks. Agents older
+ * than the message answer -ENOSYS. */
+int vmm_agent_add_entropy(struct vmm_agent *a, const void *entropy, size_t entropy_size,
+                          unsigned timeout_ms, struct fk_error *err);
 
 /* Sets the guest's CLOCK_REALTIME to realtime_ns (after a resume or a restore: the guest clock
  * does not advance while QEMU is stopped). Agents older than the message answer -ENOSYS. */

@@ -143,7 +143,7 @@ static void dispatch(struct ga *a, const struct guest_proto_header *h, const uin
         int r;
 
         if (a->local && (h->type == GUEST_MSG_SET_IDENTITY || h->type == GUEST_MSG_FSFREEZE ||
-                         h->type == GUEST_MSG_FSTHAW))
+                         h->type == GUEST_MSG_FSTHAW || h->type == GUEST_MSG_ADD_ENTROPY))
                 return ga_reply_error(a, h->id, ENOTSUP, "not in local test mode");
         switch (h->type) {
         case GUEST_MSG_PING:
@@ -182,6 +182,9 @@ static void dispatch(struct ga *a, const struct guest_proto_header *h, const uin
                 break;
         case GUEST_MSG_SET_TIME:
                 ga_op_set_time(a, h->id, p, h->length);
+                break;
+        case GUEST_MSG_ADD_ENTROPY:
+                ga_op_add_entropy(a, h->id, p, h->length);
                 break;
         case GUEST_MSG_FSFREEZE:
         case GUEST_MSG_FSTHAW:
@@ -374,7 +377,11 @@ static void protect_from_oom(void)
 
 static int agent_main(const char *listen_path)
 {
-        struct ga a = {.port_fd = -1, .listen_fd = -1, .inject_fd = -1};
+        struct ga a = {.port_fd = -1,
+                       .listen_fd = -1,
+                       .inject_fd = -1,
+                       .urandom_fd = -1,
+                       .identity_fd = -1};
         sigset_t mask;
 
         signal(SIGPIPE, SIG_IGN);
@@ -396,6 +403,7 @@ static int agent_main(const char *listen_path)
                 }
         } else {
                 protect_from_oom();
+                ga_identity_open(&a);
                 a.port_fd = open_port();
                 ga_inject_open(&a);
         }

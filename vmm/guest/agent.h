@@ -34,6 +34,10 @@ struct ga {
         bool poweroff_pending;
         uint64_t poweroff_at_ms;
         int inject_fd; /* GA_INJECT_PATH, -1 when absent (local mode) */
+        /* Opened at start, so a fork's identity request neither looks up nor allocates a
+         * file (both -1 in local mode or when the open failed: the request opens by path). */
+        int urandom_fd;
+        int identity_fd; /* /run/forklet/identity, its page allocated (ga_identity_open) */
 };
 
 uint64_t ga_now_ms(void);
@@ -65,6 +69,11 @@ void ga_exec_orphan_all(struct ga *a);
 void ga_op_file_write(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_file_read(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_identity(struct ga *a, uint32_t id, const void *p, size_t size);
+void ga_op_add_entropy(struct ga *a, uint32_t id, const void *p, size_t size);
+/* At agent start (not in local mode): opens /dev/urandom, creates /run/forklet/identity
+ * (empty until the first identity request; content kept if there is some) with its page
+ * allocated, and /run/forklet/fork-id as a symlink to it. Failures leave the fds at -1. */
+void ga_identity_open(struct ga *a);
 void ga_op_set_time(struct ga *a, uint32_t id, const void *p, size_t size);
 void ga_op_freeze(struct ga *a, uint32_t id, const void *p, size_t size, bool freeze);
 /* Syncs and powers the machine off; does not return. */

@@ -28,6 +28,8 @@ static const char *const type_names[_GUEST_MSG_MAX] = {
         [GUEST_MSG_FSFREEZE] = "FSFREEZE",
         [GUEST_MSG_FSTHAW] = "FSTHAW",
         [GUEST_MSG_SIGNAL] = "SIGNAL",
+        [GUEST_MSG_SET_TIME] = "SET_TIME",
+        [GUEST_MSG_ADD_ENTROPY] = "ADD_ENTROPY",
 };
 
 const char *guest_msg_type_to_string(uint16_t type)

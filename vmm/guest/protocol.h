@@ -46,6 +46,7 @@ enum guest_msg_type {
         GUEST_MSG_FSTHAW = 19,       /* h->g: struct guest_msg_path; OK */
         GUEST_MSG_SIGNAL = 20,       /* h->g: u32 signal for the exec with this id; no reply */
         GUEST_MSG_SET_TIME = 21,     /* h->g: u64 CLOCK_REALTIME ns (after resume/restore); OK */
+        GUEST_MSG_ADD_ENTROPY = 22,  /* h->g: 1..GUEST_ENTROPY_MAX raw bytes (cold boot); OK */
         _GUEST_MSG_MAX,
 };
 
@@ -152,6 +153,9 @@ struct guest_msg_file_data {
         const uint8_t *data; /* borrowed */
         size_t size;
 };
+
+/* ADD_ENTROPY: the bytes are credited to the guest's pool and its CRNG reseeded. */
+#define GUEST_ENTROPY_MAX 256
 
 struct guest_msg_identity {
         char *fork_id;          /* owned */

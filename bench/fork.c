@@ -260,7 +260,8 @@ static int bench_tb(unsigned n, unsigned tb_mib)
 /* Which step of a fork writes its guest RAM: the fork's own pages (Anonymous in its RAM
  * mapping) after the restore with the agent channel open, idle, the agent's first ping, the
  * identity request (what forkletd sends first), idle, a first and a second exec of `true`,
- * idle; PAGES_REPS forks of one checkpoint, one at a time. */
+ * idle; PAGES_REPS forks of one checkpoint, one at a time. The parent's cold boot is seeded
+ * (ADD_ENTROPY in fh_vm_wait) as forkletd seeds one. */
 static int bench_pages(void)
 {
         static const char *const steps[PAGES_STEPS] = {"restored, agent channel open",

@@ -7,8 +7,9 @@
  * FORKLET_IMAGE_DIR; FK_PRECOPY_ROUNDS (4), FK_PRECOPY_MIB (256); FK_PRECOPY_AUTOSTART=1
  * starts the loader without -S (what the helper did before: its guest runs on after the load);
  * FK_PRECOPY_KEEP=DIR keeps the source's RAM, the stream and the loaded RAM of each round.
- * Run it on a busy host to see QEMU 7.2's page loss (docs/fork-engine.md). The pause it prints
- * includes the hashing. */
+ * The guests have vmm's RAM tail (vmm_config.ram_tail) as forkletd's TCG sessions do;
+ * FK_PRECOPY_TAIL=0 leaves it out: run that on a busy host to see QEMU 7.2's page loss under
+ * TCG (docs/fork-engine.md). The pause it prints includes the hashing. */
 #include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -45,12 +46,13 @@ static int hash_pages(const char *path, size_t size, uint64_t *ret, struct fk_er
         if (fd < 0)
                 return fk_error_set(err, -errno, "open %s: %m", path);
         for (size_t off = 0; off < size; off += sizeof(buf)) {
-                ssize_t n = pread(fd, buf, sizeof(buf), (off_t)off);
+                size_t want = size - off < sizeof(buf) ? size - off : sizeof(buf);
+                ssize_t n = pread(fd, buf, want, (off_t)off);
 
-                if (n != (ssize_t)sizeof(buf))
+                if (n != (ssize_t)want)
                         return fk_error_set(err, n < 0 ? -errno : -EIO, "read %s at %zu", path,
                                             off);
-                for (size_t p = 0; p < sizeof(buf) / PAGE; p++) {
+                for (size_t p = 0; p < want / PAGE; p++) {
                         uint64_t h = 0xcbf29ce484222325ull;
 
                         for (size_t w = 0; w < PAGE / 8; w++)
@@ -121,7 +123,7 @@ static size_t compare(const uint64_t *a, const uint64_t *b, size_t pages, const 
 
 static int round_run(const char *image, unsigned mib, int round, uint64_t *source, uint64_t *loaded)
 {
-        size_t size = (size_t)mib << 20, pages = size / PAGE;
+        size_t size = vmm_ram_bytes(mib, fh_ram_tail), pages = size / PAGE;
         struct check c = {.mem = parent.mem, .size = size, .source = source, .round = round};
         struct vmm_live_opts o = {.converge_ms = 20000,
                                   .timeout_ms = TIMEOUT_MS,
@@ -192,8 +194,9 @@ int main(void)
         }
         if (rounds < 1 || rounds > 100 || mib < 64 || mib > 4096)
                 return fh_fail(&parent, "FK_PRECOPY_ROUNDS 1..100, FK_PRECOPY_MIB 64..4096", NULL);
-        source = calloc(((size_t)mib << 20) / PAGE, sizeof(*source));
-        loaded = calloc(((size_t)mib << 20) / PAGE, sizeof(*loaded));
+        fh_ram_tail = !getenv("FK_PRECOPY_TAIL") || strcmp(getenv("FK_PRECOPY_TAIL"), "0") != 0;
+        source = calloc(vmm_ram_bytes(mib, true) / PAGE, sizeof(*source));
+        loaded = calloc(vmm_ram_bytes(mib, true) / PAGE, sizeof(*loaded));
         if (!source || !loaded)
                 return fh_fail(&parent, "out of memory", NULL);
         snprintf(workdir, sizeof(workdir), "/dev/shm/fk-vmm-precopy-XXXXXX");

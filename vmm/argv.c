@@ -135,6 +135,8 @@ static int validate(const struct vmm_config *c, struct fk_error *err)
 /* Machine, CPU, memory, kernel. */
 static void add_machine(struct argv_builder *b, const struct vmm_config *c, const char *mem_path)
 {
+        char size[32];
+
         arg(b, "microvm,memory-backend=mem");
         arg(b, "-accel");
         /* TCG's translation cache defaults to 1 GiB and counts against the session's memory
@@ -160,10 +162,16 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
         arg(b, "panic=pause");
         arg(b, "-smp");
         argf(b, "%u", c->vcpus);
+        /* with the tail in KiB, else in MiB as before (the argv goldens) */
+        if (c->ram_tail)
+                snprintf(size, sizeof(size), "%lluK",
+                         (unsigned long long)(vmm_ram_bytes(c->memory_mib, true) >> 10));
+        else
+                snprintf(size, sizeof(size), "%uM", c->memory_mib);
         arg(b, "-m");
-        argf(b, "%uM", c->memory_mib);
+        arg(b, size);
         arg(b, "-object");
-        argf(b, "memory-backend-file,id=mem,size=%uM,mem-path=%s,share=%s", c->memory_mib, mem_path,
+        argf(b, "memory-backend-file,id=mem,size=%s,mem-path=%s,share=%s", size, mem_path,
              c->mem_share ? "on" : "off");
         arg(b, "-kernel");
         arg(b, c->kernel);
@@ -276,6 +284,11 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                 arg(b, "-device");
                 arg(b, "virtio-balloon-device,id=" VMM_BALLOON_ID ",deflate-on-oom=on");
         }
+}
+
+uint64_t vmm_ram_bytes(unsigned memory_mib, bool ram_tail)
+{
+        return ((uint64_t)memory_mib << 20) + (ram_tail ? (uint64_t)VMM_RAM_TAIL_KIB << 10 : 0);
 }
 
 int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *err)

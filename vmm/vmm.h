@@ -58,7 +58,18 @@ struct vmm_config {
         /* a virtio-balloon-device (deflate-on-oom, id VMM_BALLOON_ID) after every other device:
          * a restore must have it exactly when the checkpoint's source had it */
         bool balloon;
+        /* VMM_RAM_TAIL_KIB more RAM than memory_mib (docs/fork-engine.md "Precopy and QEMU 7.2's
+         * TCG dirty tracking"): a restore must have it exactly when its checkpoint's source had */
+        bool ram_tail;
 };
+
+/* QEMU 7.2 syncs the migration dirty bitmap of a RAM block 64 pages at a time when the block's
+ * length is a multiple of 256 KiB, and that path leaves TCG's TLBs writable without tracking:
+ * writes after a sync are lost to precopy. A block 8 KiB longer (QEMU rounds -m to 8 KiB) takes
+ * the per-page path, which re-arms the tracking of every page it clears. */
+#define VMM_RAM_TAIL_KIB 8
+/* The guest RAM's size in bytes: memory_mib, plus the tail when ram_tail. */
+uint64_t vmm_ram_bytes(unsigned memory_mib, bool ram_tail);
 
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
  * thread-safe), for vmm_config.tsc_khz. -EOPNOTSUPP off x86. Does not log. */

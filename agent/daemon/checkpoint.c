@@ -147,6 +147,7 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
         /* forks and rollbacks start with the same devices (absent: an older checkpoint, none) */
         if (m)
                 json_object_set_new(m, "balloon", json_boolean(res->balloon));
+        json_object_set_new(m, "ramTail", json_boolean(res->ram_tail));
         return m;
 }
 

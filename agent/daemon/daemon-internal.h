@@ -28,6 +28,7 @@ struct agent_restore {
         bool private_ram; /* map ck_dir/ram share=off (copy-on-write): forks and rollbacks */
         bool rollback;    /* the session's own checkpoint (else a fork's first start) */
         bool balloon;     /* its source had a balloon device (meta.json "balloon") */
+        bool ram_tail;    /* its source's RAM had the tail (meta.json "ramTail") */
         char fork_id[96]; /* identity for the guest */
         char ck_id[48];   /* the checkpoint's id (for the lineage) */
 };

@@ -317,6 +317,8 @@ void agent_job_boot(struct agent_job *j)
         /* every cold boot gets the balloon; a restore exactly when its checkpoint's source had
          * it (a virtio device must exist on both sides of the migration) */
         p.balloon = j->restore.ck_dir ? j->restore.balloon : true;
+        /* a restore has its checkpoint's RAM size (a cold boot's is the backend's choice) */
+        p.ram_tail = j->restore.ck_dir && j->restore.ram_tail;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;
         /* guest RAM shared with a file in runDir grows into it: on a full tmpfs the guest dies
          * of SIGBUS, so it must fit before the boot (a fork's private RAM does not write it) */

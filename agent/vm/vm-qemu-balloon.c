@@ -40,7 +40,7 @@ int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params
                                     "its QEMU has no balloon device (started by an older "
                                     "forkletd, or restored from a checkpoint made without one)");
         o = (struct vmm_give_back_opts){
-                .ram_bytes = (uint64_t)q->memory_mib << 20,
+                .ram_bytes = vmm_ram_bytes(q->memory_mib, q->ram_tail),
                 .host_bytes = qemu_ram_bytes(q),
                 .margin_bytes = p->margin_bytes,
                 .min_bytes = p->min_bytes,
@@ -67,7 +67,7 @@ void qemu_balloon_adopted(struct qemu_vm *q)
          * inflating, and a checkpoint would carry that into forks, whose inflations punch
          * holes into the checkpoint's file. A VM of a fork never has a target set, but its
          * target is reset too (deflating is harmless there: madvise WILLNEED only). */
-        if (q->balloon && vmm_balloon_reset(q->qmp, (uint64_t)q->memory_mib << 20, &err) < 0)
+        if (q->balloon && vmm_balloon_reset(q->qmp, vmm_ram_bytes(q->memory_mib, q->ram_tail), &err) < 0)
                 log_warning("QEMU pid %d: balloon target not reset: %s",
                             (int)vmm_process_pid(q->proc), err.msg);
 }

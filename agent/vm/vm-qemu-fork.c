@@ -173,6 +173,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
                 .sandbox = q->jail_uid != 0,
                 .balloon = q->balloon, /* the stream has its section when the VM has one */
+                .ram_tail = q->ram_tail, /* the stream's RAM block is the VM's size */
         };
         r = hx.jail ? helper_jail(q, hdir, mem_path, disk, &jail, err) : 0;
         if (r >= 0)
@@ -310,8 +311,7 @@ static int save_paused(struct qemu_vm *q, const struct agent_checkpoint_params *
         return r;
 }
 
-/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two),
- * precopy the precopy live method instead of the background snapshot. */
+/* FORKLET_CHECKPOINT_MODE=stop-copy forces the fallback (benchmarks compare the two). */
 static bool live_wanted(void)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
@@ -319,11 +319,18 @@ static bool live_wanted(void)
         return !m || strcmp(m, "stop-copy") != 0;
 }
 
-static bool live_precopy(void)
+/* The live method: precopy where QEMU's dirty tracking is exact (KVM's dirty log, or TCG with
+ * the RAM tail), else the background snapshot (userfaultfd; refused by a jailed QEMU 7.2, then
+ * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy or =background forces one. */
+static bool live_background(const struct qemu_vm *q)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
-        return m && strcmp(m, "precopy") == 0;
+        if (m && strcmp(m, "precopy") == 0)
+                return false;
+        if (m && strcmp(m, "background") == 0)
+                return true;
+        return !(q->accel == VMM_ACCEL_KVM || q->ram_tail);
 }
 
 uint64_t qemu_checkpoint_bytes(void *vm)
@@ -417,7 +424,7 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
                                   .timeout_ms = p->timeout_ms,
                                   .switchover = live_switchover,
                                   .userdata = &ls,
-                                  .background = !live_precopy()};
+                                  .background = live_background(q)};
         struct vmm_live_stats st = {0};
         int r = overlay_open(&ls, err);
 
@@ -498,6 +505,7 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
                 r = checkpoint_stopped(q, p, full, &res, err);
         }
         res.balloon = q->balloon;
+        res.ram_tail = q->ram_tail;
         *ret = res;
         return r;
 }

@@ -79,6 +79,10 @@ struct agent_boot_params {
         /* A memory balloon device (give_back): every cold boot; a restore exactly when its
          * checkpoint's source had one (meta.json "balloon"), or the migration fails. */
         bool balloon;
+        /* Restore only: its checkpoint's source had the RAM tail (vmm_config.ram_tail, meta.json
+         * "ramTail"), so must it (or the RAM sizes differ). A cold boot's is the backend's: the
+         * QEMU backend gives it to every cold boot under TCG (QEMU 7.2's precopy is exact then). */
+        bool ram_tail;
 };
 
 /* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
@@ -103,6 +107,7 @@ struct agent_checkpoint_result {
         uint64_t switch_ns;   /* live: the disk switch at the switch-over */
         char fallback[256];   /* stop-and-copy because the live path was refused: why */
         bool balloon;         /* the VM has a balloon device: so must its restores */
+        bool ram_tail;        /* the VM's RAM has the tail: so must its restores */
 };
 
 /* Memory back to the host (agent_vm_ops.give_back). */

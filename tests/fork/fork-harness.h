@@ -25,6 +25,8 @@ struct fh_vm {
 
 /* TCG translation cache of the VMs fh_vm_start starts from now on (0: the vmm default). */
 extern unsigned fh_tb_size_mib;
+/* VMs get vmm's RAM tail (vmm_config.ram_tail) when set; default false */
+extern bool fh_ram_tail;
 
 struct fh_out {
         char data[65536]; /* stdout, NUL-terminated, trailing newlines stripped */

@@ -197,6 +197,37 @@ static void test_balloon(void **state)
         fk_strv_free(without);
 }
 
+/* The RAM tail: -m and the backend's size in KiB, 8 KiB over memory_mib; the rest unchanged. */
+static void test_ram_tail(void **state)
+{
+        struct vmm_config c = base();
+        struct fk_error err = {};
+        char **with = NULL, **without = NULL;
+        size_t n, diff = 0;
+
+        (void)state;
+        c.ram_tail = true;
+        assert_int_equal(vmm_build_argv(&c, &with, &err), 0);
+        c.ram_tail = false;
+        assert_int_equal(vmm_build_argv(&c, &without, &err), 0);
+        n = fk_strv_length(without);
+        assert_int_equal(fk_strv_length(with), n);
+        for (size_t i = 0; i < n; i++) {
+                if (strcmp(with[i], without[i]) == 0)
+                        continue;
+                diff++;
+                if (strcmp(without[i], "256M") == 0)
+                        assert_string_equal(with[i], "262152K");
+                else
+                        assert_non_null(strstr(with[i], "memory-backend-file,id=mem,size=262152K,"));
+        }
+        assert_int_equal(diff, 2);
+        assert_int_equal(vmm_ram_bytes(256, true), (256ull << 20) + 8192);
+        assert_int_equal(vmm_ram_bytes(256, false), 256ull << 20);
+        fk_strv_free(with);
+        fk_strv_free(without);
+}
+
 /* Everything at once, with commas in paths (QEMU reads ",," as a literal comma). */
 static void test_full_escaped(void **state)
 {
@@ -280,6 +311,7 @@ int main(void)
                 cmocka_unit_test(test_tap),          cmocka_unit_test(test_vmgenid),
                 cmocka_unit_test(test_full_escaped), cmocka_unit_test(test_sandbox),
                 cmocka_unit_test(test_errors),       cmocka_unit_test(test_balloon),
+                cmocka_unit_test(test_ram_tail),
                 cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

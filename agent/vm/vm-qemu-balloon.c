@@ -67,7 +67,8 @@ void qemu_balloon_adopted(struct qemu_vm *q)
          * inflating, and a checkpoint would carry that into forks, whose inflations punch
          * holes into the checkpoint's file. A VM of a fork never has a target set, but its
          * target is reset too (deflating is harmless there: madvise WILLNEED only). */
-        if (q->balloon && vmm_balloon_reset(q->qmp, vmm_ram_bytes(q->memory_mib, q->ram_tail), &err) < 0)
+        if (q->balloon &&
+            vmm_balloon_reset(q->qmp, vmm_ram_bytes(q->memory_mib, q->ram_tail), &err) < 0)
                 log_warning("QEMU pid %d: balloon target not reset: %s",
                             (int)vmm_process_pid(q->proc), err.msg);
 }

@@ -219,7 +219,8 @@ static void test_ram_tail(void **state)
                 if (strcmp(without[i], "256M") == 0)
                         assert_string_equal(with[i], "262152K");
                 else
-                        assert_non_null(strstr(with[i], "memory-backend-file,id=mem,size=262152K,"));
+                        assert_non_null(
+                                strstr(with[i], "memory-backend-file,id=mem,size=262152K,"));
         }
         assert_int_equal(diff, 2);
         assert_int_equal(vmm_ram_bytes(256, true), (256ull << 20) + 8192);
@@ -311,8 +312,7 @@ int main(void)
                 cmocka_unit_test(test_tap),          cmocka_unit_test(test_vmgenid),
                 cmocka_unit_test(test_full_escaped), cmocka_unit_test(test_sandbox),
                 cmocka_unit_test(test_errors),       cmocka_unit_test(test_balloon),
-                cmocka_unit_test(test_ram_tail),
-                cmocka_unit_test(test_start_paused),
+                cmocka_unit_test(test_ram_tail),     cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,7 +58,16 @@ live) [ -n "$(ck_field web "$ck0" downtimeMs)" ] || fail "$ck0: live without dow
 stop-copy) [ -n "$(ck_field web "$ck0" fallback)" ] || fail "$ck0: stop-copy without a fallback reason" ;;
 *) fail "$ck0: mode '$mode0'" ;;
 esac
-ok "first checkpoint: $mode0 ($(ck_field web "$ck0" fallback)), paused $(($(ck_field web "$ck0" pauseNs) / 1000)) us"
+# under TCG the session has the RAM tail (QEMU 7.2's precopy is exact then): live by precopy
+rec=$T/state/sessions/default.web/state.json
+if [ "$(jq -r .vm.ramTail "$rec")" = true ]; then
+        [ "$mode0" = live ] && [ "$(ck_field web "$ck0" method)" = precopy ] ||
+                fail "$ck0: a VM with the RAM tail checkpointed by $mode0/$(ck_field web "$ck0" method)"
+        [ "$(ck_field web "$ck0" ramTail)" = true ] || fail "$ck0: meta lacks ramTail"
+        grep -Eq -- "-m [0-9]+K " <(tr '\0' ' ' <"/proc/$(field web pid)/cmdline") ||
+                fail "the VM with the RAM tail does not run with -m in KiB"
+fi
+ok "first checkpoint: $mode0 $(ck_field web "$ck0" method) ($(ck_field web "$ck0" fallback)), paused $(($(ck_field web "$ck0" pauseNs) / 1000)) us"
 
 # ---- rollback maps the checkpoint's RAM copy-on-write ----------------------------------------
 run=$T/run/sessions/default.web

@@ -43,6 +43,12 @@ gsh app2 'test -e /workspace/later' && fail "restored disk has a file written af
 started" ] || fail "afterStart did not run again on restore"
 gsh app2 'pidof httpd' >/dev/null || fail "afterStart's httpd not running in app2"
 gsh app2 'pidof sleep' >/dev/null && fail "a process survived a filesystem snapshot (must boot fresh)"
+# the declared checkpoint is taken after afterStart; a live one is listed once the guest runs
+# again (precopy copies the RAM first), so give it time
+for _ in $(seq 240); do
+        "$FORKLET" get session app2 -o json | grep -q '"checkpoints": \[\]' || break
+        sleep 0.5
+done
 "$FORKLET" get session app2 -o json | grep -q '"checkpoints": \[\]' &&
         fail "app2 did not take its spec.checkpoints"
 

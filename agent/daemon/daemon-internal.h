@@ -265,6 +265,8 @@ struct agent_job {
         struct agent_boot_timing timing; /* this boot's steps (the job thread writes it) */
         uint64_t requested_ns;           /* mono: the fork request, 0: none */
         bool dead; /* the guest cannot power off (died, or stopped by a disk error) */
+        /* how long a dead guest may take to end QEMU by itself before it is killed */
+        unsigned exit_grace_ms;
 };
 /* A job of kind k for s (under the lock; takes a reference on s's VM). */
 int agent_job_new(struct agent_daemon *d, struct agent_session *s, enum core_action_kind k,

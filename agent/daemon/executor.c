@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,24 @@ void agent_session_set_cgroup(struct agent_daemon *d, struct agent_session *s, b
                 on && d->cg && cg_manager_cgroup_path(d->cg, s->key, &s->res.cgroup_path) >= 0;
 }
 
+/* A guest that panicked prints its report (the panic line comes first, then the registers and
+ * the call trace) and reboots, which ends QEMU: killing it at the panic line would cut the
+ * report from the console log and the failure's console tail. */
+#define AGENT_PANIC_GRACE_MS 3000
+
+/* Waits up to timeout_ms for the VM's QEMU to exit by itself. */
+static void wait_exit(struct agent_daemon *d, void *vm, unsigned timeout_ms)
+{
+        struct pollfd p = {.fd = d->ops.exit_fd ? d->ops.exit_fd(vm) : -1, .events = POLLIN};
+        int r;
+
+        if (p.fd < 0)
+                return;
+        do
+                r = poll(&p, 1, (int)timeout_ms);
+        while (r < 0 && errno == EINTR);
+}
+
 /* stop, destroy and fail (a dead guest: no poweroff asked, phase Failed) */
 static void job_stop(struct agent_job *j, bool destroy)
 {
@@ -81,6 +100,8 @@ static void job_stop(struct agent_job *j, bool destroy)
 
                 /* a paused VM is frozen: let it see the poweroff */
                 (void)agent_resources_freeze(d, j->key, false, NULL);
+                if (j->exit_grace_ms)
+                        wait_exit(d, j->vm->vm, j->exit_grace_ms);
                 r = dead && d->ops.kill
                             ? d->ops.kill(d->ops.userdata, j->vm->vm, 2000)
                             : d->ops.stop(d->ops.userdata, j->vm->vm, AGENT_STOP_STEP_MS);
@@ -224,6 +245,7 @@ int agent_job_new(struct agent_daemon *d, struct agent_session *s, enum core_act
         }
         j->vm = agent_vm_ref_get(s->vm);
         j->dead = s->health.failing || s->health.io_stopped;
+        j->exit_grace_ms = s->health.failing && s->health.reboots ? AGENT_PANIC_GRACE_MS : 0;
         *ret = j;
         return 0;
 }

@@ -97,6 +97,7 @@ static void mark_failing(struct agent_daemon *d, struct agent_session *s, const 
         struct agent_session_health *hs = &s->health;
 
         hs->failing = true;
+        hs->reboots = h->console_panics > 0;
         copy_cut(hs->fail_reason, sizeof(hs->fail_reason), reason);
         copy_cut(hs->fail_msg, sizeof(hs->fail_msg), msg);
         keep_failure(d, s, reason, msg, h);

@@ -94,6 +94,9 @@ struct agent_session_health {
         uint64_t io_check_ns; /* monotonic: next free-space check */
         /* a dead guest whose VM is being ended (CORE_ACTION_FAIL) */
         bool failing;
+        /* it panicked on its console: it reboots once its report is out (panic=-1), which ends
+         * QEMU (-no-reboot) */
+        bool reboots;
         char fail_reason[32];
         char fail_msg[256];
 };

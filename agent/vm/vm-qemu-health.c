@@ -72,6 +72,7 @@ static void fill(const struct qemu_health *h, const struct vmm_console_report *c
 {
         *ret = (struct agent_vm_health){
                 .panics = h->panics + c->panics,
+                .console_panics = c->panics,
                 .oom_kills = c->oom_kills,
                 .io_stopped = h->io_stopped,
                 .io_stops = h->io_stops,

@@ -132,6 +132,7 @@ struct agent_give_back_result {
 #define AGENT_CONSOLE_LINE 160 /* bytes per line, NUL included */
 struct agent_vm_health {
         unsigned panics;                /* console "Kernel panic" lines and GUEST_PANICKED events */
+        unsigned console_panics;        /* those of the console: the guest reboots by itself */
         char panic[AGENT_CONSOLE_LINE]; /* what the first one said */
         unsigned oom_kills;             /* console "Out of memory: Killed process" lines */
         char oom[AGENT_CONSOLE_LINE];   /* the last one */

@@ -68,6 +68,10 @@ kill -0 "$pid0" 2>/dev/null && fail "the panicked QEMU $pid0 still runs"
 # the failed boot's console (rotated to console.log.1 by the new boot) ends with the tail shown
 last=$(json pan | jq -r '.status.lastFailure.consoleTail[-1]' | cut -c1-60)
 [ "$(json pan | jq '.status.lastFailure.consoleTail | length')" = 10 ] || fail "not 10 console lines"
+# the whole report: QEMU is ended once the guest printed what follows the panic line (its
+# registers and call trace) and rebooted, not at that line
+[ "$(json pan | jq -r '.status.lastFailure.consoleTail[-1]' | grep -c "Kernel panic - not syncing")" = 0 ] ||
+        fail "the console tail ends at the panic line: $(json pan | jq -c .status.lastFailure.consoleTail)"
 grep -qF -- "$last" "$T/state/sessions/default.pan/console.log.1" || fail "tail '$last' not in the log"
 "$FORKLET" describe pan | grep -qF -- "$last" || fail "describe shows no console tail"
 [ "$(json pan | jq -r .status.vm.pid)" != "$pid0" ] || fail "pan kept its old QEMU"

@@ -179,9 +179,11 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
         arg(b, c->initrd);
         arg(b, "-append");
         /* Under TCG the guest reads the host's TSC; on a loaded host the Debian kernel's own
-         * calibration fails and the boot hangs, so hand it the measured frequency. */
+         * calibration fails and the boot hangs, so hand it the measured frequency. Its local
+         * APIC timer is still calibrated and may be lost the same way: loglevel=5 puts that
+         * warning on the console (VMM_CONSOLE_LINE_NO_TIMER), where forkletd sees it. */
         if (c->accel == VMM_ACCEL_TCG && c->tsc_khz > 0)
-                argf(b, "%s tsc_early_khz=%u%s%s", VMM_APPEND_BASE, c->tsc_khz,
+                argf(b, "%s loglevel=5 tsc_early_khz=%u%s%s", VMM_APPEND_BASE, c->tsc_khz,
                      c->append && c->append[0] ? " " : "", c->append ? c->append : "");
         else if (c->append && c->append[0])
                 argf(b, "%s %s", VMM_APPEND_BASE, c->append);

@@ -40,6 +40,9 @@ void agent_boot_timing_format(const struct agent_boot_timing *t, char *buf, size
                         return;
                 off += (size_t)n;
         }
+        if (t->retries && off < size)
+                snprintf(buf + off, size - off, "%s%u %s", off ? ", " : "", t->retries,
+                         t->retries == 1 ? "retry" : "retries");
 }
 
 json_t *agent_boot_timing_json(const struct agent_boot_timing *t)
@@ -56,6 +59,10 @@ json_t *agent_boot_timing_json(const struct agent_boot_timing *t)
                         json_decref(o);
                         return NULL;
                 }
+        }
+        if (o && t->retries && json_object_set_new(o, "retries", json_integer(t->retries)) < 0) {
+                json_decref(o);
+                return NULL;
         }
         return o;
 }

@@ -142,12 +142,15 @@ enum agent_boot_step {
 
 struct agent_boot_timing {
         uint64_t ns[_AGENT_BOOT_STEP_MAX];
+        unsigned retries; /* cold boots ended and started again (a guest that lost its timer) */
 };
 
 /* "queue", "lock", ... (the status.bootTiming keys without "Ms"); NULL when out of range. */
 const char *agent_boot_step_to_string(enum agent_boot_step s);
 /* "links 2 ms, disk 14 ms, ..., total 480 ms": the steps that ran (ns > 0), in order, each
- * rounded to a ms (at least 1 when it ran), into buf (truncated to size). Pure. */
+ * rounded to a ms (at least 1 when it ran), then ", N retries" if any, into buf (truncated to
+ * size). Pure. */
 void agent_boot_timing_format(const struct agent_boot_timing *t, char *buf, size_t size);
-/* {"queueMs": 1.2, ...} for the steps that ran (ms with 0.1 precision); NULL: out of memory. */
+/* {"queueMs": 1.2, ...} for the steps that ran (ms with 0.1 precision), "retries": N if any;
+ * NULL: out of memory. */
 json_t *agent_boot_timing_json(const struct agent_boot_timing *t);

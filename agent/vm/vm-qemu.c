@@ -186,7 +186,19 @@ static void sync_clock(struct qemu_vm *q)
                             (int)vmm_process_pid(q->proc), err.msg);
 }
 
-/* Waits for the guest agent, giving up early if QEMU dies or the session is deleted. */
+/* Whether the console said the guest kernel disabled its only timer (its boot then hangs). */
+static bool lost_timer(struct qemu_vm *q)
+{
+        struct vmm_console_report rep;
+
+        if (!q->console)
+                return false;
+        vmm_console_report(q->console, &rep);
+        return rep.timer_lost > 0;
+}
+
+/* Waits for the guest agent, giving up early if QEMU dies, the guest lost its timer (-EAGAIN)
+ * or the session is deleted. */
 static int wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, const char *qemu_log,
                       struct fk_error *err)
 {
@@ -203,6 +215,11 @@ static int wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, cons
                                             reason ? reason : "unknown", qemu_log);
                 if (p->cancel && *p->cancel)
                         return fk_error_set(err, -ECANCELED, "boot cancelled");
+                if (!p->restore_dir && lost_timer(q))
+                        return fk_error_set(err, -EAGAIN,
+                                            "the guest kernel disabled its only timer (\"APIC "
+                                            "frequency too slow\": its calibration got too little "
+                                            "CPU on a busy host), so its boot would hang");
                 if (fk_now_mono_ns() >= deadline) {
                         char last[FK_ERROR_MSG_MAX];
 
@@ -382,25 +399,36 @@ static void explain_exit(struct qemu_vm *q, const char *run_dir, struct fk_error
                 fk_error_set(err, r ? r : -ECHILD, "QEMU exited: %.160s (see %s)", line, path);
 }
 
+/* A cold boot whose guest lost its timer is ended and booted again, this many times at most:
+ * the calibration fails only when the vCPU is starved during its 100 ms. */
+#define VM_BOOT_ATTEMPTS 3
+
 static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **ret_vm,
                      struct fk_error *err)
 {
-        struct qemu_vm *q = calloc(1, sizeof(*q));
-        int r;
-
         (void)userdata;
-        if (!q)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = spawn(p, q, err);
-        if (r < 0) {
+        for (unsigned attempt = 1;; attempt++) {
+                struct qemu_vm *q = calloc(1, sizeof(*q));
+                int r;
+
+                if (!q)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                r = spawn(p, q, err);
+                if (r >= 0) {
+                        *ret_vm = q;
+                        return 0;
+                }
                 explain_exit(q, p->run_dir, err);
                 if (q->proc)
                         (void)vmm_stop(q->proc, NULL, q->qmp, 2000);
                 qemu_free(NULL, q);
-                return r;
+                if (r != -EAGAIN || attempt == VM_BOOT_ATTEMPTS)
+                        return r;
+                log_warning("VM %s: %s; booting it again (attempt %u of %u)", p->name, err->msg,
+                            attempt + 1, VM_BOOT_ATTEMPTS);
+                if (p->timing)
+                        p->timing->retries++;
         }
-        *ret_vm = q;
-        return 0;
 }
 
 static void read_vm_config(struct qemu_vm *q, const json_t *j)

@@ -43,6 +43,9 @@ static void test_format(void **state)
         assert_string_equal(buf, "lock 1 ms, links 3 ms, restore 30 ms, total 480 ms");
         agent_boot_timing_format(&t, small, sizeof(small));
         assert_string_equal(small, "lock 1 ms, link");
+        t.retries = 2;
+        agent_boot_timing_format(&t, buf, sizeof(buf));
+        assert_string_equal(buf, "lock 1 ms, links 3 ms, restore 30 ms, total 480 ms, 2 retries");
 }
 
 static void test_json(void **state)
@@ -61,6 +64,10 @@ static void test_json(void **state)
         assert_float_equal(json_real_value(json_object_get(j, "preExecMs")), 7.0, 1e-9);
         assert_float_equal(json_real_value(json_object_get(j, "totalMs")), 1500.0, 1e-9);
         assert_null(json_object_get(j, "queueMs"));
+        json_decref(j);
+        t.retries = 1;
+        j = agent_boot_timing_json(&t);
+        assert_int_equal(json_integer_value(json_object_get(j, "retries")), 1);
         json_decref(j);
 }
 

@@ -238,6 +238,13 @@ static void test_scan(void **state)
         assert_int_equal(vmm_console_classify("Out of memory: Killed process 1 (a)"),
                          VMM_CONSOLE_LINE_OOM_KILL);
         assert_int_equal(vmm_console_classify("Kernel panic"), VMM_CONSOLE_LINE_PLAIN);
+        assert_int_equal(vmm_console_classify("[    0.412011] APIC frequency too slow, "
+                                              "disabling apic timer"),
+                         VMM_CONSOLE_LINE_NO_TIMER);
+        vmm_console_scan_feed(sc, "[ 0.4] APIC frequency too slow, disabling apic timer\n", 53);
+        vmm_console_scan_report(sc, &r);
+        assert_int_equal(r.timer_lost, 1);
+        memset(sc, 0, sizeof(*sc));
         /* fed one byte at a time: lines split anywhere */
         for (size_t i = 0; i < sizeof(boot) - 1; i++)
                 vmm_console_scan_feed(sc, boot + i, 1);
@@ -245,6 +252,7 @@ static void test_scan(void **state)
         assert_int_equal(r.panics, 2);
         assert_string_equal(r.panic, "Kernel panic - not syncing: System is deadlocked on memory");
         assert_int_equal(r.oom_kills, 2);
+        assert_int_equal(r.timer_lost, 0);
         assert_string_equal(r.oom, "out of memory: Killed process 7 (dd)");
         assert_int_equal(r.n_tail, 7);
         assert_string_equal(r.tail[0], "[    0.000000] Linux version 6.1.0");

@@ -16,6 +16,8 @@ enum vmm_console_line vmm_console_classify(const char *line)
         /* "Out of memory: Killed process N (comm) ..." and the memory cgroup's own variant. */
         if (strstr(line, "ut of memory: Killed process"))
                 return VMM_CONSOLE_LINE_OOM_KILL;
+        if (strstr(line, "APIC frequency too slow, disabling apic timer"))
+                return VMM_CONSOLE_LINE_NO_TIMER;
         return VMM_CONSOLE_LINE_PLAIN;
 }
 
@@ -47,6 +49,8 @@ static void end_line(struct vmm_console_scan *s)
         kind = vmm_console_classify(s->line);
         if (kind == VMM_CONSOLE_LINE_PANIC && r->panics++ == 0)
                 summarize(r->panic, s->line, kind);
+        if (kind == VMM_CONSOLE_LINE_NO_TIMER)
+                r->timer_lost++;
         if (kind == VMM_CONSOLE_LINE_OOM_KILL) {
                 r->oom_kills++;
                 summarize(r->oom, s->line, kind);

@@ -32,6 +32,7 @@ struct vmm_console_report {
         char panic[VMM_CONSOLE_LINE_MAX]; /* the first one, from "Kernel panic" on */
         unsigned oom_kills;               /* the OOM killer's "Killed process" lines */
         char oom[VMM_CONSOLE_LINE_MAX];   /* the last one, "Out of memory: Killed process N (x)" */
+        unsigned timer_lost; /* "APIC frequency too slow" (VMM_CONSOLE_LINE_NO_TIMER) */
         char tail[VMM_CONSOLE_TAIL_LINES][VMM_CONSOLE_LINE_MAX]; /* last lines, oldest first */
         unsigned n_tail;
 };
@@ -47,6 +48,10 @@ enum vmm_console_line {
         VMM_CONSOLE_LINE_PLAIN,
         VMM_CONSOLE_LINE_PANIC,    /* the kernel panicked */
         VMM_CONSOLE_LINE_OOM_KILL, /* the OOM killer killed a process */
+        /* The kernel disabled its local APIC timer: its calibration (100 ms of TSC) measured
+         * almost nothing because the vCPU was off the host CPU. On microvm that timer is the
+         * only tick, so the boot then sleeps in HLT for ever (a warning: loglevel=5 shows it). */
+        VMM_CONSOLE_LINE_NO_TIMER,
 };
 enum vmm_console_line vmm_console_classify(const char *line);
 struct vmm_console_scan {

@@ -102,14 +102,6 @@ const char *agent_restore_reason(const struct agent_restore *r, bool failed);
 /* What that boot does, for the condition message ("rolling back to checkpoint ck_..."). */
 void agent_restore_describe(const struct agent_session *s, const struct agent_restore *r,
                             unsigned mib, unsigned vcpus, char *buf, size_t size);
-/* The kernel and initrd for a restored QEMU (agent/vm/restore-kernel.c): a stub of the bzImage
- * kernel (setup header and code plus a page) and a one-page initrd, made once per kernel under
- * <run_root>/restore-kernels. -EINVAL: not a bzImage (boot with the real one). Does not log. */
-int agent_restore_kernel(const char *run_root, const char *kernel, char **ret_kernel,
-                         char **ret_initrd);
-/* The stub's length for a kernel whose first n bytes are head (file_size in all), or -EINVAL
- * when it is not a bzImage of boot protocol 2.00+ with a payload. Pure. */
-long agent_restore_kernel_stub_len(const uint8_t *head, size_t n, uint64_t file_size);
 /* Not under the lock (the session is busy): after a successful restore, its files: the
  * restored mark and lineage written, a fork's origin links and their grants released. In
  * state_dir; logs a failed revoke as a warning. */

@@ -17,6 +17,7 @@
 #include "agent/obs/obs.h"
 #include "agent/vm/vm.h"
 #include "common/util.h"
+#include "tests/vmm/vmm-harness.h" /* CHECK */
 #include "vmm/vmm.h"
 
 #define BOOT_TIMEOUT_MS 120000
@@ -36,16 +37,6 @@ static void cleanup(void)
         if (system(cmd) != 0)
                 fprintf(stderr, "agent-boot-retry: could not remove %s\n", tmp);
 }
-
-#define CHECK(cond, ...)                                                                           \
-        do {                                                                                       \
-                if (!(cond)) {                                                                     \
-                        fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-                        fprintf(stderr, __VA_ARGS__);                                              \
-                        fputc('\n', stderr);                                                       \
-                        exit(1);                                                                   \
-                }                                                                                  \
-        } while (0)
 
 static int on_spawned(void *ctx, pid_t pid, const json_t *record)
 {

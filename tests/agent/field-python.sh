@@ -150,6 +150,10 @@ for _ in $(seq 40); do
         [ "$got" = "$served" ] && break
         sleep 0.5
 done
+# (seen once under load: refused for 20 s; what the restored guest listens on and says)
+[ "$got" = "$served" ] || echo "# after rollback: guest /proc/net/tcp: $(x web cat /proc/net/tcp 2>&1 | head -n 12)
+# in-guest curl: $(x web curl -s --max-time 5 http://127.0.0.1:8080/index.html 2>&1 | sha256sum)
+# guest addresses: $(x web ip -4 addr 2>&1 | grep inet)"
 expect "after rollback the tunnel serves the page again" "$served" "$got"
 shot "$T/second.png"
 

@@ -53,6 +53,12 @@ int qemu_checkpoint_write(void *userdata, void *vm, const struct agent_checkpoin
 uint64_t qemu_checkpoint_bytes(void *vm);
 int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
 
+/* Once the guest agent answered (vm-qemu-guest.c): a cold boot's entropy seed and secrets, a
+ * fork's secrets and identity, then a restore's clock. */
+int qemu_guest_setup(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err);
+/* Steps the guest clock to the host's (it stood still while QEMU was stopped). Best effort. */
+void qemu_sync_clock(struct qemu_vm *q);
+
 /* Guest health ops (vm-qemu-health.c), see agent_vm_ops. */
 int qemu_health(void *userdata, void *vm, struct agent_vm_health *ret);
 int qemu_health_fd(void *vm);

@@ -124,6 +124,13 @@ struct cli_portforward_args {
 /* port-forward NAME LOCAL:REMOTE (both 1..65535). */
 int cli_parse_portforward(int argc, char **argv, struct cli_portforward_args *ret,
                           struct fk_error *err);
+/* What port-forward makes of a look at its session: session is its GET (NULL: gone), created
+ * its metadata.creationTimestamp when the forward began. CLOSE once it is gone, replaced (a new
+ * creationTimestamp), being deleted, Stopped or Failed, with why[] saying which; SERVE while
+ * Running; WAIT in Pending, Starting and Paused, which a rollback or a restart passes through. */
+enum cli_pf_verdict { CLI_PF_SERVE, CLI_PF_WAIT, CLI_PF_CLOSE };
+enum cli_pf_verdict cli_portforward_verdict(const json_t *session, const char *created, char *why,
+                                            size_t size);
 
 /* Fork-engine verbs: checkpoint create|list NAME, checkpoint delete NAME ID [--cascade],
  * checkpoint inspect NAME ID, fork NAME --from ID --count N, rollback NAME ID, snapshot create

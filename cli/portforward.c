@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* forklet port-forward NAME LOCAL:REMOTE: listens on 127.0.0.1 and ::1 only; every accepted
  * connection opens its own API connection that forkletd upgrades into a relay to the guest port
- * (connected from inside the session netns). Ends when the session stops or is deleted. */
+ * (connected from inside the session netns). Ends when the session stops, fails or is deleted;
+ * a rollback or a restart (Starting, Pending, Paused in between) does not end it. */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -188,28 +189,60 @@ static void accept_one(const struct cli *c, const char *path, int lfd)
         pthread_attr_destroy(&attr);
 }
 
-/* 1 while the session is Running, 0 once it is not (message printed), <0 transport error. */
-static int session_running(const struct cli *c, const char *name)
+enum cli_pf_verdict cli_portforward_verdict(const json_t *session, const char *created, char *why,
+                                            size_t size)
+{
+        const json_t *meta = json_object_get(session, "metadata");
+        const char *phase =
+                json_string_value(json_object_get(json_object_get(session, "status"), "phase"));
+        const char *now = json_string_value(json_object_get(meta, "creationTimestamp"));
+
+        if (!session)
+                return snprintf(why, size, "is gone"), CLI_PF_CLOSE;
+        if (created && created[0] && now && strcmp(now, created) != 0)
+                return snprintf(why, size, "was deleted and created again"), CLI_PF_CLOSE;
+        if (json_object_get(meta, "deletionTimestamp"))
+                return snprintf(why, size, "is being deleted"), CLI_PF_CLOSE;
+        snprintf(why, size, "is %s", phase ? phase : "in no phase");
+        if (!phase || strcmp(phase, "Stopped") == 0 || strcmp(phase, "Failed") == 0)
+                return CLI_PF_CLOSE;
+        return strcmp(phase, "Running") == 0 ? CLI_PF_SERVE : CLI_PF_WAIT;
+}
+
+/* One look at the session (every PF_CHECK_INTERVAL_MS while idle). Returns 1 to go on, 0 to
+ * close (message printed), <0 on a transport error. *waiting remembers a WAIT already told. */
+static int session_look(const struct cli *c, const char *name, char *created, size_t size,
+                        bool *waiting)
 {
         struct fk_error err = {0};
+        enum cli_pf_verdict v;
         json_t *j = NULL;
-        const char *phase;
+        char why[96];
         int r;
 
         r = cli_get_session(c, name, &j, &err);
-        if (r == -ENOENT) {
-                fprintf(stderr, "forklet port-forward: session %s is gone; closing\n", name);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        v = cli_portforward_verdict(j, created, why, sizeof(why));
+        if (!created[0] && j) /* the first look: the session this forward is for */
+                snprintf(created, size, "%s",
+                         json_string_value(json_object_get(json_object_get(j, "metadata"),
+                                                           "creationTimestamp"))
+                                 ?: "");
+        json_decref(j);
+        if (v == CLI_PF_CLOSE) {
+                fprintf(stderr, "forklet port-forward: session %s %s; closing\n", name, why);
                 return 0;
         }
-        if (r < 0)
-                return r;
-        phase = json_string_value(json_object_get(json_object_get(j, "status"), "phase"));
-        r = phase && strcmp(phase, "Running") == 0;
-        if (!r)
-                fprintf(stderr, "forklet port-forward: session %s is %s; closing\n", name,
-                        phase ? phase : "unknown");
-        json_decref(j);
-        return r;
+        if (v == CLI_PF_WAIT && !*waiting)
+                fprintf(stderr,
+                        "forklet port-forward: session %s %s; connections are refused until "
+                        "it runs again\n",
+                        name, why);
+        else if (v == CLI_PF_SERVE && *waiting)
+                fprintf(stderr, "forklet port-forward: session %s is Running again\n", name);
+        *waiting = v == CLI_PF_WAIT;
+        return 1;
 }
 
 /* The pre-flight check: Running and the port listed in spec.ports. */
@@ -234,7 +267,11 @@ static int serve(const struct cli *c, const struct cli_portforward_args *a, cons
                  int fd4, int fd6)
 {
         unsigned failures = 0;
+        char created[64] = "";
+        bool waiting = false;
 
+        if (session_look(c, a->name, created, sizeof(created), &waiting) == 0)
+                return CLI_EXIT_OK;
         for (;;) {
                 struct pollfd p[2] = {{.fd = fd4, .events = POLLIN}, {.fd = fd6, .events = POLLIN}};
                 int r = poll(p, 2, PF_CHECK_INTERVAL_MS);
@@ -246,7 +283,7 @@ static int serve(const struct cli *c, const struct cli_portforward_args *a, cons
                                 accept_one(c, path, p[i].fd);
                 if (r != 0)
                         continue;
-                r = session_running(c, a->name);
+                r = session_look(c, a->name, created, sizeof(created), &waiting);
                 if (r == 0)
                         return CLI_EXIT_OK;
                 failures = r < 0 ? failures + 1 : 0;

@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "cli/cli.h"
 
@@ -148,6 +150,46 @@ static void test_portforward(void **state)
                 -EINVAL);
         assert_non_null(strstr(err.msg, "1..65535"));
         assert_int_equal(cli_parse_portforward(2, ARGV("port-forward", "web"), &a, &err), -EINVAL);
+}
+
+/* port-forward's verdict, for a forward that began on a session created at "T0", on a look
+ * at one in phase, created at created, being deleted or not */
+static enum cli_pf_verdict verdict_of(const char *phase, const char *created, bool deleting,
+                                      char *why, size_t size)
+{
+        json_t *j = json_pack("{s:{s:s}, s:{s:s}}", "metadata", "creationTimestamp", created,
+                              "status", "phase", phase);
+        enum cli_pf_verdict v;
+
+        if (deleting)
+                json_object_set_new(json_object_get(j, "metadata"), "deletionTimestamp",
+                                    json_string(created));
+        v = cli_portforward_verdict(j, "T0", why, size);
+        json_decref(j);
+        return v;
+}
+
+static void test_portforward_verdict(void **state)
+{
+        char why[96];
+
+        (void)state;
+        assert_int_equal(verdict_of("Running", "T0", false, why, sizeof(why)), CLI_PF_SERVE);
+        /* a rollback passes through Starting, a restart through Pending: the forward stays */
+        assert_int_equal(verdict_of("Starting", "T0", false, why, sizeof(why)), CLI_PF_WAIT);
+        assert_string_equal(why, "is Starting");
+        assert_int_equal(verdict_of("Pending", "T0", false, why, sizeof(why)), CLI_PF_WAIT);
+        assert_int_equal(verdict_of("Paused", "T0", false, why, sizeof(why)), CLI_PF_WAIT);
+        assert_int_equal(verdict_of("Stopped", "T0", false, why, sizeof(why)), CLI_PF_CLOSE);
+        assert_string_equal(why, "is Stopped");
+        assert_int_equal(verdict_of("Failed", "T0", false, why, sizeof(why)), CLI_PF_CLOSE);
+        assert_int_equal(verdict_of("Running", "T0", true, why, sizeof(why)), CLI_PF_CLOSE);
+        assert_string_equal(why, "is being deleted");
+        /* deleted and applied again under the same name: not the session the forward was for */
+        assert_int_equal(verdict_of("Running", "T1", false, why, sizeof(why)), CLI_PF_CLOSE);
+        assert_string_equal(why, "was deleted and created again");
+        assert_int_equal(cli_portforward_verdict(NULL, "T0", why, sizeof(why)), CLI_PF_CLOSE);
+        assert_string_equal(why, "is gone");
 }
 
 static void test_exec(void **state)
@@ -361,12 +403,12 @@ static void test_image(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_global),      cmocka_unit_test(test_get),
-                cmocka_unit_test(test_wait),        cmocka_unit_test(test_exec),
-                cmocka_unit_test(test_files),       cmocka_unit_test(test_age),
-                cmocka_unit_test(test_action),      cmocka_unit_test(test_cp),
-                cmocka_unit_test(test_portforward), cmocka_unit_test(test_logs_previous),
-                cmocka_unit_test(test_image),
+                cmocka_unit_test(test_global),        cmocka_unit_test(test_get),
+                cmocka_unit_test(test_wait),          cmocka_unit_test(test_exec),
+                cmocka_unit_test(test_files),         cmocka_unit_test(test_age),
+                cmocka_unit_test(test_action),        cmocka_unit_test(test_cp),
+                cmocka_unit_test(test_portforward),   cmocka_unit_test(test_portforward_verdict),
+                cmocka_unit_test(test_logs_previous), cmocka_unit_test(test_image),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

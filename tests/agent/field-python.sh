@@ -150,10 +150,26 @@ for _ in $(seq 40); do
         [ "$got" = "$served" ] && break
         sleep 0.5
 done
-# (seen once under load: refused for 20 s; what the restored guest listens on and says)
-[ "$got" = "$served" ] || echo "# after rollback: guest /proc/net/tcp: $(x web cat /proc/net/tcp 2>&1 | head -n 12)
-# in-guest curl: $(x web curl -s --max-time 5 http://127.0.0.1:8080/index.html 2>&1 | sha256sum)
-# guest addresses: $(x web ip -4 addr 2>&1 | grep inet)"
+# (seen under load: refused for 20 s; what the restored guest and web's netns say, and the
+# packets of one more try)
+rollback_diag() {
+        local ns
+        ns=$(ip netns list | awk '{print $1}' | grep "^$(netns_prefix)" | grep -- 'web$' | head -n 1)
+        echo "# after rollback: guest /proc/net/tcp: $(x web cat /proc/net/tcp 2>&1 | head -n 12)"
+        echo "# in-guest curl: $(x web curl -s --max-time 5 http://127.0.0.1:8080/index.html 2>&1 | sha256sum)"
+        echo "# guest: $(x web sh -c 'cat /proc/net/dev; grep -A1 "^Tcp:" /proc/net/snmp; grep -B1 "/32 host LOCAL" /proc/net/fib_trie; cat /sys/class/net/*/address' 2>&1)"
+        [ -n "$ns" ] || { echo "# no netns of web"; return; }
+        echo "# netns $ns: $(ip -n "$ns" -s link 2>&1; ip -n "$ns" addr 2>&1; ip -n "$ns" neigh 2>&1; ip -n "$ns" route 2>&1)"
+        command -v tcpdump >/dev/null || { echo "# (no tcpdump)"; return; }
+        timeout 8 ip netns exec "$ns" tcpdump -lnei any -c 30 'tcp port 8080 or icmp or arp' >"$T/tcpdump.out" 2>&1 &
+        local td=$!
+        sleep 1
+        via_tunnel >/dev/null
+        wait "$td"
+        echo "# tcpdump in $ns during one more try: $(cat "$T/tcpdump.out")"
+        echo "# port-forward: $(tail -n 5 "$T/pf.out")"
+}
+[ "$got" = "$served" ] || rollback_diag
 expect "after rollback the tunnel serves the page again" "$served" "$got"
 shot "$T/second.png"
 

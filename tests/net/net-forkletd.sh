@@ -187,6 +187,20 @@ n=$(cat "$T"/pf-*.out | grep -c guest-page)
 [ "$n" = 8 ] && ok "8 concurrent port-forward connections" || bad "concurrent connections: $n/8"
 expect "listeners on loopback only" "^127.0.0.1:18080 \[::1\]:18080 \$" \
         "$(ss -Hltn 'sport = :18080' | awk '{printf "%s ", $4}')"
+# a pause longer than the CLI's 2 s look at the session: the forward waits, then serves again
+# (a rollback or a restart passes through Starting or Pending the same way)
+"$FORKLET" pause web >/dev/null || bad "pause web"
+sleep 4.5
+kill -0 $PF 2>/dev/null && ok "port-forward stays while the session is Paused: $(tail -n1 "$T/pf.out")" ||
+        bad "port-forward ended on the pause: $(tail -n 3 "$T/pf.out")"
+"$FORKLET" resume web >/dev/null || bad "resume web"
+got=
+for _ in $(seq 20); do
+        got=$(get 127.0.0.1)
+        [ "$got" = guest-page ] && break
+        sleep 0.5
+done
+expect "after resume: port-forward reaches the guest again" guest-page "$got"
 ip netns add "$PEER"
 ip link add "p$P" type veth peer name eth0 netns "$PEER"
 ip addr add 192.0.2.9/30 dev "p$P"

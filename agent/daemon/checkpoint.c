@@ -136,6 +136,8 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
         if (m && res->live) {
                 json_object_set_new(m, "downtimeMs", json_integer((json_int_t)res->downtime_ms));
                 json_object_set_new(m, "diskSwitchNs", json_integer((json_int_t)res->switch_ns));
+                if (res->pause_steps[0])
+                        json_object_set_new(m, "pauseSteps", json_string(res->pause_steps));
                 json_object_set_new(
                         m, "method",
                         json_string(res->background ? "background-snapshot" : "precopy"));

@@ -414,6 +414,19 @@ static int live_switchover(void *userdata, struct fk_error *err)
         return 0;
 }
 
+/* "seen 2.10 switch 0.80 ... ms": where a precopy pause went (bench-live-pause's steps) */
+static void pause_steps_text(const struct vmm_live_stats *st, char *buf, size_t size)
+{
+        size_t off = 0;
+
+        buf[0] = '\0';
+        for (int s = 0; s < _VMM_LIVE_STEP_MAX && off < size; s++)
+                off += (size_t)snprintf(buf + off, size - off, "%s %.2f ",
+                                        vmm_live_step_to_string(s), (double)st->step_ns[s] / 1e6);
+        if (off < size)
+                snprintf(buf + off, size - off, "ms");
+}
+
 /* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. */
 static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params *p,
                            const char *full, struct agent_checkpoint_result *res,
@@ -444,6 +457,8 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
         res->forced = st.forced;
         res->pause_ns = st.pause_ns;
         res->downtime_ms = st.downtime_ms;
+        if (!o.background)
+                pause_steps_text(&st, res->pause_steps, sizeof(res->pause_steps));
         res->write_pending = true;
         return 0;
 }

@@ -94,20 +94,21 @@ struct agent_checkpoint_params {
 };
 
 struct agent_checkpoint_result {
-        uint64_t pause_ns;    /* guest paused */
-        uint64_t ram_bytes;   /* touched RAM copied */
-        uint64_t state_bytes; /* device state */
-        bool disk_switched;   /* the VM now writes to new_disk (also when a later step failed) */
-        bool materialized;    /* private RAM (a fork): full stream loaded into a helper QEMU */
-        bool live;            /* the guest ran while its RAM was saved (else stop-and-copy) */
-        bool background;      /* live by background snapshot (else precopy) */
-        bool forced;          /* live, but did not converge: stopped to finish the copy */
-        bool write_pending;   /* dir holds a stream: checkpoint_write makes state + ram */
-        uint64_t downtime_ms; /* live: QEMU's reported downtime */
-        uint64_t switch_ns;   /* live: the disk switch at the switch-over */
-        char fallback[256];   /* stop-and-copy because the live path was refused: why */
-        bool balloon;         /* the VM has a balloon device: so must its restores */
-        bool ram_tail;        /* the VM's RAM has the tail: so must its restores */
+        uint64_t pause_ns;     /* guest paused */
+        uint64_t ram_bytes;    /* touched RAM copied */
+        uint64_t state_bytes;  /* device state */
+        bool disk_switched;    /* the VM now writes to new_disk (also when a later step failed) */
+        bool materialized;     /* private RAM (a fork): full stream loaded into a helper QEMU */
+        bool live;             /* the guest ran while its RAM was saved (else stop-and-copy) */
+        bool background;       /* live by background snapshot (else precopy) */
+        bool forced;           /* live, but did not converge: stopped to finish the copy */
+        bool write_pending;    /* dir holds a stream: checkpoint_write makes state + ram */
+        uint64_t downtime_ms;  /* live: QEMU's reported downtime */
+        uint64_t switch_ns;    /* live: the disk switch at the switch-over */
+        char pause_steps[192]; /* live precopy: the pause by step, "seen 2.1 switch 0.8 ... ms" */
+        char fallback[256];    /* stop-and-copy because the live path was refused: why */
+        bool balloon;          /* the VM has a balloon device: so must its restores */
+        bool ram_tail;         /* the VM's RAM has the tail: so must its restores */
 };
 
 /* Memory back to the host (agent_vm_ops.give_back). */

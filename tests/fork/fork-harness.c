@@ -31,6 +31,7 @@ void fh_guid(char out[37])
 
 unsigned fh_tb_size_mib;
 bool fh_ram_tail;
+const char *fh_disk;
 
 static int collect(int stream, const void *data, size_t size, void *userdata)
 {
@@ -131,6 +132,7 @@ int fh_vm_config(struct fh_vm *vm, const char *workdir, const char *name, const 
                 .tsc_khz = tsc_khz,
                 .tb_size_mib = fh_tb_size_mib,
                 .ram_tail = fh_ram_tail,
+                .disk = fh_disk,
         };
         return 0;
 }

@@ -27,6 +27,8 @@ struct fh_vm {
 extern unsigned fh_tb_size_mib;
 /* VMs get vmm's RAM tail (vmm_config.ram_tail) when set; default false */
 extern bool fh_ram_tail;
+/* A qcow2 the VMs fh_vm_start starts from now on get as their disk (vmm_config.disk); NULL: none */
+extern const char *fh_disk;
 
 struct fh_out {
         char data[65536]; /* stdout, NUL-terminated, trailing newlines stripped */

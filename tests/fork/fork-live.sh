@@ -64,6 +64,11 @@ if [ "$(jq -r .vm.ramTail "$rec")" = true ]; then
         [ "$mode0" = live ] && [ "$(ck_field web "$ck0" method)" = precopy ] ||
                 fail "$ck0: a VM with the RAM tail checkpointed by $mode0/$(ck_field web "$ck0" method)"
         [ "$(ck_field web "$ck0" ramTail)" = true ] || fail "$ck0: meta lacks ramTail"
+        # where the pause went: every step of the precopy switch-over, the disk switch included
+        steps=$(ck_field web "$ck0" pauseSteps)
+        [[ "$steps" =~ ^seen\ [0-9.]+\ switch\ [0-9.]+\ continue\ [0-9.]+\ completed\ [0-9.]+\ postmigrate\ [0-9.]+\ callback\ [0-9.]+\ cont\ [0-9.]+\ ms$ ]] &&
+                [[ ! "$steps" =~ switch\ 0.00 ]] || fail "$ck0: pauseSteps '$steps'"
+        echo "# $ck0 pause by step: $steps"
         grep -Eq -- "-m [0-9]+K " <(tr '\0' ' ' <"/proc/$(field web pid)/cmdline") ||
                 fail "the VM with the RAM tail does not run with -m in KiB"
 fi

@@ -54,6 +54,19 @@ static int method(const char *image, bool bg)
                bg ? "background-snapshot" : "precopy", (double)st.pause_ns / 1e6,
                (unsigned long long)st.downtime_ms, (double)st.stream_bytes / 1048576.0,
                st.forced ? " (forced stop)" : "");
+        if (!bg) { /* the pause by step, as checkpoint records' pauseSteps say it */
+                uint64_t sum = 0;
+
+                printf("# precopy steps:");
+                for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++) {
+                        printf(" %s %.2f", vmm_live_step_to_string(s), st.step_ns[s] / 1e6);
+                        sum += st.step_ns[s];
+                }
+                printf(" ms, %u queries while stopped\n", st.polls);
+                if (sum != st.pause_ns || !st.step_ns[VMM_LIVE_COMPLETED] ||
+                    !st.step_ns[VMM_LIVE_CONT] || st.polls < 2)
+                        return fh_fail(&copy, "the precopy steps do not make up the pause", NULL);
+        }
         if (fh_sh(&parent, "echo alive", NULL) != 0)
                 return fh_fail(&copy, "parent after the checkpoint", NULL);
         for (int i = 0; i < COPIES; i++) {

@@ -410,6 +410,15 @@ static void test_live_checkpoint(void **state)
         assert_int_equal(st.downtime_ms, 4);
         assert_false(st.forced);
         assert_true(st.pause_ns > 0 && st.pause_ns <= st.total_ns);
+        /* the steps add up to the pause; 3 queries with the guest stopped (device, completed,
+         * postmigrate) */
+        uint64_t sum = 0;
+        for (int i = 0; i < _VMM_LIVE_STEP_MAX; i++)
+                sum += st.step_ns[i];
+        assert_true(sum == st.pause_ns);
+        assert_int_equal(st.polls, 3);
+        assert_string_equal(vmm_live_step_to_string(VMM_LIVE_CONT), "cont");
+        assert_string_equal(vmm_live_step_to_string(_VMM_LIVE_STEP_MAX), "?");
         qmp_client_free(c);
         qmp_fake_finish(&f);
         unlink(stream);

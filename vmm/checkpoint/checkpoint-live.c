@@ -136,7 +136,7 @@ static int wait_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o
 }
 
 static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t poll_ns,
-                          uint64_t *ret_downtime_ms, struct fk_error *err)
+                          uint64_t *ret_downtime_ms, unsigned *polls, struct fk_error *err)
 {
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
         char st[32];
@@ -145,6 +145,7 @@ static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t 
                 json_t *info = NULL;
                 int r = migrate_status(qmp, timeout_ms, st, sizeof(st), &info, err);
 
+                ++*polls;
                 if (r < 0)
                         return r;
                 if (strcmp(st, "completed") == 0) {
@@ -164,7 +165,7 @@ static int wait_completed(struct qmp_client *qmp, unsigned timeout_ms, uint64_t 
 }
 
 static int wait_runstate(struct qmp_client *qmp, const char *want, unsigned timeout_ms,
-                         struct fk_error *err)
+                         unsigned *polls, struct fk_error *err)
 {
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 
@@ -172,6 +173,7 @@ static int wait_runstate(struct qmp_client *qmp, const char *want, unsigned time
                 cleanup_free char *status = NULL;
                 int r = qmp_query_status(qmp, timeout_ms, &status, err);
 
+                ++*polls;
                 if (r < 0)
                         return r;
                 if (strcmp(status, want) == 0)
@@ -217,35 +219,68 @@ static int live_setup(struct qmp_client *qmp, const struct vmm_live_opts *o, str
         return r == -EIO ? refused(err, "QEMU refused live migration") : r;
 }
 
+const char *vmm_live_step_to_string(enum vmm_live_step s)
+{
+        static const char *const names[_VMM_LIVE_STEP_MAX] = {[VMM_LIVE_SEEN] = "seen",
+                                                              [VMM_LIVE_SWITCH] = "switch",
+                                                              [VMM_LIVE_CONTINUE] = "continue",
+                                                              [VMM_LIVE_COMPLETED] = "completed",
+                                                              [VMM_LIVE_POSTMIGRATE] =
+                                                                      "postmigrate",
+                                                              [VMM_LIVE_CALLBACK] = "callback",
+                                                              [VMM_LIVE_CONT] = "cont"};
+
+        return s >= 0 && s < _VMM_LIVE_STEP_MAX ? names[s] : "?";
+}
+
+/* Ends step s of the pause: its time since *mark, and *mark moves on. */
+static void step_end(struct vmm_live_stats *st, enum vmm_live_step s, uint64_t *mark)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        st->step_ns[s] = now - *mark;
+        *mark = now;
+}
+
 static int live_run(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
                     struct vmm_live_stats *st, struct fk_error *err)
 {
-        uint64_t running_ns = 0;
+        uint64_t running_ns = 0, mark;
         json_t *args;
         int r;
 
         r = wait_switchover(qmp, o, &running_ns, &st->forced, err);
+        mark = running_ns;
+        if (r >= 0)
+                step_end(st, VMM_LIVE_SEEN, &mark);
         if (r >= 0 && o->switchover)
                 r = o->switchover(o->userdata, err);
         if (r < 0)
                 return r;
+        step_end(st, VMM_LIVE_SWITCH, &mark);
         args = json_pack("{s:s}", "state", "pre-switchover");
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_execute(qmp, "migrate-continue", args, o->timeout_ms, NULL, err);
         json_decref(args);
+        step_end(st, VMM_LIVE_CONTINUE, &mark);
         if (r >= 0)
-                r = wait_completed(qmp, o->timeout_ms, LIVE_POLL_STOP_NS, &st->downtime_ms, err);
+                r = wait_completed(qmp, o->timeout_ms, LIVE_POLL_STOP_NS, &st->downtime_ms,
+                                   &st->polls, err);
+        step_end(st, VMM_LIVE_COMPLETED, &mark);
         /* QEMU's migration thread sets postmigrate after "completed": a cont before that would
          * leave a running guest whose runstate says postmigrate */
         if (r >= 0)
-                r = wait_runstate(qmp, "postmigrate", o->timeout_ms, err);
+                r = wait_runstate(qmp, "postmigrate", o->timeout_ms, &st->polls, err);
+        step_end(st, VMM_LIVE_POSTMIGRATE, &mark);
         if (r >= 0 && o->completed)
                 r = o->completed(o->userdata, err);
+        step_end(st, VMM_LIVE_CALLBACK, &mark);
         /* postmigrate: cont reactivates the block layer and runs the guest on */
         if (r >= 0)
                 r = qmp_execute(qmp, "cont", NULL, o->timeout_ms, NULL, err);
-        st->pause_ns = fk_now_mono_ns() - running_ns;
+        step_end(st, VMM_LIVE_CONT, &mark);
+        st->pause_ns = mark - running_ns;
         (void)stream;
         return r;
 }
@@ -287,6 +322,7 @@ static int bg_run(struct qmp_client *qmp, const char *stream, const struct vmm_l
                   struct vmm_live_stats *st, bool *ret_started, struct fk_error *err)
 {
         uint64_t stop_ns, run_ns = 0;
+        unsigned polls = 0; /* the guest runs meanwhile: not counted */
         int r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
 
         if (r < 0)
@@ -301,7 +337,7 @@ static int bg_run(struct qmp_client *qmp, const char *stream, const struct vmm_l
                 r = wait_resumed(qmp, o->timeout_ms, &run_ns, err);
         st->pause_ns = (run_ns ? run_ns : fk_now_mono_ns()) - stop_ns;
         if (r >= 0)
-                r = wait_completed(qmp, o->timeout_ms, LIVE_POLL_NS, &st->downtime_ms, err);
+                r = wait_completed(qmp, o->timeout_ms, LIVE_POLL_NS, &st->downtime_ms, &polls, err);
         return r;
 }
 

@@ -78,8 +78,25 @@ struct vmm_live_opts {
         bool background;
 };
 
+/* The precopy pause, step by step (each from the end of the one before; the first from the
+ * last reply that saw the guest run): what vmm_live_stats.step_ns holds. */
+enum vmm_live_step {
+        VMM_LIVE_SEEN,        /* until a query-migrate reply said pre-switchover */
+        VMM_LIVE_SWITCH,      /* o->switchover (the disk freeze) */
+        VMM_LIVE_CONTINUE,    /* migrate-continue's reply */
+        VMM_LIVE_COMPLETED,   /* until a reply said completed (QEMU writes the devices) */
+        VMM_LIVE_POSTMIGRATE, /* until query-status said postmigrate */
+        VMM_LIVE_CALLBACK,    /* o->completed */
+        VMM_LIVE_CONT,        /* cont's reply (QEMU re-activates the block layer) */
+        _VMM_LIVE_STEP_MAX,
+};
+const char *vmm_live_step_to_string(enum vmm_live_step s);
+
 struct vmm_live_stats {
-        uint64_t downtime_ms;  /* QEMU's query-migrate "downtime" */
+        uint64_t
+                step_ns[_VMM_LIVE_STEP_MAX]; /* precopy: the pause by step; their sum is pause_ns */
+        unsigned polls;                      /* precopy: QMP queries while the guest was stopped */
+        uint64_t downtime_ms;                /* QEMU's query-migrate "downtime" */
         uint64_t pause_ns;     /* measured here: last poll that saw it run .. cont returned */
         uint64_t total_ns;     /* migrate .. cont */
         uint64_t stream_bytes; /* the stream file (touched RAM + device state) */

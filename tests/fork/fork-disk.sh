@@ -32,6 +32,17 @@ sed -i '/state: Stopped/d' "$T/wsa.yaml"
 "$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running again"
 [ "$(gsh wsa 'cat /workspace/note')" = kept-across-restart ] || fail "file lost across stop/start"
 
+# ---- the overlay a checkpoint leaves keeps discard=unmap: a deleted file shrinks it ----------
+"$FORKLET" checkpoint create wsa --wait >/dev/null || fail "checkpoint before the discard check"
+layer=$sd/disk/$(jq -r .disk "$sd/state.json")
+gsh wsa 'head -c 33554432 /dev/urandom >/workspace/big && sync' || fail "write 32 MiB"
+before=$(du -k "$layer" | cut -f1)
+gsh wsa 'rm /workspace/big && sync && fstrim /workspace' || fail "rm and fstrim in the guest"
+after=$(du -k "$layer" | cut -f1)
+[ "$before" -gt 30000 ] && [ "$after" -lt $((before - 25000)) ] ||
+        fail "fstrim after a checkpoint: the active layer went from $before to $after KiB"
+echo "ok - a deleted 32 MiB file leaves the checkpoint's new overlay: $before -> $after KiB"
+
 # ---- chains deeper than 16 layers are compacted on the next start -----------------------------
 depth() { qemu-img info -U --backing-chain "$sd/disk/$(jq -r .disk "$sd/state.json")" | grep -c '^image:'; }
 for i in $(seq 17); do

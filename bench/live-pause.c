@@ -52,6 +52,8 @@ struct row {
 
 static double base_p50; /* the first row's pause p50: the ratios' baseline */
 
+static unsigned poll_us; /* vmm_live_opts.poll_us of the rows run next */
+
 static int run(const char *label, int reps, struct row *w)
 {
         struct fk_error err = {0};
@@ -60,7 +62,8 @@ static int run(const char *label, int reps, struct row *w)
 
         snprintf(stream, sizeof(stream), "%s/full", workdir);
         for (int i = 0; i < reps; i++) {
-                struct vmm_live_opts o = {.converge_ms = 20000, .timeout_ms = TIMEOUT_MS};
+                struct vmm_live_opts o = {
+                        .converge_ms = 20000, .timeout_ms = TIMEOUT_MS, .poll_us = poll_us};
                 struct vmm_live_stats st = {0};
 
                 if (vmm_checkpoint_live(vm.qmp, stream, &o, &st, &err) < 0)
@@ -146,6 +149,10 @@ int main(void)
         sleep(2);
         if (run("writing 16 MiB, no disk", reps, &w))
                 return 1;
+        poll_us = 250;
+        if (run("writing 16 MiB, no disk, switch-over looked for every 0.25 ms", reps, &w))
+                return 1;
+        poll_us = 0;
         fh_vm_stop(&vm);
         /* a disk of N layers: what the switch-over's block-layer (in)activation costs */
         list = strdup(depths);

@@ -128,7 +128,7 @@ static int wait_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o
                                 err, -ETIMEDOUT,
                                 "live checkpoint did not reach the switch-over in %u ms",
                                 o->timeout_ms);
-                sleep_ns(LIVE_POLL_NS);
+                sleep_ns(o->poll_us ? o->poll_us * 1000ull : LIVE_POLL_NS);
         }
         *ret_last_running_ns = last;
         *ret_forced = forced;

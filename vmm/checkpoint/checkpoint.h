@@ -76,6 +76,8 @@ struct vmm_live_opts {
          * host is busy: docs/fork-engine.md; its global state says "running": load it into a
          * QEMU started with start_paused) */
         bool background;
+        /* precopy: how often the switch-over is looked for, µs; 0: 1000 (bench-live-pause) */
+        unsigned poll_us;
 };
 
 /* The precopy pause, step by step (each from the end of the one before; the first from the

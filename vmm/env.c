@@ -36,6 +36,20 @@ static char *tunables_entry(const char *old)
                        : s;
 }
 
+/* What QEMU may read of forkletd's environment: the program search path, temporary files,
+ * locale and time zone, glibc's tunables. Anything else (an operator's tokens and keys, the
+ * FORKLET_* knobs) stays out of a process that runs a guest, jailed as its own uid. */
+static bool passed_on(const char *entry)
+{
+        static const char *const keep[] = {
+                "PATH=", "TMPDIR=", "TZ=", "LANG=", "LANGUAGE=", "LC_", TUNABLES_KEY};
+
+        for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+                if (strncmp(entry, keep[i], strlen(keep[i])) == 0)
+                        return true;
+        return false;
+}
+
 int vmm_build_env(const struct vmm_config *cfg, char *const *base, struct vmm_exec_env *ret,
                   struct fk_error *err)
 {
@@ -46,6 +60,8 @@ int vmm_build_env(const struct vmm_config *cfg, char *const *base, struct vmm_ex
         if (!cfg || !ret)
                 return fk_error_set(err, -EINVAL, "vmm env: missing config");
         for (size_t i = 0; base && base[i] && r >= 0; i++) {
+                if (!passed_on(base[i]))
+                        continue;
                 if (lean(cfg) && strncmp(base[i], TUNABLES_KEY, strlen(TUNABLES_KEY)) == 0) {
                         old_tunables = base[i] + strlen(TUNABLES_KEY);
                         continue;

@@ -86,7 +86,9 @@ int vmm_build_argv(const struct vmm_config *cfg, char ***ret, struct fk_error *e
  * madvises its TCG code buffer MADV_HUGEPAGE, so every 2 MiB of it the guest's code touched cost
  * 2 MiB) and glibc malloc held to one arena (glibc.malloc.arena_max=1 appended to
  * GLIBC_TUNABLES unless it names arena_max already). Under KVM, and for cold boots, QEMU gets
- * base unchanged with THP on. Plain data. */
+ * base's entries with THP on. Of base only PATH, TMPDIR, TZ, LANG, LANGUAGE, LC_* and
+ * GLIBC_TUNABLES are passed on: nothing else of forkletd's environment reaches a QEMU. Plain
+ * data. */
 struct vmm_exec_env {
         char **envp;      /* owned strv */
         bool thp_disable; /* prctl(PR_SET_THP_DISABLE) in the child before exec */

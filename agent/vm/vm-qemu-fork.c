@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #define HELPER_TIMEOUT_MS 120000
 #define LIVE_CONVERGE_MS  20000 /* precopy this long at most, then stop to finish */
 
@@ -130,6 +132,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
         cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *log = NULL, *hdir = NULL;
         struct agent_jail jail = {0};
         struct helper_exec hx = {.netns = q->tap != NULL, .jail = q->jail_uid ? &jail : NULL};
+        struct vmm_exec_env env = {0};
         char **argv = NULL;
         int r;
 
@@ -178,9 +181,14 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
         r = hx.jail ? helper_jail(q, hdir, mem_path, disk, &jail, err) : 0;
         if (r >= 0)
                 r = vmm_build_argv(&c, &argv, err);
+        /* the environment a session's QEMU gets: little of forkletd's */
         if (r >= 0)
-                r = vmm_process_spawn(argv, log, hx.netns || hx.jail ? helper_pre_exec : NULL, &hx,
-                                      ret_proc, err);
+                r = vmm_build_env(&c, environ, &env, err);
+        if (r >= 0)
+                r = vmm_process_spawn_env(argv, &env, log,
+                                          hx.netns || hx.jail ? helper_pre_exec : NULL, &hx,
+                                          ret_proc, err);
+        vmm_exec_env_done(&env);
         fk_strv_free(argv);
         agent_jail_done(&jail);
         if (r >= 0)

@@ -32,9 +32,15 @@ qemus() {
         echo $n
 }
 
-start_daemon
+# forkletd's environment (an operator's token, say) does not reach the QEMU it starts
+FK_PROBE_SECRET=must-not-leak start_daemon
 session web
 "$FORKLET" wait web --for=Running --timeout=240 || fail "web not Running"
+qenv=$(tr '\0' '\n' <"/proc/$(field web pid)/environ") || fail "read the QEMU's environment"
+if grep -q FK_PROBE_SECRET <<<"$qenv" || ! grep -q '^PATH=' <<<"$qenv"; then
+        fail "the QEMU's environment: $(tr '\n' ' ' <<<"$qenv")"
+fi
+echo "ok - the QEMU got $(wc -l <<<"$qenv") variables of forkletd's environment, not FK_PROBE_SECRET"
 
 # The counter stops in a copy: the guest agent writes a new fork id there before anything runs.
 COUNTER='orig=$(cat /run/forklet/fork-id 2>/dev/null); i=0; echo $$ > /run/counter.pid

@@ -62,7 +62,7 @@ static void test_restored_tcg(void **state)
         assert_string_equal(t, "GLIBC_TUNABLES=" VMM_LEAN_MALLOC_TUNABLE "|");
         p = entries(&e, "PATH=");
         assert_string_equal(p, "PATH=/usr/bin|");
-        assert_int_equal(fk_strv_length(e.envp), 3);
+        assert_int_equal(fk_strv_length(e.envp), 2); /* HOME is not passed on */
         vmm_exec_env_done(&e);
         assert_null(e.envp);
 }
@@ -120,6 +120,38 @@ static void test_unchanged(void **state)
         assert_int_equal(vmm_build_env(NULL, base, &e, NULL), -EINVAL);
 }
 
+/* Only what QEMU reads of the environment reaches it: no tokens, keys or FORKLET_* knobs. */
+static void test_passes_on_little(void **state)
+{
+        char *base[] = {(char *)"AWS_SECRET_ACCESS_KEY=k",
+                        (char *)"PATH=/usr/bin",
+                        (char *)"FORKLET_TOKEN_FILE=/etc/forklet/token",
+                        (char *)"LC_ALL=C.UTF-8",
+                        (char *)"TMPDIR=/var/tmp",
+                        (char *)"HOME=/root",
+                        (char *)"TZ=UTC",
+                        (char *)"LANG=C",
+                        NULL};
+        char *want[] = {(char *)"PATH=/usr/bin",   (char *)"LC_ALL=C.UTF-8",
+                        (char *)"TMPDIR=/var/tmp", (char *)"TZ=UTC",
+                        (char *)"LANG=C",          NULL};
+        struct vmm_config cold = restored(VMM_ACCEL_TCG), tcg = restored(VMM_ACCEL_TCG);
+        struct vmm_exec_env e = {};
+        cleanup_free char *t = NULL;
+
+        (void)state;
+        cold.incoming_defer = false;
+        build(&cold, base, &e);
+        assert_true(fk_strv_equal(e.envp, want));
+        vmm_exec_env_done(&e);
+        /* a restored TCG QEMU: the same, and the tunable */
+        build(&tcg, base, &e);
+        assert_int_equal(fk_strv_length(e.envp), 6);
+        t = entries(&e, "AWS_");
+        assert_string_equal(t, "");
+        vmm_exec_env_done(&e);
+}
+
 /* A real child gets both: THP_enabled 0 in its status, the tunable in its environment. */
 static void test_spawn(void **state)
 {
@@ -159,9 +191,8 @@ static void test_spawn(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_restored_tcg),
-                cmocka_unit_test(test_merges_tunables),
-                cmocka_unit_test(test_unchanged),
+                cmocka_unit_test(test_restored_tcg), cmocka_unit_test(test_merges_tunables),
+                cmocka_unit_test(test_unchanged),    cmocka_unit_test(test_passes_on_little),
                 cmocka_unit_test(test_spawn),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,8 @@
 
 #define PF_CHECK_INTERVAL_MS 2000
 #define PF_HEADER_MAX        16384
+#define PF_WAIT_RUNNING_MS   30000 /* a connection waits this long for a session not Running */
+#define PF_RETRY_MS          250
 
 static int parse_port(const char *s, uint16_t *ret)
 {
@@ -107,7 +109,7 @@ static int api_connect(const char *socket_path)
 
 /* Sends the upgrade request and reads the reply head. Returns the HTTP status; bytes read past
  * the head go to the client (guest data) or, for an error, are printed as the API's message. */
-static int upgrade(struct conn *k, int api)
+static int upgrade(struct conn *k, int api, bool quiet_409)
 {
         char *req = NULL, head[PF_HEADER_MAX + 1];
         size_t got = 0;
@@ -136,6 +138,8 @@ static int upgrade(struct conn *k, int api)
         end += 4;
         if (status == 101)
                 return fk_write_all(k->fd, end, got - (size_t)(end - head)) < 0 ? -EIO : 101;
+        if (status == 409 && quiet_409)
+                return status;
         {
                 json_t *j = json_loads(end, 0, NULL);
                 const char *msg = json_string_value(json_object_get(j, "message"));
@@ -149,16 +153,26 @@ static int upgrade(struct conn *k, int api)
 static void *conn_thread(void *userdata)
 {
         struct conn *k = userdata;
-        int api = api_connect(k->c->socket), r;
+        uint64_t deadline = fk_now_mono_ns() + PF_WAIT_RUNNING_MS * 1000000ull;
 
-        if (api < 0)
-                fprintf(stderr, "forklet port-forward: cannot reach forkletd at %s: %s\n",
-                        k->c->socket, strerror(-api));
-        else {
-                r = upgrade(k, api);
+        /* A session between two runs (a rollback, a restart, a pause) answers 409 NotRunning:
+         * the client's connection waits for it to run again, PF_WAIT_RUNNING_MS at most. */
+        for (;;) {
+                int api = api_connect(k->c->socket), r;
+                bool last = fk_now_mono_ns() >= deadline;
+
+                if (api < 0) {
+                        fprintf(stderr, "forklet port-forward: cannot reach forkletd at %s: %s\n",
+                                k->c->socket, strerror(-api));
+                        break;
+                }
+                r = upgrade(k, api, !last);
                 if (r == 101)
                         (void)fk_relay(k->fd, api);
                 close(api);
+                if (r != 409 || last)
+                        break;
+                usleep(PF_RETRY_MS * 1000);
         }
         close(k->fd);
         free(k);
@@ -236,9 +250,9 @@ static int session_look(const struct cli *c, const char *name, char *created, si
         }
         if (v == CLI_PF_WAIT && !*waiting)
                 fprintf(stderr,
-                        "forklet port-forward: session %s %s; connections are refused until "
-                        "it runs again\n",
-                        name, why);
+                        "forklet port-forward: session %s %s; connections wait (%d s at most) "
+                        "until it runs again\n",
+                        name, why, PF_WAIT_RUNNING_MS / 1000);
         else if (v == CLI_PF_SERVE && *waiting)
                 fprintf(stderr, "forklet port-forward: session %s is Running again\n", name);
         *waiting = v == CLI_PF_WAIT;

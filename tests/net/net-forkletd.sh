@@ -202,14 +202,14 @@ expect "listeners on loopback only" "^127.0.0.1:18080 \[::1\]:18080 \$" \
 sleep 4.5
 kill -0 $PF 2>/dev/null && ok "port-forward stays while the session is Paused: $(tail -n1 "$T/pf.out")" ||
         bad "port-forward ended on the pause: $(tail -n 3 "$T/pf.out")"
+# a connection made while it is Paused waits for the resume
+(printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 25 127.0.0.1 18080 >"$T/pf-paused.out" 2>&1) &
+waiter=$!
+sleep 1.5
 "$FORKLET" resume web >/dev/null || bad "resume web"
-got=
-for _ in $(seq 20); do
-        got=$(get 127.0.0.1)
-        [ "$got" = guest-page ] && break
-        sleep 0.5
-done
-expect "after resume: port-forward reaches the guest again" guest-page "$got"
+wait "$waiter"
+expect "a connection made during the pause is served after the resume" guest-page "$(cat "$T/pf-paused.out")"
+expect "after resume: port-forward reaches the guest again" guest-page "$(get 127.0.0.1)"
 ip netns add "$PEER"
 ip link add "p$P" type veth peer name eth0 netns "$PEER"
 ip addr add 192.0.2.9/30 dev "p$P"

@@ -4,8 +4,10 @@
  * for a guest idle and one rewriting 16 MiB in a loop, then idle guests whose disk is a qcow2
  * chain of N layers (FK_LIVE_DEPTHS, default "0 8 16": what N checkpoints leave a session's
  * disk). Through the vmm API (no forkletd; no disk switch: that step is empty), so it shows what
- * the QMP conversation and QEMU's block layer cost. Root, FORKLET_IMAGE_DIR; FK_LIVE_REPS (10),
- * FK_LIVE_MIB (256). Prints p50 / p90 in ms and each row's pause against the first's. */
+ * the QMP conversation and QEMU's block layer cost. Each row twice, checkpoints taken in turn:
+ * the conversation polled (query-migrate, query-status: the baseline) and driven by QEMU's
+ * MIGRATION events (forkletd's). Root, FORKLET_IMAGE_DIR; FK_LIVE_REPS (10), FK_LIVE_MIB (256).
+ * Prints p50 / p90 in ms and the event-driven pause against the polled one. */
 #include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -50,44 +52,59 @@ struct row {
         uint64_t polls[REPS_MAX];
 };
 
-static double base_p50; /* the first row's pause p50: the ratios' baseline */
+static unsigned poll_us; /* vmm_live_opts.poll_us of the polled rows run next */
 
-static unsigned poll_us; /* vmm_live_opts.poll_us of the rows run next */
-
-static int run(const char *label, int reps, struct row *w)
+static void print_row(const char *label, const char *mode, int reps, struct row *w,
+                      double base_p50)
 {
-        struct fk_error err = {0};
-        char stream[300];
-        double p50;
+        double p50 = pct_ms(w->pause, reps, 0.5);
 
-        snprintf(stream, sizeof(stream), "%s/full", workdir);
-        for (int i = 0; i < reps; i++) {
-                struct vmm_live_opts o = {
-                        .converge_ms = 20000, .timeout_ms = TIMEOUT_MS, .poll_us = poll_us};
-                struct vmm_live_stats st = {0};
-
-                if (vmm_checkpoint_live(vm.qmp, stream, &o, &st, &err) < 0)
-                        return fh_fail(&vm, "vmm_checkpoint_live (precopy)", &err);
-                unlink(stream);
-                for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++)
-                        w->step[s][i] = st.step_ns[s];
-                w->pause[i] = st.pause_ns;
-                w->downtime[i] = st.downtime_ms * 1000000ull;
-                w->polls[i] = st.polls * 1000000ull;
-                if (fh_sh(&vm, "true", NULL) != 0)
-                        return fh_fail(&vm, "the guest after the checkpoint", NULL);
-                usleep(300000);
-        }
-        p50 = pct_ms(w->pause, reps, 0.5);
-        if (!base_p50)
-                base_p50 = p50;
-        printf("| %s | %.1f / %.1f | %.2fx | %.0f / %.0f |", label, p50,
-               pct_ms(w->pause, reps, 0.9), p50 / base_p50, pct_ms(w->downtime, reps, 0.5),
-               pct_ms(w->downtime, reps, 0.9));
+        printf("| %s | %s | %.1f / %.1f | %.2fx | %.0f / %.0f |", label, mode, p50,
+               pct_ms(w->pause, reps, 0.9), base_p50 > 0 ? p50 / base_p50 : 1.0,
+               pct_ms(w->downtime, reps, 0.5), pct_ms(w->downtime, reps, 0.9));
         for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++)
                 printf(" %.2f |", pct_ms(w->step[s], reps, 0.5));
         printf(" %.0f |\n", pct_ms(w->polls, reps, 0.5));
         fflush(stdout);
+}
+
+static int one(const char *stream, bool poll, int i, struct row *w)
+{
+        struct fk_error err = {0};
+        struct vmm_live_opts o = {.converge_ms = 20000,
+                                  .timeout_ms = TIMEOUT_MS,
+                                  .poll = poll,
+                                  .poll_us = poll_us};
+        struct vmm_live_stats st = {0};
+
+        if (vmm_checkpoint_live(vm.qmp, stream, &o, &st, &err) < 0)
+                return fh_fail(&vm, poll ? "vmm_checkpoint_live (polled)" : "vmm_checkpoint_live",
+                               &err);
+        unlink(stream);
+        for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++)
+                w->step[s][i] = st.step_ns[s];
+        w->pause[i] = st.pause_ns;
+        w->downtime[i] = st.downtime_ms * 1000000ull;
+        w->polls[i] = st.polls * 1000000ull;
+        if (fh_sh(&vm, "true", NULL) != 0)
+                return fh_fail(&vm, "the guest after the checkpoint", NULL);
+        usleep(300000);
+        return 0;
+}
+
+/* reps checkpoints each way, taken in turn (polled, then event-driven), so the host's load
+ * weighs on both alike; the event-driven row's ratio is against the polled one. */
+static int run(const char *label, int reps)
+{
+        static struct row polled, events;
+        char stream[300];
+
+        snprintf(stream, sizeof(stream), "%s/full", workdir);
+        for (int i = 0; i < reps; i++)
+                if (one(stream, true, i, &polled) || one(stream, false, i, &events))
+                        return 1;
+        print_row(label, "polled", reps, &polled, 0);
+        print_row(label, "events", reps, &events, pct_ms(polled.pause, reps, 0.5));
         return 0;
 }
 
@@ -112,7 +129,6 @@ int main(void)
         const char *depths = getenv("FK_LIVE_DEPTHS") ? getenv("FK_LIVE_DEPTHS") : "0 8 16";
         int reps = getenv("FK_LIVE_REPS") ? atoi(getenv("FK_LIVE_REPS")) : 10;
         unsigned mib = getenv("FK_LIVE_MIB") ? (unsigned)atoi(getenv("FK_LIVE_MIB")) : 256;
-        static struct row w;
         struct fk_error err = {0};
         char top[300], label[64], *list, *save = NULL;
 
@@ -129,17 +145,18 @@ int main(void)
         atexit(cleanup);
         if (fh_vm_start(&vm, workdir, "src", image, mib, NULL, true, &err) < 0)
                 return fh_fail(&vm, "boot the guest", &err);
-        printf("%d precopy checkpoints each, %u MiB guest, p50 / p90 ms (steps: p50 ms), ratio: "
-               "pause p50 against the first row\n\n",
+        printf("%d precopy checkpoints each way, taken in turn, %u MiB guest, p50 / p90 ms (steps: "
+               "p50 ms); pause: QEMU's STOP event to cont's reply; ratio: the event-driven "
+               "pause p50 against the polled one of the same guest\n\n",
                reps, mib);
-        printf("| guest | pause | ratio | QEMU downtime |");
+        printf("| guest | conversation | pause | ratio | QEMU downtime |");
         for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++)
                 printf(" %s |", vmm_live_step_to_string(s));
-        printf(" polls |\n|---|---|---|---|");
+        printf(" queries or refused conts |\n|---|---|---|---|---|");
         for (int s = 0; s <= _VMM_LIVE_STEP_MAX; s++)
                 printf("---|");
         printf("\n");
-        if (run("idle, no disk", reps, &w))
+        if (run("idle, no disk", reps))
                 return 1;
         if (fh_sh(&vm,
                   "(while :; do head -c 16777216 /dev/urandom > /run/blob; done) "
@@ -147,10 +164,10 @@ int main(void)
                   NULL) != 0)
                 return fh_fail(&vm, "start the writer", NULL);
         sleep(2);
-        if (run("writing 16 MiB, no disk", reps, &w))
+        if (run("writing 16 MiB, no disk", reps))
                 return 1;
         poll_us = 250;
-        if (run("writing 16 MiB, no disk, switch-over looked for every 0.25 ms", reps, &w))
+        if (run("writing 16 MiB, no disk, polled every 0.25 ms", reps))
                 return 1;
         poll_us = 0;
         fh_vm_stop(&vm);
@@ -171,7 +188,7 @@ int main(void)
                         return fh_fail(&vm, "boot the guest with a disk", &err);
                 }
                 snprintf(label, sizeof(label), "idle, qcow2 of %d layers", depth + 1);
-                if (run(label, reps, &w)) {
+                if (run(label, reps)) {
                         free(list);
                         return 1;
                 }

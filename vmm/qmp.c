@@ -30,6 +30,9 @@ struct qmp_client {
         json_t *events; /* array, oldest first */
         uint64_t next_id;
         bool eof;
+        /* qmp_arm: a command sent but for its closing brace and newline */
+        uint64_t armed_id;
+        char armed[32]; /* its name; "" when nothing is armed */
 };
 
 static uint64_t deadline_after(unsigned timeout_ms)
@@ -207,6 +210,9 @@ static int execute(struct qmp_client *c, const char *command, json_t *args, int 
                 return fk_error_set(err, -EINVAL, "QMP: no client or command");
         if (c->eof)
                 return fk_error_set(err, -ECONNRESET, "QMP %s: connection closed by QEMU", command);
+        if (c->armed[0])
+                return fk_error_set(err, -EBUSY, "QMP %s: %s is armed (fire or disarm it first)",
+                                    command, c->armed);
         id = c->next_id++;
         r = qmp_proto_encode(command, args, id, &line, &len);
         if (r < 0)
@@ -236,6 +242,84 @@ int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigne
         return execute(c, command, args, -1, timeout_ms, ret_return, err);
 }
 
+int qmp_arm(struct qmp_client *c, const char *command, json_t *args, struct fk_error *err)
+{
+        cleanup_free char *line = NULL;
+        size_t len = 0;
+        int r;
+
+        if (!c || !command)
+                return fk_error_set(err, -EINVAL, "QMP: no client or command");
+        if (c->eof)
+                return fk_error_set(err, -ECONNRESET, "QMP %s: connection closed by QEMU", command);
+        if (c->armed[0])
+                return fk_error_set(err, -EBUSY, "QMP %s: %s is armed already", command, c->armed);
+        r = qmp_proto_encode(command, args, c->next_id, &line, &len);
+        if (r < 0 || len < 3 || strcmp(line + len - 2, "}\n"))
+                return fk_error_set(err, r < 0 ? r : -EINVAL, "QMP %s: cannot encode command",
+                                    command);
+        r = send_all(c->fd, line, len - 2);
+        if (r < 0) {
+                if (r == -ECONNRESET)
+                        c->eof = true;
+                return fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r));
+        }
+        c->armed_id = c->next_id++;
+        snprintf(c->armed, sizeof(c->armed), "%s", command);
+        return 0;
+}
+
+/* Sends the armed command's tail and waits for its reply. */
+static int finish_armed(struct qmp_client *c, const char *tail, unsigned timeout_ms,
+                        json_t **ret_return, struct fk_error *err)
+{
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        uint64_t deadline = deadline_after(timeout_ms);
+        enum qmp_msg_kind kind;
+        char command[sizeof(c->armed)];
+        int r;
+
+        if (!c || !c->armed[0])
+                return fk_error_set(err, -EINVAL, "QMP: nothing armed");
+        snprintf(command, sizeof(command), "%s", c->armed);
+        c->armed[0] = '\0';
+        r = send_all(c->fd, tail, strlen(tail));
+        if (r < 0) {
+                if (r == -ECONNRESET)
+                        c->eof = true;
+                return fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r));
+        }
+        r = wait_reply(c, c->armed_id, deadline, &reply, &kind, err);
+        if (r < 0)
+                return r;
+        if (kind == QMP_MSG_ERROR)
+                return qmp_proto_error_to_fk(reply, command, err);
+        if (ret_return)
+                *ret_return = json_incref(json_object_get(reply, "return"));
+        return 0;
+}
+
+int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return,
+             struct fk_error *err)
+{
+        return finish_armed(c, "}\n", timeout_ms, ret_return, err);
+}
+
+int qmp_disarm(struct qmp_client *c, unsigned timeout_ms)
+{
+        struct fk_error err = {0};
+        int r;
+
+        if (!c || !c->armed[0])
+                return 0;
+        /* A member QMP does not know makes QEMU refuse the command before it runs anything, and
+         * the refusal carries our id (qmp_dispatch: "QMP input member ... is unexpected"). */
+        r = finish_armed(c, ",\"forklet-disarm\":0}\n", timeout_ms, NULL, &err);
+        if (r == -EIO && strstr(err.msg, "forklet-disarm"))
+                return 0;
+        return r < 0 ? r : -EPROTO; /* it ran: QEMU took the member */
+}
+
 int qmp_execute_with_fd(struct qmp_client *c, const char *command, json_t *args, int fd,
                         unsigned timeout_ms, json_t **ret_return, struct fk_error *err)
 {
@@ -255,6 +339,75 @@ int qmp_next_event(struct qmp_client *c, json_t **ret)
         *ret = json_incref(json_array_get(c->events, 0));
         json_array_remove(c->events, 0);
         return 1;
+}
+
+static bool name_in(json_t *ev, const char *const *names)
+{
+        const char *name = json_string_value(json_object_get(ev, "event"));
+
+        for (size_t i = 0; name && names[i]; i++)
+                if (strcmp(name, names[i]) == 0)
+                        return true;
+        return false;
+}
+
+int qmp_take_event(struct qmp_client *c, const char *const *names, json_t **ret)
+{
+        size_t i;
+        json_t *ev;
+
+        if (!c || !names || !ret)
+                return -EINVAL;
+        json_array_foreach(c->events, i, ev)
+        {
+                if (name_in(ev, names)) {
+                        *ret = json_incref(ev);
+                        json_array_remove(c->events, i);
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+int qmp_wait_event(struct qmp_client *c, const char *const *names, unsigned timeout_ms,
+                   json_t **ret, struct fk_error *err)
+{
+        uint64_t deadline = deadline_after(timeout_ms);
+
+        if (!c || !names || !ret)
+                return fk_error_set(err, -EINVAL, "QMP: no client, names or result");
+        if (qmp_take_event(c, names, ret) > 0)
+                return 0;
+        for (;;) {
+                _cleanup_(json_decrefp) json_t *msg = NULL;
+                enum qmp_msg_kind kind;
+                int r = next_message(c, deadline, &msg, &kind, err);
+
+                if (r < 0)
+                        return r;
+                if (kind != QMP_MSG_EVENT) {
+                        /* a reply to a command that timed out earlier */
+                        log_debug("QMP: dropping a reply while waiting for an event");
+                        continue;
+                }
+                if (name_in(msg, names)) {
+                        *ret = TAKE_PTR(msg);
+                        return 0;
+                }
+                queue_event(c, msg);
+        }
+}
+
+void qmp_drop_events(struct qmp_client *c, const char *name)
+{
+        const char *const names[] = {name, NULL};
+
+        for (size_t i = 0; c && i < json_array_size(c->events);) {
+                if (name_in(json_array_get(c->events, i), names))
+                        json_array_remove(c->events, i);
+                else
+                        i++;
+        }
 }
 
 /* Reads what is there now into the line buffer; 1 when something was read, 0 nothing. */

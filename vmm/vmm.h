@@ -165,8 +165,29 @@ int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigne
  * (SCM_RIGHTS), as `getfd` and `add-fd` expect. -EBADF for fd < 0. */
 int qmp_execute_with_fd(struct qmp_client *c, const char *command, json_t *args, int fd,
                         unsigned timeout_ms, json_t **ret_return, struct fk_error *err);
+/* Sends a command but for its last bytes, so QEMU has parsed it when qmp_fire sends them:
+ * QEMU 7.2's monitor reads one byte per main-loop turn (about 10 µs each), so a 100-byte
+ * command costs a millisecond before it runs. While armed every other command fails -EBUSY.
+ * Events go on arriving. Does not log. */
+int qmp_arm(struct qmp_client *c, const char *command, json_t *args, struct fk_error *err);
+/* Completes the armed command and waits for its reply, as qmp_execute. */
+int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return,
+             struct fk_error *err);
+/* Completes the armed command so that QEMU refuses it without running it; 0 also when nothing
+ * was armed, -EPROTO if QEMU ran it after all, else as qmp_execute. */
+int qmp_disarm(struct qmp_client *c, unsigned timeout_ms);
 /* Pops the oldest queued event (new reference) or returns 0 with *ret NULL if none. */
 int qmp_next_event(struct qmp_client *c, json_t **ret);
+/* Waits up to timeout_ms for an event whose name is in names (NULL-terminated): the oldest
+ * queued one first, else the next QEMU sends; *ret gets it (new reference, taken off the
+ * queue). Other events are queued; a stray reply is dropped. -ETIMEDOUT, -ECONNRESET as
+ * qmp_execute. Not thread-safe, like qmp_execute. Does not log. */
+int qmp_wait_event(struct qmp_client *c, const char *const *names, unsigned timeout_ms,
+                   json_t **ret, struct fk_error *err);
+/* Takes the oldest queued event whose name is in names: 1 and *ret (new reference), or 0. */
+int qmp_take_event(struct qmp_client *c, const char *const *names, json_t **ret);
+/* Removes the queued events called name (events nobody else reads, e.g. MIGRATION_PASS). */
+void qmp_drop_events(struct qmp_client *c, const char *name);
 /* Reads what QEMU already sent without waiting and queues its events (a stray reply is
  * dropped): for a client nobody runs commands on right now. -ECONNRESET once QEMU closed the
  * socket (what came before it is queued). Not thread-safe, like qmp_execute. */

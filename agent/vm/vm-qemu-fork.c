@@ -362,7 +362,6 @@ struct live_switch {
         const struct agent_checkpoint_params *p;
         struct agent_checkpoint_result *res;
         char node[32]; /* the new overlay's node, opened before the pause; "": no disk */
-        uint64_t switch_ns;
 };
 
 /* Opens new_disk as a node of its own while the guest runs, so the switch-over only changes
@@ -402,26 +401,18 @@ static void overlay_close(struct live_switch *ls)
         json_decref(args);
 }
 
-static int live_switchover(void *userdata, struct fk_error *err)
+/* After blockdev-snapshot (vmm's switch_command) moved disk0 onto the new overlay: the VM's
+ * disk is the new overlay now. */
+static int live_switched(void *userdata, struct fk_error *err)
 {
         struct live_switch *ls = userdata;
-        uint64_t t0 = fk_now_mono_ns();
-        json_t *args;
-        int r;
+        char *disk = strdup(ls->p->new_disk);
 
-        if (!ls->node[0])
-                return 0;
-        args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", ls->node);
-        if (!args)
+        if (!disk)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(ls->q->qmp, "blockdev-snapshot", args, VM_QMP_TIMEOUT_MS, NULL, err);
-        json_decref(args);
-        ls->switch_ns = fk_now_mono_ns() - t0;
-        if (r < 0)
-                return r;
         ls->res->disk_switched = true;
         free(ls->q->disk);
-        ls->q->disk = strdup(ls->p->new_disk);
+        ls->q->disk = disk;
         return 0;
 }
 
@@ -446,21 +437,32 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
         struct live_switch ls = {.q = q, .p = p, .res = res};
         struct vmm_live_opts o = {.converge_ms = LIVE_CONVERGE_MS,
                                   .timeout_ms = p->timeout_ms,
-                                  .switchover = live_switchover,
                                   .userdata = &ls,
                                   .background = live_background(q)};
         struct vmm_live_stats st = {0};
+        json_t *args = NULL;
         int r = overlay_open(&ls, err);
 
         /* a QEMU that cannot open the overlay beside the old one: stop-and-copy's switch */
         if (r == -EIO)
                 r = fk_error_set(err, -EOPNOTSUPP, "blockdev-add of the new overlay: %s", err->msg);
+        if (r >= 0 && ls.node[0]) {
+                /* the switch only changes the graph: the old overlay becomes the checkpoint's
+                 * frozen layer */
+                args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", ls.node);
+                if (!args)
+                        r = fk_error_set(err, -ENOMEM, "out of memory");
+                o.switch_command = "blockdev-snapshot";
+                o.switch_args = args;
+                o.switchover = live_switched;
+        }
         if (r >= 0)
                 r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
+        json_decref(args);
         overlay_close(&ls);
         if (r < 0)
                 return r;
-        res->switch_ns = ls.switch_ns;
+        res->switch_ns = st.step_ns[VMM_LIVE_SWITCH];
         /* until Ready: the stream's size (touched RAM + device state) stands for ramBytes */
         res->ram_bytes = st.stream_bytes;
         res->live = true;

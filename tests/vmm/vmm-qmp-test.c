@@ -18,7 +18,6 @@
 #include "tests/lib/qmp-fake.h"
 #include "vmm/vmm-internal.h"
 #include "vmm/vmm.h"
-#include "vmm/checkpoint/checkpoint.h"
 
 #define EV_STOP                                                                                    \
         "{\"timestamp\": {\"seconds\": 1764407400, \"microseconds\": 1}, \"event\": \"STOP\"}\r\n"
@@ -355,109 +354,6 @@ static void test_connect_missing_socket(void **state)
         assert_null(c);
 }
 
-/* ---- live checkpoints (checkpoint-live.c) against a scripted QEMU ------------------------ */
-
-#define RET(id)     "{\"return\": {}, \"id\": " #id "}\r\n"
-#define MIG(id, st) "{\"return\": {\"status\": \"" st "\"}, \"id\": " #id "}\r\n"
-
-static int switchovers;
-
-static int count_switchover(void *ud, struct fk_error *err)
-{
-        (void)ud, (void)err;
-        switchovers++;
-        return 0;
-}
-
-static void test_live_checkpoint(void **state)
-{
-        const struct qmp_fake_step steps[] = {
-                QMP_FAKE_HANDSHAKE,
-                {"\"query-status\"", "{\"return\": {\"status\": \"running\"}, \"id\": 2}\r\n", 0,
-                 false},
-                {"\"pause-before-switchover\",\"state\":true", RET(3), 0, false},
-                {"\"downtime-limit\":10", RET(4), 0, false},
-                {"\"getfd\"", RET(5), 0, false},
-                {"\"fd:fk-migrate\"", RET(6), 0, false},
-                {"\"query-migrate\"", MIG(7, "active"), 0, false},
-                {"\"query-migrate\"", MIG(8, "pre-switchover"), 0, false},
-                {"\"migrate-continue\"", RET(9), 0, false},
-                {"\"query-migrate\"", MIG(10, "device"), 0, false},
-                {"\"query-migrate\"",
-                 "{\"return\": {\"status\": \"completed\", \"downtime\": 4}, \"id\": 11}\r\n", 0,
-                 false},
-                {"\"query-status\"", "{\"return\": {\"status\": \"postmigrate\"}, \"id\": 12}\r\n",
-                 0, false},
-                {"\"cont\"", RET(13), 0, false},
-                {"\"pause-before-switchover\",\"state\":false", RET(14), 0, false},
-        };
-        struct vmm_live_opts o = {
-                .converge_ms = 10000, .timeout_ms = 2000, .switchover = count_switchover};
-        char stream[] = "/tmp/fk-live-test-XXXXXX";
-        struct vmm_live_stats st = {0};
-        struct qmp_client *c = NULL;
-        struct fk_error err = {};
-        struct qmp_fake f;
-        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false), sfd = mkstemp(stream);
-
-        (void)state;
-        assert_true(sfd >= 0);
-        close(sfd);
-        switchovers = 0;
-        assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
-        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), 0);
-        assert_int_equal(switchovers, 1); /* the disk froze while QEMU waited */
-        assert_int_equal(st.downtime_ms, 4);
-        assert_false(st.forced);
-        assert_true(st.pause_ns > 0 && st.pause_ns <= st.total_ns);
-        /* the steps add up to the pause; 3 queries with the guest stopped (device, completed,
-         * postmigrate) */
-        uint64_t sum = 0;
-        for (int i = 0; i < _VMM_LIVE_STEP_MAX; i++)
-                sum += st.step_ns[i];
-        assert_true(sum == st.pause_ns);
-        assert_int_equal(st.polls, 3);
-        assert_string_equal(vmm_live_step_to_string(VMM_LIVE_CONT), "cont");
-        assert_string_equal(vmm_live_step_to_string(_VMM_LIVE_STEP_MAX), "?");
-        qmp_client_free(c);
-        qmp_fake_finish(&f);
-        unlink(stream);
-}
-
-/* A QEMU that refuses the capability: -EOPNOTSUPP, nothing done to the guest, no stream. */
-static void test_live_checkpoint_refused(void **state)
-{
-        const struct qmp_fake_step steps[] = {
-                QMP_FAKE_HANDSHAKE,
-                {"\"query-status\"", "{\"return\": {\"status\": \"running\"}, \"id\": 2}\r\n", 0,
-                 false},
-                {"\"migrate-set-capabilities\"",
-                 "{\"id\": 3, \"error\": {\"class\": \"GenericError\", \"desc\": \"Parameter "
-                 "'capability' does not accept value 'pause-before-switchover'\"}}\r\n",
-                 0, false},
-                {"\"migrate-set-capabilities\"", RET(4), 0, false},
-        };
-        struct vmm_live_opts o = {
-                .converge_ms = 1000, .timeout_ms = 2000, .switchover = count_switchover};
-        struct vmm_live_stats st = {0};
-        struct qmp_client *c = NULL;
-        struct fk_error err = {};
-        struct qmp_fake f;
-        int fd = qmp_fake_start(&f, steps, ARRAY_SIZE(steps), false);
-
-        (void)state;
-        switchovers = 0;
-        assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
-        assert_int_equal(vmm_checkpoint_live(c, "/tmp/fk-live-test-refused", &o, &st, &err),
-                         -EOPNOTSUPP);
-        assert_non_null(strstr(err.msg, "QEMU refused live migration"));
-        assert_non_null(strstr(err.msg, "pause-before-switchover"));
-        assert_int_equal(switchovers, 0);
-        assert_int_equal(access("/tmp/fk-live-test-refused", F_OK), -1);
-        qmp_client_free(c);
-        qmp_fake_finish(&f);
-}
-
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -471,8 +367,6 @@ int main(void)
                 cmocka_unit_test(test_client_pump),
                 cmocka_unit_test(test_client_bad_greeting),
                 cmocka_unit_test(test_connect_missing_socket),
-                cmocka_unit_test(test_live_checkpoint),
-                cmocka_unit_test(test_live_checkpoint_refused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

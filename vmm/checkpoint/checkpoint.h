@@ -10,6 +10,7 @@
 #include "common/error.h"
 
 struct qmp_client;
+typedef struct json_t json_t; /* jansson */
 
 /* ---- checkpoints (fork engine) --------------------------------------------------------- */
 
@@ -65,7 +66,12 @@ typedef int (*vmm_switchover_fn)(void *userdata, struct fk_error *err);
 struct vmm_live_opts {
         unsigned converge_ms;         /* precopy this long, then stop the guest to finish */
         unsigned timeout_ms;          /* the whole save */
-        vmm_switchover_fn switchover; /* NULL: nothing to do at the switch-over */
+        /* a QMP command to run first at the switch-over (the disk freeze), e.g.
+         * blockdev-snapshot; precopy sends it ahead but for its last bytes (qmp_arm), so the
+         * pause does not wait for QEMU to read it; NULL: none. switch_args: borrowed. */
+        const char *switch_command;
+        json_t *switch_args;
+        vmm_switchover_fn switchover; /* after switch_command; NULL: nothing */
         /* precopy: called once the stream is complete, the guest still stopped, before cont
          * (bench-precopy-ram compares the guest's RAM with the stream here); NULL: none */
         vmm_switchover_fn completed;
@@ -76,18 +82,22 @@ struct vmm_live_opts {
          * host is busy: docs/fork-engine.md; its global state says "running": load it into a
          * QEMU started with start_paused) */
         bool background;
-        /* precopy: how often the switch-over is looked for, µs; 0: 1000 (bench-live-pause) */
+        /* precopy: poll query-migrate and query-status for the switch-over, the completion and
+         * postmigrate instead of waiting for QEMU's MIGRATION events (bench-live-pause's
+         * baseline); poll_us: how often the switch-over is looked for then, 0: 1000 */
+        bool poll;
         unsigned poll_us;
 };
 
 /* The precopy pause, step by step (each from the end of the one before; the first from the
- * last reply that saw the guest run): what vmm_live_stats.step_ns holds. */
+ * guest's stop, stop_ns): what vmm_live_stats.step_ns holds. */
 enum vmm_live_step {
-        VMM_LIVE_SEEN,        /* until a query-migrate reply said pre-switchover */
+        VMM_LIVE_SEEN,        /* until QEMU said pre-switchover (event, or a query-migrate) */
         VMM_LIVE_SWITCH,      /* o->switchover (the disk freeze) */
         VMM_LIVE_CONTINUE,    /* migrate-continue's reply */
-        VMM_LIVE_COMPLETED,   /* until a reply said completed (QEMU writes the devices) */
-        VMM_LIVE_POSTMIGRATE, /* until query-status said postmigrate */
+        VMM_LIVE_COMPLETED,   /* until QEMU said completed (it writes the devices) */
+        VMM_LIVE_POSTMIGRATE, /* polled: until query-status said postmigrate; events: the conts
+                               * QEMU refused before it left finish-migrate */
         VMM_LIVE_CALLBACK,    /* o->completed */
         VMM_LIVE_CONT,        /* cont's reply (QEMU re-activates the block layer) */
         _VMM_LIVE_STEP_MAX,
@@ -99,7 +109,10 @@ struct vmm_live_stats {
                 step_ns[_VMM_LIVE_STEP_MAX]; /* precopy: the pause by step; their sum is pause_ns */
         unsigned polls;                      /* precopy: QMP queries while the guest was stopped */
         uint64_t downtime_ms;                /* QEMU's query-migrate "downtime" */
-        uint64_t pause_ns;     /* measured here: last poll that saw it run .. cont returned */
+        /* the guest stopped (QEMU's STOP event; polled without it: the last reply that saw it
+         * run), monotonic */
+        uint64_t stop_ns;
+        uint64_t pause_ns;     /* stop_ns .. cont returned */
         uint64_t total_ns;     /* migrate .. cont */
         uint64_t stream_bytes; /* the stream file (touched RAM + device state) */
         bool forced;           /* did not converge in converge_ms: stopped to finish */

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# bench/checkpoint: how long a checkpoint stops its source, live against stop-and-copy in the
-# same run, for 256 MiB and 1 GiB guests with little and much touched RAM; and rollback to
+# bench/checkpoint: how long a checkpoint stops its source, live (and its older polled
+# conversation) against stop-and-copy in the same run, for 256 MiB and 1 GiB guests with little and much touched RAM; and rollback to
 # agent-ready. Through a real forkletd (the harness of tests/lib/harness.sh: tmpfs
 # runDir, disk stateDir). Per checkpoint: QEMU's reported downtime (live only), forkletd's
 # stop-to-cont time, and from outside the longest gap between replies of a 5 ms ping to the guest
@@ -50,14 +50,18 @@ pinged() {
         return $rc
 }
 
-# LIVE_MODE: the FORKLET_CHECKPOINT_MODE of the live cells ("" for forkletd's default, the
-# background snapshot; precopy: pause-before-switchover, see docs/fork-engine.md). The method
-# each checkpoint used is in the raw lines.
-LIVE_MODE=${LIVE_MODE-precopy}
+# MODES: the cells of each guest, each a forkletd restart (VMs adopted) with its
+# FORKLET_CHECKPOINT_MODE: stop-copy; precopy-polled (precopy, the conversation polled as before
+# QEMU's events and armed commands: the live baseline); live (forkletd's default method, LIVE_MODE
+# to force one). The method each checkpoint used is in the raw lines.
+MODES=${MODES:-stop-copy precopy-polled live}
+LIVE_MODE=${LIVE_MODE-}
 restart() {
         stop_daemon
-        if [ "$1" = stop-copy ]; then FORKLET_CHECKPOINT_MODE=stop-copy start_daemon; else
-                FORKLET_CHECKPOINT_MODE=$LIVE_MODE start_daemon; fi
+        case $1 in
+        live) FORKLET_CHECKPOINT_MODE=$LIVE_MODE start_daemon ;;
+        *) FORKLET_CHECKPOINT_MODE=$1 start_daemon ;;
+        esac
 }
 
 # cell SIZE TOUCH MODE: REPS checkpoints; appends "SIZE TOUCH MODE qemu_ms pause_ms gap_ms base_ms"
@@ -76,7 +80,9 @@ cell() {
                         sleep 0.1
                 done
                 j=$(ck_json "$name" "$ck")
-                echo "$j" | grep -q "\"mode\": \"$mode\"" || fail "$ck: not $mode: $j"
+                want=live
+                [ "$mode" = stop-copy ] && want=stop-copy
+                echo "$j" | grep -q "\"mode\": \"$want\"" || fail "$ck: not $want: $j"
                 dt=$(echo "$j" | num downtimeMs)
                 ps=$(echo "$j" | num pauseNs)
                 me=$(echo "$j" | sed -n 's/^ *"method": *"\([a-z-]*\)",*$/\1/p' | head -n1)
@@ -100,11 +106,12 @@ for size in $SIZES; do
                                 while [ \$i -lt $mib ]; do cat /run/r1m; i=\$((i + 1)); done > /run/fill" ||
                                 fail "fill $mib MiB in $name"
                 fi
-                for mode in stop-copy live; do
-                        restart $mode
+                for mode in $MODES; do
+                        restart "$mode"
                         cell "$size" "$touch" "$mode"
-                        [ $mode = live ] && ck_live=$LAST
+                        [ "$mode" = live ] && ck_live=$LAST
                 done
+                [ -n "${ck_live:-}" ] || fail "MODES must include live (the rollbacks use it)"
                 # rollback to agent-ready, onto the live checkpoint's RAM (mapped, not copied)
                 for i in 1 2 3; do
                         t0=$(date +%s%N)
@@ -122,25 +129,30 @@ for size in $SIZES; do
 done
 
 echo
-echo "source pause per checkpoint (ms), $REPS each, p50 / p90; outside: longest gap of a 5 ms ping"
-printf "%-6s %-5s | %-15s %-15s | %-15s %-15s | %-11s %-11s %-11s | %s\n" "guest" "touch" \
-        "stop-copy pause" "live pause" "live QEMU dt" "stop-copy ping" "live ping" "no-ck ping" \
-        "pause s-c/live" "ping s-c/live"
+echo "source pause per checkpoint (ms), $REPS each, p50 / p90: forkletd's (QEMU's STOP to cont's"
+echo "reply; stop-copy: its stop to cont), QEMU's downtime, and from outside the longest gap of a"
+echo "5 ms ping during the checkpoint against the same ping without one; ratios: p50 against the"
+echo "first mode's (the baseline)"
+echo
+echo "| guest | touched | mode | pause | QEMU downtime | ping | no-ck ping | pause ratio | ping over no-ck (p50) |"
+echo "|---|---|---|---|---|---|---|---|---|"
+first=${MODES%% *}
 for size in $SIZES; do
         for touch in low high; do
                 sel() { awk -v s="$size" -v t="$touch" -v m="$1" -v c="$2" '$1 == s && $2 == t && $3 == m {print $c}' "$OUT"; }
-                sp50=$(sel stop-copy 5 | pct 0.5) sp90=$(sel stop-copy 5 | pct 0.9)
-                lp50=$(sel live 5 | pct 0.5) lp90=$(sel live 5 | pct 0.9)
-                ld50=$(sel live 4 | pct 0.5) ld90=$(sel live 4 | pct 0.9)
-                sg50=$(sel stop-copy 6 | pct 0.5) sg90=$(sel stop-copy 6 | pct 0.9)
-                lg50=$(sel live 6 | pct 0.5) lg90=$(sel live 6 | pct 0.9)
-                bg50=$( (sel live 7; sel stop-copy 7) | pct 0.5)
-                bg90=$( (sel live 7; sel stop-copy 7) | pct 0.9)
-                printf "%-6s %-5s | %6s / %-6s %6s / %-6s | %6s / %-6s %6s / %-6s | %4s / %-4s %-11s | %7.1fx %7.1fx\n" \
-                        "${size}M" "$touch" "$sp50" "$sp90" "$lp50" "$lp90" "$ld50" "$ld90" \
-                        "$sg50" "$sg90" "$lg50" "$lg90" "$bg50 / $bg90" \
-                        "$(awk -v a="$sp50" -v b="$lp50" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
-                        "$(awk -v a="$sg50" -v b="$lg50" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+                base=$(sel "$first" 5 | pct 0.5)
+                nb50=$(for m in $MODES; do sel "$m" 7; done | pct 0.5)
+                nb90=$(for m in $MODES; do sel "$m" 7; done | pct 0.9)
+                for mode in $MODES; do
+                        p50=$(sel "$mode" 5 | pct 0.5)
+                        g50=$(sel "$mode" 6 | pct 0.5)
+                        printf "| %s MiB | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %sx | %s ms |\n" \
+                                "$size" "$touch" "$mode" "$p50" "$(sel "$mode" 5 | pct 0.9)" \
+                                "$(sel "$mode" 4 | pct 0.5)" "$(sel "$mode" 4 | pct 0.9)" \
+                                "$g50" "$(sel "$mode" 6 | pct 0.9)" "$nb50" "$nb90" \
+                                "$(awk -v a="$p50" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')" \
+                                "$(awk -v a="$g50" -v b="$nb50" 'BEGIN {printf "%.1f", a - b}')"
+                done
         done
 done
 echo

@@ -54,8 +54,7 @@ struct row {
 
 static unsigned poll_us; /* vmm_live_opts.poll_us of the polled rows run next */
 
-static void print_row(const char *label, const char *mode, int reps, struct row *w,
-                      double base_p50)
+static void print_row(const char *label, const char *mode, int reps, struct row *w, double base_p50)
 {
         double p50 = pct_ms(w->pause, reps, 0.5);
 
@@ -71,10 +70,8 @@ static void print_row(const char *label, const char *mode, int reps, struct row 
 static int one(const char *stream, bool poll, int i, struct row *w)
 {
         struct fk_error err = {0};
-        struct vmm_live_opts o = {.converge_ms = 20000,
-                                  .timeout_ms = TIMEOUT_MS,
-                                  .poll = poll,
-                                  .poll_us = poll_us};
+        struct vmm_live_opts o = {
+                .converge_ms = 20000, .timeout_ms = TIMEOUT_MS, .poll = poll, .poll_us = poll_us};
         struct vmm_live_stats st = {0};
 
         if (vmm_checkpoint_live(vm.qmp, stream, &o, &st, &err) < 0)

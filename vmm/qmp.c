@@ -299,8 +299,7 @@ static int finish_armed(struct qmp_client *c, const char *tail, unsigned timeout
         return 0;
 }
 
-int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return,
-             struct fk_error *err)
+int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return, struct fk_error *err)
 {
         return finish_armed(c, "}\n", timeout_ms, ret_return, err);
 }

@@ -171,8 +171,7 @@ int qmp_execute_with_fd(struct qmp_client *c, const char *command, json_t *args,
  * Events go on arriving. Does not log. */
 int qmp_arm(struct qmp_client *c, const char *command, json_t *args, struct fk_error *err);
 /* Completes the armed command and waits for its reply, as qmp_execute. */
-int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return,
-             struct fk_error *err);
+int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return, struct fk_error *err);
 /* Completes the armed command so that QEMU refuses it without running it; 0 also when nothing
  * was armed, -EPROTO if QEMU ran it after all, else as qmp_execute. */
 int qmp_disarm(struct qmp_client *c, unsigned timeout_ms);

@@ -329,16 +329,26 @@ static bool live_wanted(void)
 
 /* The live method: precopy where QEMU's dirty tracking is exact (KVM's dirty log, or TCG with
  * the RAM tail), else the background snapshot (userfaultfd; refused by a jailed QEMU 7.2, then
- * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy or =background forces one. */
+ * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy (or precopy-polled) or =background forces
+ * one. */
 static bool live_background(const struct qemu_vm *q)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
-        if (m && strcmp(m, "precopy") == 0)
+        if (m && (strcmp(m, "precopy") == 0 || strcmp(m, "precopy-polled") == 0))
                 return false;
         if (m && strcmp(m, "background") == 0)
                 return true;
         return !(q->accel == VMM_ACCEL_KVM || q->ram_tail);
+}
+
+/* FORKLET_CHECKPOINT_MODE=precopy-polled: precopy with the polled conversation instead of
+ * QEMU's events and armed commands (bench/checkpoint.sh's baseline). */
+static bool live_polled(void)
+{
+        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
+
+        return m && strcmp(m, "precopy-polled") == 0;
 }
 
 uint64_t qemu_checkpoint_bytes(void *vm)
@@ -438,7 +448,8 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
         struct vmm_live_opts o = {.converge_ms = LIVE_CONVERGE_MS,
                                   .timeout_ms = p->timeout_ms,
                                   .userdata = &ls,
-                                  .background = live_background(q)};
+                                  .background = live_background(q),
+                                  .poll = live_polled()};
         struct vmm_live_stats st = {0};
         json_t *args = NULL;
         int r = overlay_open(&ls, err);

@@ -22,12 +22,11 @@
 #define RET(id)     "{\"return\": {}, \"id\": " #id "}\r\n"
 #define MIG(id, st) "{\"return\": {\"status\": \"" st "\"}, \"id\": " #id "}\r\n"
 #define EV_MIG(st)                                                                                 \
-        "{\"event\": \"MIGRATION\", \"data\": {\"status\": \"" st "\"}, \"timestamp\": "          \
+        "{\"event\": \"MIGRATION\", \"data\": {\"status\": \"" st "\"}, \"timestamp\": "           \
         "{\"seconds\": 1, \"microseconds\": 0}}\r\n"
 #define RUNNING(id)                                                                                \
         "{\"return\": {\"status\": \"running\", \"running\": true}, \"id\": " #id "}\r\n"
-#define DONE(id)                                                                                   \
-        "{\"return\": {\"status\": \"completed\", \"downtime\": 4}, \"id\": " #id "}\r\n"
+#define DONE(id) "{\"return\": {\"status\": \"completed\", \"downtime\": 4}, \"id\": " #id "}\r\n"
 
 static int switchovers;
 
@@ -71,7 +70,8 @@ static void test_arm_fire_disarm(void **state)
                  0, false},
                 {NULL,
                  "{\"event\": \"STOP\", \"timestamp\": {\"seconds\": 1, \"microseconds\": 0}}\r\n"
-                 "{\"event\": \"RESUME\", \"timestamp\": {\"seconds\": 2, \"microseconds\": 0}}\r\n",
+                 "{\"event\": \"RESUME\", \"timestamp\": {\"seconds\": 2, \"microseconds\": "
+                 "0}}\r\n",
                  0, false},
                 {"\"query-status\",\"id\":4}", RUNNING(4), 0, false},
                 {NULL, NULL, 300, false}, /* then hang up: the last wait runs out first */
@@ -297,8 +297,8 @@ static void test_live_events_failed(void **state)
                  0, false},
                 {"\"migrate_cancel\"", RET(10), 0, false},
                 {"\"query-migrate\"", MIG(11, "failed"), 0, false},
-                {"\"query-status\"",
-                 "{\"return\": {\"status\": \"postmigrate\"}, \"id\": 12}\r\n", 0, false},
+                {"\"query-status\"", "{\"return\": {\"status\": \"postmigrate\"}, \"id\": 12}\r\n",
+                 0, false},
                 {"\"cont\"", RET(13), 0, false},
                 {"\"events\",\"state\":false", RET(14), 0, false},
         };

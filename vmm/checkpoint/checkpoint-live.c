@@ -324,7 +324,8 @@ static int wait_migration(struct qmp_client *qmp, const char *want, uint64_t dea
                 int r = qmp_wait_event(qmp, names, ms_until(deadline), &ev, NULL);
 
                 if (r < 0)
-                        return r == -ETIMEDOUT ? r : fk_error_set(err, r, "QMP: waiting for %s", want);
+                        return r == -ETIMEDOUT ? r
+                                               : fk_error_set(err, r, "QMP: waiting for %s", want);
                 snprintf(st, sizeof(st), "%s",
                          json_string_value(json_object_get(json_object_get(ev, "data"), "status"))
                                  ?: "?");
@@ -334,8 +335,10 @@ static int wait_migration(struct qmp_client *qmp, const char *want, uint64_t dea
                         return 0;
                 }
                 /* QEMU's reason needs a query: what is armed goes unrun first */
-                if (strcmp(st, "failed") == 0 && qmp_disarm(qmp, 5000) >= 0)
-                        return migrate_status(qmp, 5000, st, sizeof(st), NULL, err) < 0
+                if (strcmp(st, "failed") == 0)
+                        return qmp_disarm(qmp, 5000) >= 0 &&
+                                               migrate_status(qmp, 5000, st, sizeof(st), NULL,
+                                                              err) < 0
                                        ? -EIO
                                        : fk_error_set(err, -EIO, "migration failed");
                 if (strcmp(st, "cancelling") == 0 || strcmp(st, "cancelled") == 0)

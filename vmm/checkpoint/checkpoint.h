@@ -64,8 +64,8 @@ int vmm_migrate_load_file(struct qmp_client *qmp, const char *path, bool ignore_
 typedef int (*vmm_switchover_fn)(void *userdata, struct fk_error *err);
 
 struct vmm_live_opts {
-        unsigned converge_ms;         /* precopy this long, then stop the guest to finish */
-        unsigned timeout_ms;          /* the whole save */
+        unsigned converge_ms; /* precopy this long, then stop the guest to finish */
+        unsigned timeout_ms;  /* the whole save */
         /* a QMP command to run first at the switch-over (the disk freeze), e.g.
          * blockdev-snapshot; precopy sends it ahead but for its last bytes (qmp_arm), so the
          * pause does not wait for QEMU to read it; NULL: none. switch_args: borrowed. */

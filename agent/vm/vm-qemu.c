@@ -383,6 +383,13 @@ static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
         cleanup_free char *status = NULL;
         int r = qmp_query_status(q->qmp, VM_QMP_TIMEOUT_MS, &status, err);
 
+        if (r >= 0 && strcmp(status, "inmigrate") && strcmp(status, "prelaunch") &&
+            (r = vmm_live_abandon(q->qmp, VM_QMP_TIMEOUT_MS, err)) > 0) {
+                /* a live checkpoint its forkletd did not finish: the source runs on */
+                free(status);
+                status = NULL;
+                r = qmp_query_status(q->qmp, VM_QMP_TIMEOUT_MS, &status, err);
+        }
         if (r < 0)
                 return r;
         if (strcmp(status, "inmigrate") == 0 || strcmp(status, "prelaunch") == 0 ||

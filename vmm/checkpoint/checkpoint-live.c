@@ -236,6 +236,24 @@ static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
                 (void)qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, NULL);
 }
 
+int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
+{
+        static const char *const running[] = {"setup",  "active",     "pre-switchover",
+                                              "device", "cancelling", NULL};
+        bool cancel = false;
+        char st[32];
+        int r = migrate_status(qmp, timeout_ms, st, sizeof(st), NULL, err);
+
+        if (r < 0 && r != -EIO) /* -EIO: an earlier one failed, nothing runs */
+                return r;
+        for (size_t i = 0; r >= 0 && running[i]; i++)
+                cancel = cancel || strcmp(st, running[i]) == 0;
+        if (cancel)
+                abort_live(qmp, timeout_ms);
+        r = set_caps(qmp, false, false, timeout_ms, err);
+        return r < 0 ? r : cancel;
+}
+
 /* Refusals before the guest was touched: the caller may take the stop-and-copy path. */
 static int live_setup(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
 {

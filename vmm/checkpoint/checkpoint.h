@@ -130,3 +130,9 @@ struct vmm_live_stats {
  * running. Does not log. */
 int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
                         struct vmm_live_stats *ret, struct fk_error *err);
+/* What a killed forkletd left of a live checkpoint in a QEMU it adopts: a migration still
+ * running (a precopy source stopped at the switch-over waits there for ever, and refuses cont)
+ * is cancelled, which restarts a guest QEMU stopped for it, and the live capabilities go off (a
+ * later stop-and-copy save would wait at a switch-over). 1: a migration was cancelled, 0: none
+ * ran, -errno with err. Does not log. */
+int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err);

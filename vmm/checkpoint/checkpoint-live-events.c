@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/* The precopy checkpoint's conversation driven by QEMU's MIGRATION events: no query while the
+ * guest is stopped but cont, and the pause's commands armed ahead (qmp_arm: QEMU 7.2's monitor
+ * reads one byte per main-loop turn), so the pause is QEMU's own work. */
+#include "vmm/vmm.h"
+#include "vmm/checkpoint/checkpoint-internal.h"
+#include "vmm/checkpoint/checkpoint.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The first command of the pause, armed while the guest runs (qmp_arm): the disk freeze, or
+ * migrate-continue when there is nothing to do at the switch-over. */
+static int arm_first(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
+{
+        json_t *args;
+        int r;
+
+        if (o->switch_command)
+                return qmp_arm(qmp, o->switch_command, o->switch_args, err);
+        if (o->switchover) /* it runs first: migrate-continue goes after it, not armed */
+                return 0;
+        args = json_pack("{s:s}", "state", "pre-switchover");
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_arm(qmp, "migrate-continue", args, err);
+        json_decref(args);
+        return r;
+}
+
+/* An event's timestamp (QEMU's realtime clock) on our monotonic clock; 0 if it has none. */
+static uint64_t event_mono_ns(json_t *ev)
+{
+        json_t *ts = json_object_get(ev, "timestamp");
+        json_int_t s = json_integer_value(json_object_get(ts, "seconds"));
+        json_int_t us = json_integer_value(json_object_get(ts, "microseconds"));
+        uint64_t real = fk_now_real_ns(), mono = fk_now_mono_ns();
+        uint64_t at = (uint64_t)s * 1000000000ull + (uint64_t)us * 1000ull;
+
+        if (s <= 0 || us < 0 || at > real || real - at > mono)
+                return 0;
+        return mono - (real - at);
+}
+
+/* When the guest stopped, by QEMU's STOP event (queued while we waited: QEMU sends it before it
+ * says pre-switchover); else `fallback`. */
+uint64_t vmm_live_stopped_at(struct qmp_client *qmp, uint64_t fallback)
+{
+        static const char *const stop[] = {"STOP", NULL};
+        uint64_t at = 0;
+        json_t *ev = NULL;
+
+        while (qmp_take_event(qmp, stop, &ev) > 0) {
+                at = event_mono_ns(ev);
+                json_decref(ev);
+        }
+        return at && at <= fallback ? at : fallback;
+}
+
+static unsigned ms_until(uint64_t deadline)
+{
+        uint64_t now = fk_now_mono_ns();
+
+        return now >= deadline ? 1 : (unsigned)((deadline - now + 999999) / 1000000);
+}
+
+/* Waits for the MIGRATION event whose status is want, until deadline (-ETIMEDOUT then, err
+ * unset); failed or cancelled are errors (QEMU's reason from query-migrate). */
+static int wait_migration(struct qmp_client *qmp, const char *want, uint64_t deadline,
+                          uint64_t *ret_ns, struct fk_error *err)
+{
+        static const char *const names[] = {"MIGRATION", NULL};
+
+        for (;;) {
+                json_t *ev = NULL;
+                char st[32];
+                int r = qmp_wait_event(qmp, names, ms_until(deadline), &ev, NULL);
+
+                if (r < 0)
+                        return r == -ETIMEDOUT ? r
+                                               : fk_error_set(err, r, "QMP: waiting for %s", want);
+                snprintf(st, sizeof(st), "%s",
+                         json_string_value(json_object_get(json_object_get(ev, "data"), "status"))
+                                 ?: "?");
+                json_decref(ev);
+                if (strcmp(st, want) == 0) {
+                        *ret_ns = fk_now_mono_ns();
+                        return 0;
+                }
+                /* QEMU's reason needs a query: what is armed goes unrun first */
+                if (strcmp(st, "failed") == 0)
+                        return qmp_disarm(qmp, 5000) >= 0 &&
+                                               vmm_live_migrate_status(qmp, 5000, st, sizeof(st),
+                                                                       NULL, err) < 0
+                                       ? -EIO
+                                       : fk_error_set(err, -EIO, "migration failed");
+                if (strcmp(st, "cancelling") == 0 || strcmp(st, "cancelled") == 0)
+                        return fk_error_set(err, -ECANCELED, "migration %s", st);
+        }
+}
+
+/* Until the switch-over; past converge_ms the guest is stopped so the rest goes out without new
+ * dirty pages (*ret_forced). */
+static int events_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o,
+                             uint64_t *ret_ns, bool *ret_forced, struct fk_error *err)
+{
+        uint64_t start = fk_now_mono_ns();
+        uint64_t converge = start + (uint64_t)o->converge_ms * 1000000ull;
+        uint64_t deadline = start + (uint64_t)o->timeout_ms * 1000000ull;
+        int r = wait_migration(qmp, "pre-switchover", converge, ret_ns, err);
+
+        if (r != -ETIMEDOUT)
+                return r;
+        r = qmp_disarm(qmp, o->timeout_ms);
+        if (r < 0)
+                return fk_error_set(err, r, "QMP: disarm before the stop: %s", strerror(-r));
+        r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
+        if (r >= 0)
+                r = arm_first(qmp, o, err);
+        if (r < 0)
+                return r;
+        *ret_forced = true;
+        r = wait_migration(qmp, "pre-switchover", deadline, ret_ns, err);
+        return r == -ETIMEDOUT ? fk_error_set(err, r,
+                                              "live checkpoint did not reach the switch-over in "
+                                              "%u ms",
+                                              o->timeout_ms)
+                               : r;
+}
+
+/* cont as soon as QEMU takes it: it refuses one until its migration thread has left
+ * finish-migrate for postmigrate ("Migration is not finalized yet", QEMU >= 4.0), which is
+ * what makes a cont right after the completed event safe. *refused: how many it refused. */
+static int cont_when_finalized(struct qmp_client *qmp, unsigned timeout_ms, unsigned *refused,
+                               uint64_t *ret_last_refused_ns, struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                uint64_t t = fk_now_mono_ns();
+                int r = qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, err);
+
+                if (r != -EIO || !strstr(err->msg, "not finalized"))
+                        return r;
+                ++*refused;
+                *ret_last_refused_ns = fk_now_mono_ns();
+                if (t > deadline)
+                        return fk_error_set(err, -ETIMEDOUT,
+                                            "QEMU did not finalize the migration in %u ms",
+                                            timeout_ms);
+                vmm_live_sleep_ns(100000ull);
+        }
+}
+
+/* QEMU's own measure of the pause, asked once the guest runs again. */
+static int query_downtime(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret,
+                          struct fk_error *err)
+{
+        json_t *info = NULL;
+        char st[32];
+        int r = vmm_live_migrate_status(qmp, timeout_ms, st, sizeof(st), &info, err);
+
+        if (r >= 0)
+                *ret = (uint64_t)json_integer_value(json_object_get(info, "downtime"));
+        json_decref(info);
+        return r;
+}
+
+/* The precopy conversation driven by QEMU's MIGRATION events, the pause's commands armed
+ * ahead (qmp_arm) and no query while the guest is stopped. Steps as live_run_polled's;
+ * postmigrate is the time of the conts QEMU refused before it finalized (usually none). */
+int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
+                        struct vmm_live_stats *st, struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)o->timeout_ms * 1000000ull;
+        uint64_t seen = 0, mark, done = 0, refused_ns = 0;
+        json_t *args;
+        int r;
+
+        r = arm_first(qmp, o, err);
+        if (r >= 0)
+                r = events_switchover(qmp, o, &seen, &st->forced, err);
+        if (r < 0)
+                return r;
+        st->stop_ns = mark = vmm_live_stopped_at(qmp, seen);
+        vmm_live_step_end(st, VMM_LIVE_SEEN, &mark);
+        if (o->switch_command)
+                r = qmp_fire(qmp, o->timeout_ms, NULL, err);
+        if (r >= 0 && o->switchover)
+                r = o->switchover(o->userdata, err);
+        if (r < 0)
+                return r;
+        vmm_live_step_end(st, VMM_LIVE_SWITCH, &mark);
+        if (o->switch_command || o->switchover) {
+                args = json_pack("{s:s}", "state", "pre-switchover");
+                if (!args)
+                        return fk_error_set(err, -ENOMEM, "out of memory");
+                r = qmp_execute(qmp, "migrate-continue", args, o->timeout_ms, NULL, err);
+                json_decref(args);
+        } else {
+                r = qmp_fire(qmp, o->timeout_ms, NULL, err);
+        }
+        vmm_live_step_end(st, VMM_LIVE_CONTINUE, &mark);
+        /* cont's bytes go while QEMU writes the devices */
+        if (r >= 0)
+                r = qmp_arm(qmp, "cont", NULL, err);
+        if (r >= 0 && (r = wait_migration(qmp, "completed", deadline, &done, err)) == -ETIMEDOUT)
+                r = fk_error_set(err, r, "migration did not complete in %u ms", o->timeout_ms);
+        vmm_live_step_end(st, VMM_LIVE_COMPLETED, &mark);
+        if (r >= 0 && o->completed)
+                r = o->completed(o->userdata, err);
+        vmm_live_step_end(st, VMM_LIVE_CALLBACK, &mark);
+        if (r >= 0 && (r = qmp_fire(qmp, o->timeout_ms, NULL, err)) == -EIO &&
+            strstr(err->msg, "not finalized")) {
+                ++st->polls;
+                refused_ns = fk_now_mono_ns();
+                r = cont_when_finalized(qmp, o->timeout_ms, &st->polls, &refused_ns, err);
+        }
+        if (refused_ns) {
+                /* the refused conts are the wait for postmigrate: that step, not cont's */
+                st->step_ns[VMM_LIVE_POSTMIGRATE] = refused_ns - mark;
+                mark = refused_ns;
+        }
+        vmm_live_step_end(st, VMM_LIVE_CONT, &mark);
+        st->pause_ns = mark - st->stop_ns;
+        return r < 0 ? r : query_downtime(qmp, o->timeout_ms, &st->downtime_ms, err);
+}

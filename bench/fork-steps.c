@@ -2,8 +2,8 @@
 /* bench/fork-steps: fork of N through a real forkletd (netns, cgroup, jail, API), against N cold
  * boots in the same run, with the per-step breakdown every boot leaves in status.bootTiming:
  * per N, the median and p90 of each step for cold boots and forks, the walls (request to all
- * Running) and their ratio; with --exec, every fork then answers an exec; the idle forks' QEMU
- * PSS and guest-RAM PSS. Root, QEMU and the minimal image needed.
+ * Running) and their ratio; with --exec, the idle forks' QEMU PSS and guest-RAM PSS 5 s after
+ * all ran, then every fork answers an exec, then their PSS again. Root, QEMU and the minimal image needed.
  * Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N...   (N <= 128) */
 #include "cli/cli.h"
 #include "common/cleanup.h"
@@ -25,6 +25,7 @@
 #define SESSIONS "/api/v1alpha1/namespaces/default/sessions"
 #define WAIT_S   900
 #define STEPS    _AGENT_BOOT_STEP_MAX
+#define IDLE_S   5 /* after all forks ran, before their memory is read the first time */
 
 static char dir[128], sock[200];
 
@@ -241,27 +242,19 @@ struct n_result {
         unsigned cold_failed; /* cold boots that failed (forkletd's boot timeout on a busy host) */
         double cold_wall, fork_wall, base_wall;
         double cold[STEPS][MAX_N], fork[STEPS][MAX_N], base[STEPS][MAX_N];
-        char exec_line[2][320]; /* fork, base */
+        char exec_line[2][660]; /* fork, base: before and after the exec */
         struct bench_smaps smaps[2][MAX_N];
         unsigned n_smaps[2];
 };
 
 static struct n_result results[16];
 
-/* Every fork answers an exec of `true`; then the idle forks' memory, into line. */
-static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids,
-                    struct bench_smaps *smaps, char *line, size_t size)
+/* The forks' memory now (smaps into smaps[0..npids)), medians and p90s into line after what. */
+static void pss_line(const char *what, const pid_t *pids, unsigned npids, struct bench_smaps *smaps,
+                     char *line, size_t size)
 {
-        unsigned ok = 0;
         double ram[MAX_N], own[MAX_N], other[MAX_N];
-        uint64_t t0 = fk_now_mono_ns();
 
-        for (unsigned i = 0; i < n; i++) {
-                char path[200];
-
-                snprintf(path, sizeof(path), SESSIONS "/%s%u/exec", prefix, i);
-                ok += call("POST", path, "{\"argv\":[\"true\"]}", NULL) == 0;
-        }
         for (unsigned i = 0; i < npids; i++) {
                 long o = 0;
 
@@ -273,12 +266,36 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
                 other[i] = (double)o / 1024.0;
         }
         snprintf(line, size,
-                 "exec `true` in each of %u forks: %u answered (%.0f ms for all); idle fork PSS "
-                 "median/p90: guest RAM %.2f/%.2f MiB (written since the restore %.2f/%.2f), "
-                 "QEMU's own %.1f/%.1f MiB",
-                 n, ok, bench_ms_since(t0), bench_pct(ram, npids, 0.5), bench_pct(ram, npids, 0.9),
+                 "%s: idle fork PSS median/p90: guest RAM %.2f/%.2f MiB (written since the "
+                 "restore %.2f/%.2f), QEMU's own %.1f/%.1f MiB",
+                 what, bench_pct(ram, npids, 0.5), bench_pct(ram, npids, 0.9),
                  bench_pct(own, npids, 0.5), bench_pct(own, npids, 0.9),
                  bench_pct(other, npids, 0.5), bench_pct(other, npids, 0.9));
+}
+
+/* The idle forks' memory before any exec (IDLE_S after all ran), then every fork answers an
+ * exec of `true`, then their memory again (smaps keeps that one): both into line. */
+static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids,
+                    struct bench_smaps *smaps, char *line, size_t size)
+{
+        char before[320], after[320], what[120];
+        unsigned ok = 0;
+        uint64_t t0;
+
+        sleep(IDLE_S);
+        pss_line("Running, no exec yet", pids, npids, smaps, before, sizeof(before));
+        t0 = fk_now_mono_ns();
+        for (unsigned i = 0; i < n; i++) {
+                char path[200];
+
+                snprintf(path, sizeof(path), SESSIONS "/%s%u/exec", prefix, i);
+                ok += call("POST", path, "{\"argv\":[\"true\"]}", NULL) == 0;
+        }
+        snprintf(what, sizeof(what),
+                 "exec `true` in each of %u forks: %u answered (%.0f ms for all)", n, ok,
+                 bench_ms_since(t0));
+        pss_line(what, pids, npids, smaps, after, sizeof(after));
+        snprintf(line, size, "%s\n%s", before, after);
         return ok == n ? 0 : -EIO;
 }
 

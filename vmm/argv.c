@@ -193,7 +193,7 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
 
 /* Paths, escaped for QEMU's option syntax. */
 struct escaped {
-        char *name, *mem, *console, *qmp, *agent, *disk, *rootfs;
+        char *name, *mem, *console, *qmp, *qmp2, *agent, *disk, *rootfs;
 };
 
 static void escaped_done(struct escaped *e)
@@ -202,6 +202,7 @@ static void escaped_done(struct escaped *e)
         free(e->mem);
         free(e->console);
         free(e->qmp);
+        free(e->qmp2);
         free(e->agent);
         free(e->disk);
         free(e->rootfs);
@@ -213,11 +214,12 @@ static int escape_all(const struct vmm_config *c, struct escaped *e)
         e->mem = qemu_opt_escape(c->mem_path);
         e->console = qemu_opt_escape(c->console_socket ? c->console_socket : c->console_log);
         e->qmp = qemu_opt_escape(c->qmp_socket);
+        e->qmp2 = c->qmp2_socket ? qemu_opt_escape(c->qmp2_socket) : NULL;
         e->agent = qemu_opt_escape(c->agent_socket);
         e->disk = c->disk ? qemu_opt_escape(c->disk) : NULL;
         e->rootfs = c->rootfs ? qemu_opt_escape(c->rootfs) : NULL;
         if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent || (c->disk && !e->disk) ||
-            (c->rootfs && !e->rootfs))
+            (c->rootfs && !e->rootfs) || (c->qmp2_socket && !e->qmp2))
                 return -ENOMEM;
         return 0;
 }
@@ -238,6 +240,10 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
         arg(b, "chardev:console");
         arg(b, "-qmp");
         argf(b, "unix:%s,server=on,wait=off", e->qmp);
+        if (e->qmp2) {
+                arg(b, "-qmp");
+                argf(b, "unix:%s,server=on,wait=off", e->qmp2);
+        }
         arg(b, "-device");
         arg(b, "virtio-serial-device");
         arg(b, "-chardev");

@@ -34,12 +34,15 @@ struct vmm_config {
         enum vmm_accel accel;
         unsigned vcpus;
         unsigned memory_mib;
-        const char *kernel;         /* vmlinuz */
-        const char *initrd;         /* initramfs */
-        const char *append;         /* extra kernel args, may be NULL */
-        const char *mem_path;       /* RAM backing file (on tmpfs) */
-        bool mem_share;             /* share=on (owned RAM) vs share=off (fork: MAP_PRIVATE) */
-        const char *qmp_socket;     /* unix socket QEMU listens on for QMP */
+        const char *kernel;     /* vmlinuz */
+        const char *initrd;     /* initramfs */
+        const char *append;     /* extra kernel args, may be NULL */
+        const char *mem_path;   /* RAM backing file (on tmpfs) */
+        bool mem_share;         /* share=on (owned RAM) vs share=off (fork: MAP_PRIVATE) */
+        const char *qmp_socket; /* unix socket QEMU listens on for QMP */
+        /* a second QMP socket, NULL: none; a live checkpoint arms migrate-continue on it while
+         * the disk freeze is armed on the first (each monitor parses its own bytes) */
+        const char *qmp2_socket;
         const char *agent_socket;   /* unix socket QEMU listens on for the agent port */
         const char *console_log;    /* serial console goes here (file) */
         const char *console_socket; /* instead: a unix socket QEMU listens on for vmm_console */

@@ -8,6 +8,7 @@
 #include "agent/vm/vm-qemu.h"
 #include "agent/jail/jail.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 #include "vmm/checkpoint/checkpoint.h"
@@ -411,6 +412,25 @@ static void overlay_close(struct live_switch *ls)
         json_decref(args);
 }
 
+/* The session QEMU's second QMP socket, connected for one checkpoint (the monitor takes one
+ * client at a time, and nobody would read its events between checkpoints); NULL when this
+ * QEMU has none (started by an older forkletd) or it does not answer. */
+static struct qmp_client *connect_second(const struct qemu_vm *q)
+{
+        cleanup_free char *path = NULL;
+        struct qmp_client *c = NULL;
+        struct fk_error err = {0};
+
+        if (fk_asprintf(&path, "%s/" VM_QMP2_SOCKET, q->run_dir) < 0 || access(path, F_OK) < 0)
+                return NULL;
+        if (qmp_client_connect(path, 1000, &c, &err) < 0) {
+                log_debug("QEMU pid %d: %s: %s (migrate-continue not armed)",
+                          (int)vmm_process_pid(q->proc), path, err.msg);
+                return NULL;
+        }
+        return c;
+}
+
 /* After blockdev-snapshot (vmm's switch_command) moved disk0 onto the new overlay: the VM's
  * disk is the new overlay now. */
 static int live_switched(void *userdata, struct fk_error *err)
@@ -467,8 +487,11 @@ static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_para
                 o.switch_args = args;
                 o.switchover = live_switched;
         }
+        if (r >= 0 && args && !o.background)
+                o.continue_qmp = connect_second(q);
         if (r >= 0)
                 r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
+        qmp_client_free(o.continue_qmp);
         json_decref(args);
         overlay_close(&ls);
         if (r < 0)

@@ -188,13 +188,15 @@ static void lap(const struct agent_boot_params *p, enum agent_boot_step step, ui
 
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
 {
-        cleanup_free char *qmp = NULL, *agent = NULL, *console = NULL, *mem = NULL, *log = NULL;
+        cleanup_free char *qmp = NULL, *qmp2 = NULL, *agent = NULL, *console = NULL, *mem = NULL,
+                          *log = NULL;
         struct vmm_exec_env env = {0};
         char **argv = NULL;
         char guid[37];
         int r;
 
         if (fk_asprintf(&qmp, "%s/qmp.sock", p->run_dir) < 0 ||
+            fk_asprintf(&qmp2, "%s/" VM_QMP2_SOCKET, p->run_dir) < 0 ||
             fk_asprintf(&agent, "%s/agent.sock", p->run_dir) < 0 ||
             fk_asprintf(&console, "%s/console.sock", p->run_dir) < 0 ||
             (p->mem_path ? !(mem = strdup(p->mem_path))
@@ -213,6 +215,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .mem_share = !p->mem_private,
                 .incoming_defer = p->restore_dir != NULL,
                 .qmp_socket = qmp,
+                .qmp2_socket = qmp2,
                 .agent_socket = agent,
                 .console_socket = console,
                 .vmgenid = guid,

@@ -10,6 +10,9 @@
 #include "agent/vm/vm.h"
 
 #define VM_QMP_TIMEOUT_MS 5000
+/* The second QMP socket in a session's run dir (vmm_config.qmp2_socket): a live checkpoint
+ * connects to it for the switch-over and closes it after; QEMUs of older forkletds lack it. */
+#define VM_QMP2_SOCKET "qmp2.sock"
 
 /* What QMP events said about the guest (vm-qemu-health.c). */
 struct qemu_health {

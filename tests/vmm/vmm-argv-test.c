@@ -238,6 +238,7 @@ static void test_full_escaped(void **state)
         c.mem_path = "/run/a,b/ram";
         c.console_log = "/var/log/con,sole.log";
         c.qmp_socket = "/run/a,b/qmp.sock";
+        c.qmp2_socket = "/run/a,b/qmp2.sock";
         c.agent_socket = "/run/a,b/agent.sock";
         c.disk = "/var/lib/d,isk.qcow2";
         c.tap = "tap0";

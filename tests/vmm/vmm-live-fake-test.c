@@ -225,6 +225,61 @@ static void test_live_events(void **state)
         unlink(stream);
 }
 
+/* With a second connection, migrate-continue is armed there beside the disk freeze on the
+ * first, and fired once the freeze answered. */
+static void test_live_events_second_connection(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"\"query-status\"", RUNNING(2), 0, false},
+                {"\"events\",\"state\":true", RET(3), 0, false},
+                {"\"downtime-limit\":10", RET(4), 0, false},
+                {"\"getfd\"", RET(5), 0, false},
+                {"\"fd:fk-migrate\"", RET(6) EV_MIG("active") EV_MIG("pre-switchover"), 0, false},
+                {"{\"execute\":\"blockdev-snapshot\",\"id\":7,", RET(7), 0, false},
+                /* QEMU completes once the other monitor ran migrate-continue */
+                {NULL, EV_MIG("device") EV_MIG("completed"), 100, false},
+                {"{\"execute\":\"cont\",\"id\":8}", RET(8), 0, false},
+                {"\"query-migrate\"", DONE(9), 0, false},
+                {"\"events\",\"state\":false", RET(10), 0, false},
+        };
+        const struct qmp_fake_step second[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"{\"execute\":\"migrate-continue\",\"id\":2,\"arguments\":{\"state\":"
+                 "\"pre-switchover\"}}",
+                 RET(2), 0, false},
+                {NULL, NULL, 300, false},
+        };
+        json_t *args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", "ov1");
+        struct vmm_live_opts o = {.converge_ms = 10000,
+                                  .timeout_ms = 2000,
+                                  .switch_command = "blockdev-snapshot",
+                                  .switch_args = args,
+                                  .switchover = count_switchover};
+        char stream[] = "/tmp/fk-live-test-XXXXXX";
+        struct vmm_live_stats st = {0};
+        struct fk_error err = {0};
+        struct qmp_fake f, f2;
+        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        int sfd = mkstemp(stream);
+
+        (void)state;
+        o.continue_qmp = connect_fake(&f2, second, ARRAY_SIZE(second));
+        assert_true(sfd >= 0);
+        close(sfd);
+        switchovers = 0;
+        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), 0);
+        assert_int_equal(switchovers, 1);
+        assert_int_equal(st.downtime_ms, 4);
+        assert_steps_add_up(&st);
+        json_decref(args);
+        qmp_client_free(o.continue_qmp);
+        qmp_client_free(c);
+        qmp_fake_finish(&f2);
+        qmp_fake_finish(&f);
+        unlink(stream);
+}
+
 /* No switch-over within converge_ms: the armed disk freeze is disarmed (QEMU refuses it
  * unrun), the guest stopped, the freeze armed again and fired at the switch-over. */
 static void test_live_events_forced(void **state)
@@ -357,6 +412,7 @@ int main(void)
                 cmocka_unit_test(test_arm_fire_disarm),
                 cmocka_unit_test(test_live_polled),
                 cmocka_unit_test(test_live_events),
+                cmocka_unit_test(test_live_events_second_connection),
                 cmocka_unit_test(test_live_events_forced),
                 cmocka_unit_test(test_live_events_failed),
                 cmocka_unit_test(test_live_refused),

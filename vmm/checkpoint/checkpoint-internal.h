@@ -35,3 +35,5 @@ uint64_t vmm_live_stopped_at(struct qmp_client *qmp, uint64_t fallback);
  * switch, the completion and cont (pause and steps into *st). */
 int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
                         struct vmm_live_stats *st, struct fk_error *err);
+/* Completes what the event-driven conversation armed, unrun, on both connections. */
+void vmm_live_disarm(struct qmp_client *qmp, const struct vmm_live_opts *o, unsigned timeout_ms);

@@ -13,23 +13,41 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The first command of the pause, armed while the guest runs (qmp_arm): the disk freeze, or
- * migrate-continue when there is nothing to do at the switch-over. */
-static int arm_first(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
+static int arm_continue(struct qmp_client *qmp, struct fk_error *err)
 {
-        json_t *args;
+        json_t *args = json_pack("{s:s}", "state", "pre-switchover");
         int r;
 
-        if (o->switch_command)
-                return qmp_arm(qmp, o->switch_command, o->switch_args, err);
-        if (o->switchover) /* it runs first: migrate-continue goes after it, not armed */
-                return 0;
-        args = json_pack("{s:s}", "state", "pre-switchover");
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_arm(qmp, "migrate-continue", args, err);
         json_decref(args);
         return r;
+}
+
+/* The pause's first commands, armed while the guest runs (qmp_arm): the disk freeze, and
+ * migrate-continue on the second connection when there is one; with nothing to do at the
+ * switch-over, migrate-continue. */
+static int arm_pause(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
+{
+        int r;
+
+        if (o->switch_command) {
+                r = qmp_arm(qmp, o->switch_command, o->switch_args, err);
+                if (r >= 0 && o->continue_qmp)
+                        r = arm_continue(o->continue_qmp, err);
+                return r;
+        }
+        if (o->switchover) /* it runs first: migrate-continue goes after it, not armed */
+                return 0;
+        return arm_continue(qmp, err);
+}
+
+void vmm_live_disarm(struct qmp_client *qmp, const struct vmm_live_opts *o, unsigned timeout_ms)
+{
+        (void)qmp_disarm(qmp, timeout_ms);
+        if (o->continue_qmp)
+                (void)qmp_disarm(o->continue_qmp, timeout_ms);
 }
 
 /* An event's timestamp (QEMU's realtime clock) on our monotonic clock; 0 if it has none. */
@@ -116,11 +134,13 @@ static int events_switchover(struct qmp_client *qmp, const struct vmm_live_opts 
         if (r != -ETIMEDOUT)
                 return r;
         r = qmp_disarm(qmp, o->timeout_ms);
+        if (r >= 0 && o->continue_qmp)
+                r = qmp_disarm(o->continue_qmp, o->timeout_ms);
         if (r < 0)
                 return fk_error_set(err, r, "QMP: disarm before the stop: %s", strerror(-r));
         r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
         if (r >= 0)
-                r = arm_first(qmp, o, err);
+                r = arm_pause(qmp, o, err);
         if (r < 0)
                 return r;
         *ret_forced = true;
@@ -181,7 +201,7 @@ int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
         json_t *args;
         int r;
 
-        r = arm_first(qmp, o, err);
+        r = arm_pause(qmp, o, err);
         if (r >= 0)
                 r = events_switchover(qmp, o, &seen, &st->forced, err);
         if (r < 0)
@@ -195,7 +215,9 @@ int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
         if (r < 0)
                 return r;
         vmm_live_step_end(st, VMM_LIVE_SWITCH, &mark);
-        if (o->switch_command || o->switchover) {
+        if (o->switch_command && o->continue_qmp) {
+                r = qmp_fire(o->continue_qmp, o->timeout_ms, NULL, err);
+        } else if (o->switch_command || o->switchover) {
                 args = json_pack("{s:s}", "state", "pre-switchover");
                 if (!args)
                         return fk_error_set(err, -ENOMEM, "out of memory");

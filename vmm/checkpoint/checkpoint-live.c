@@ -431,7 +431,7 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
         }
         r = o->poll ? live_run_polled(qmp, o, &st, err) : vmm_live_run_events(qmp, o, &st, err);
         if (r < 0)
-                (void)qmp_disarm(qmp, o->timeout_ms);
+                vmm_live_disarm(qmp, o, o->timeout_ms);
         qmp_drop_events(qmp, "MIGRATION");
         qmp_drop_events(qmp, "MIGRATION_PASS");
         if (r < 0)

@@ -72,6 +72,10 @@ struct vmm_live_opts {
         const char *switch_command;
         json_t *switch_args;
         vmm_switchover_fn switchover; /* after switch_command; NULL: nothing */
+        /* a second QMP connection to the same QEMU (borrowed; NULL: none): with a
+         * switch_command, migrate-continue is armed on it too, so both are parsed ahead (one
+         * monitor parses one command at a time) */
+        struct qmp_client *continue_qmp;
         /* precopy: called once the stream is complete, the guest still stopped, before cont
          * (bench-precopy-ram compares the guest's RAM with the stream here); NULL: none */
         vmm_switchover_fn completed;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Checkpoints of a running QEMU: pause, move the disk onto a new overlay, save device state
- * and RAM (or, for a fork whose RAM is private, materialize it through a helper QEMU), resume;
- * and filesystem snapshots (fsfreeze, move the disk, thaw). */
+/* Checkpoints of a running QEMU: the choice of path (live in vm-qemu-live.c, stop-and-copy
+ * here: pause, move the disk onto a new overlay, save device state and RAM, resume), the
+ * Writing phase (a fork's private RAM materialized through a helper QEMU), and filesystem
+ * snapshots (fsfreeze, move the disk, thaw). */
 #include "agent/vm/vm.h"
 #include "agent/disk/disk.h"
 #include "agent/store/store.h"
@@ -27,11 +28,10 @@
 extern char **environ;
 
 #define HELPER_TIMEOUT_MS 120000
-#define LIVE_CONVERGE_MS  20000 /* precopy this long at most, then stop to finish */
 
 /* Grants (recorded in the session's ledger) on a layer of the session's disk dir,
  * <state_dir>/disk/<layer>: the ledger lives in <state_dir>. */
-static int grant_layer(uid_t uid, const char *layer, unsigned perm)
+int qemu_grant_layer(uid_t uid, const char *layer, unsigned perm)
 {
         cleanup_free char *state_dir = strdup(layer);
         char *slash;
@@ -56,7 +56,7 @@ static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error 
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         /* forkletd made new_disk; a jailed QEMU opens it as its own uid */
-        if (q->jail_uid && (r = grant_layer(q->jail_uid, new_disk, 6)) < 0) {
+        if (q->jail_uid && (r = qemu_grant_layer(q->jail_uid, new_disk, 6)) < 0) {
                 json_decref(args);
                 return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
                                     new_disk, strerror(-r));
@@ -328,30 +328,6 @@ static bool live_wanted(void)
         return !m || strcmp(m, "stop-copy") != 0;
 }
 
-/* The live method: precopy where QEMU's dirty tracking is exact (KVM's dirty log, or TCG with
- * the RAM tail), else the background snapshot (userfaultfd; refused by a jailed QEMU 7.2, then
- * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy (or precopy-polled) or =background forces
- * one. */
-static bool live_background(const struct qemu_vm *q)
-{
-        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
-
-        if (m && (strcmp(m, "precopy") == 0 || strcmp(m, "precopy-polled") == 0))
-                return false;
-        if (m && strcmp(m, "background") == 0)
-                return true;
-        return !(q->accel == VMM_ACCEL_KVM || q->ram_tail);
-}
-
-/* FORKLET_CHECKPOINT_MODE=precopy-polled: precopy with the polled conversation instead of
- * QEMU's events and armed commands (bench/checkpoint.sh's baseline). */
-static bool live_polled(void)
-{
-        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
-
-        return m && strcmp(m, "precopy-polled") == 0;
-}
-
 uint64_t qemu_checkpoint_bytes(void *vm)
 {
         const struct qemu_vm *q = vm;
@@ -365,149 +341,6 @@ uint64_t qemu_checkpoint_bytes(void *vm)
         /* live: the stream (touched pages; the RAM file made from it is checked before the
          * helper writes it) */
         return ram;
-}
-
-/* The disk freeze at the live switch-over (the guest is stopped there). */
-struct live_switch {
-        struct qemu_vm *q;
-        const struct agent_checkpoint_params *p;
-        struct agent_checkpoint_result *res;
-        char node[32]; /* the new overlay's node, opened before the pause; "": no disk */
-};
-
-/* Opens new_disk as a node of its own while the guest runs, so the switch-over only changes
- * the graph (blockdev-snapshot) instead of opening files with the guest stopped. */
-static int overlay_open(struct live_switch *ls, struct fk_error *err)
-{
-        struct qemu_vm *q = ls->q;
-        json_t *args;
-        int r;
-
-        if (!ls->p->new_disk)
-                return 0;
-        snprintf(ls->node, sizeof(ls->node), "fkov%llx", (unsigned long long)fk_now_mono_ns());
-        if (q->jail_uid && (r = grant_layer(q->jail_uid, ls->p->new_disk, 6)) < 0)
-                return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
-                                    ls->p->new_disk, strerror(-r));
-        /* discard as -drive gave disk0 (blockdev-add's default ignores the guest's discards:
-         * deleted files would no longer shrink the overlay) */
-        args = json_pack("{s:s, s:s, s:{s:s, s:s}, s:n, s:s}", "driver", "qcow2", "node-name",
-                         ls->node, "file", "driver", "file", "filename", ls->p->new_disk, "backing",
-                         "discard", "unmap");
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(q->qmp, "blockdev-add", args, VM_QMP_TIMEOUT_MS, NULL, err);
-        json_decref(args);
-        if (r < 0)
-                ls->node[0] = '\0';
-        return r;
-}
-
-static void overlay_close(struct live_switch *ls)
-{
-        json_t *args = ls->node[0] ? json_pack("{s:s}", "node-name", ls->node) : NULL;
-
-        if (args && !ls->res->disk_switched)
-                (void)qmp_execute(ls->q->qmp, "blockdev-del", args, VM_QMP_TIMEOUT_MS, NULL, NULL);
-        json_decref(args);
-}
-
-/* The session QEMU's second QMP socket, connected for one checkpoint (the monitor takes one
- * client at a time, and nobody would read its events between checkpoints); NULL when this
- * QEMU has none (started by an older forkletd) or it does not answer. */
-static struct qmp_client *connect_second(const struct qemu_vm *q)
-{
-        cleanup_free char *path = NULL;
-        struct qmp_client *c = NULL;
-        struct fk_error err = {0};
-
-        if (fk_asprintf(&path, "%s/" VM_QMP2_SOCKET, q->run_dir) < 0 || access(path, F_OK) < 0)
-                return NULL;
-        if (qmp_client_connect(path, 1000, &c, &err) < 0) {
-                log_debug("QEMU pid %d: %s: %s (migrate-continue not armed)",
-                          (int)vmm_process_pid(q->proc), path, err.msg);
-                return NULL;
-        }
-        return c;
-}
-
-/* After blockdev-snapshot (vmm's switch_command) moved disk0 onto the new overlay: the VM's
- * disk is the new overlay now. */
-static int live_switched(void *userdata, struct fk_error *err)
-{
-        struct live_switch *ls = userdata;
-        char *disk = strdup(ls->p->new_disk);
-
-        if (!disk)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        ls->res->disk_switched = true;
-        free(ls->q->disk);
-        ls->q->disk = disk;
-        return 0;
-}
-
-/* "seen 2.10 switch 0.80 ... ms": where a precopy pause went (bench-live-pause's steps) */
-static void pause_steps_text(const struct vmm_live_stats *st, char *buf, size_t size)
-{
-        size_t off = 0;
-
-        buf[0] = '\0';
-        for (int s = 0; s < _VMM_LIVE_STEP_MAX && off < size; s++)
-                off += (size_t)snprintf(buf + off, size - off, "%s %.2f ",
-                                        vmm_live_step_to_string(s), (double)st->step_ns[s] / 1e6);
-        if (off < size)
-                snprintf(buf + off, size - off, "ms");
-}
-
-/* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. */
-static int checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params *p,
-                           const char *full, struct agent_checkpoint_result *res,
-                           struct fk_error *err)
-{
-        struct live_switch ls = {.q = q, .p = p, .res = res};
-        struct vmm_live_opts o = {.converge_ms = LIVE_CONVERGE_MS,
-                                  .timeout_ms = p->timeout_ms,
-                                  .userdata = &ls,
-                                  .background = live_background(q),
-                                  .poll = live_polled()};
-        struct vmm_live_stats st = {0};
-        json_t *args = NULL;
-        int r = overlay_open(&ls, err);
-
-        /* a QEMU that cannot open the overlay beside the old one: stop-and-copy's switch */
-        if (r == -EIO)
-                r = fk_error_set(err, -EOPNOTSUPP, "blockdev-add of the new overlay: %s", err->msg);
-        if (r >= 0 && ls.node[0]) {
-                /* the switch only changes the graph: the old overlay becomes the checkpoint's
-                 * frozen layer */
-                args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", ls.node);
-                if (!args)
-                        r = fk_error_set(err, -ENOMEM, "out of memory");
-                o.switch_command = "blockdev-snapshot";
-                o.switch_args = args;
-                o.switchover = live_switched;
-        }
-        if (r >= 0 && args && !o.background)
-                o.continue_qmp = connect_second(q);
-        if (r >= 0)
-                r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
-        qmp_client_free(o.continue_qmp);
-        json_decref(args);
-        overlay_close(&ls);
-        if (r < 0)
-                return r;
-        res->switch_ns = st.step_ns[VMM_LIVE_SWITCH];
-        /* until Ready: the stream's size (touched RAM + device state) stands for ramBytes */
-        res->ram_bytes = st.stream_bytes;
-        res->live = true;
-        res->background = o.background;
-        res->forced = st.forced;
-        res->pause_ns = st.pause_ns;
-        res->downtime_ms = st.downtime_ms;
-        if (!o.background)
-                pause_steps_text(&st, res->pause_steps, sizeof(res->pause_steps));
-        res->write_pending = true;
-        return 0;
 }
 
 /* Stop, save, cont: device state + a sparse RAM copy, or a full stream for private RAM. */
@@ -557,7 +390,7 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
         if (fk_asprintf(&full, "%s/full", p->dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         if (live_wanted())
-                r = checkpoint_live(q, p, full, &res, err);
+                r = qemu_checkpoint_live(q, p, full, &res, err);
         else
                 fk_error_set(err, r, "FORKLET_CHECKPOINT_MODE=stop-copy");
         if (r == -EOPNOTSUPP) {

@@ -54,6 +54,15 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
 int qemu_checkpoint_write(void *userdata, void *vm, const struct agent_checkpoint_params *p,
                           struct agent_checkpoint_result *ret, struct fk_error *err);
 uint64_t qemu_checkpoint_bytes(void *vm);
+/* The jail uid's grant (perm: 4 read, 6 read-write) on a layer of the session's disk dir,
+ * recorded in the session's ledger. */
+int qemu_grant_layer(uid_t uid, const char *layer, unsigned perm);
+/* A live checkpoint into full (vm-qemu-live.c): the disk switches at the switch-over; res says
+ * the method, the pause and its steps. -EOPNOTSUPP (err says why) when QEMU refused before the
+ * guest was touched: the caller takes the stop-and-copy path. */
+int qemu_checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params *p,
+                         const char *full, struct agent_checkpoint_result *res,
+                         struct fk_error *err);
 int qemu_snapshot_disk(void *userdata, void *vm, const char *new_disk, struct fk_error *err);
 
 /* Once the guest agent answered (vm-qemu-guest.c): a cold boot's entropy seed and secrets, a

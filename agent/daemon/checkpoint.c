@@ -457,6 +457,8 @@ static int delete_locked(struct agent_daemon *d, struct agent_session *s, const 
          * changing the chain (a stream, a checkpoint): then the compaction job's end does it */
         if (!s->busy)
                 free_layers(d, s);
+        else
+                agent_compact_after_checkpoint(d, s);
         return 0;
 }
 

@@ -49,10 +49,11 @@ unsigned agent_checkpoint_free_layers(const char *sd, const char *active)
         unsigned freed = 0;
         size_t i;
 
-        if (agent_disk_dir(sd, &dir) < 0 || !cks)
+        /* no live chain known: nothing is sure to be unused */
+        if (!active || agent_disk_dir(sd, &dir) < 0 || !cks)
                 goto out;
         /* the live chain and every remaining checkpoint's */
-        if (active && fk_strv_push(&roots, active) < 0)
+        if (fk_strv_push(&roots, active) < 0)
                 goto out;
         json_array_foreach(cks, i, m) {
                 const char *layer = json_string_value(json_object_get(m, "disk"));
@@ -131,6 +132,10 @@ static void compact_record(struct compact_job *j)
                                                 ? (double)(res->top_after - res->top_before) / MIB
                                                 : 0.0);
         }
+        if (res->adopted)
+                log_info("session %s: a disk stream a previous forkletd started has ended, the "
+                         "chain has %u files",
+                         j->key, res->depth_before);
         if (j->freed)
                 log_info("session %s: %u unused checkpoint disk layer(s) removed", j->key,
                          j->freed);

@@ -8,6 +8,7 @@
 #include "agent/jail/jail.h"
 #include "agent/store/store.h"
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 
@@ -239,6 +240,9 @@ static int stream(struct qemu_vm *q, const struct agent_compact_params *p, char 
         if (agent_disk_backing_name(q->disk, files[n - 1], &name) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = stream_start(q, files[n - 1], name, err);
+        if (r >= 0)
+                log_info("QEMU pid %d: streaming %zu disk layers into %s (onto %s)",
+                         (int)vmm_process_pid(q->proc), n - 2, q->disk, name);
         if (r >= 0)
                 r = job_wait(q, p, t0 + (uint64_t)p->timeout_ms * 1000000ull, err);
         res->ns = fk_now_mono_ns() - t0;

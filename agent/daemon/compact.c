@@ -30,6 +30,15 @@ static unsigned max_layers(void)
         return v && strcmp(v, "off") == 0 ? 0 : AGENT_DISK_LIVE_MAX_LAYERS;
 }
 
+/* FORKLET_LIVE_COMPACT_SPEED=BYTES a second slows the stream down (tests that kill forkletd
+ * while it runs); 0 or unset: no limit. */
+static uint64_t stream_speed(void)
+{
+        const char *v = getenv("FORKLET_LIVE_COMPACT_SPEED");
+
+        return v ? strtoull(v, NULL, 10) : 0;
+}
+
 static bool layer_wanted(const char *sd, const char *name)
 {
         cleanup_free char *id = strndup(name + 6, strlen(name) - 6 - 6); /* layer-ID.qcow2 */
@@ -55,7 +64,8 @@ unsigned agent_checkpoint_free_layers(const char *sd, const char *active)
         /* the live chain and every remaining checkpoint's */
         if (fk_strv_push(&roots, active) < 0)
                 goto out;
-        json_array_foreach(cks, i, m) {
+        json_array_foreach(cks, i, m)
+        {
                 const char *layer = json_string_value(json_object_get(m, "disk"));
 
                 if (layer && fk_strv_push(&roots, layer) < 0)
@@ -114,17 +124,17 @@ static void compact_record(struct compact_job *j)
         if (j->r < 0) {
                 log_warning("session %s: live disk compaction failed, the chain (%u files) is "
                             "kept: %s",
-                            j->key, res->depth_before, j->err.msg[0] ? j->err.msg : strerror(-j->r));
+                            j->key, res->depth_before,
+                            j->err.msg[0] ? j->err.msg : strerror(-j->r));
                 agent_session_add_event(j->s, now, true, "DiskCompactionFailed",
-                                        "the disk chain (%u files) was kept: %s",
-                                        res->depth_before,
+                                        "the disk chain (%u files) was kept: %s", res->depth_before,
                                         j->err.msg[0] ? j->err.msg : strerror(-j->r));
         } else if (res->streamed) {
                 log_info("session %s: disk chain compacted live: %u -> %u files, the top %.1f -> "
                          "%.1f MiB, streamed in %.0f ms%s",
-                         j->key, res->depth_before, res->depth_after,
-                         (double)res->top_before / MIB, (double)res->top_after / MIB,
-                         (double)res->ns / 1e6, res->adopted ? " (a stream left running)" : "");
+                         j->key, res->depth_before, res->depth_after, (double)res->top_before / MIB,
+                         (double)res->top_after / MIB, (double)res->ns / 1e6,
+                         res->adopted ? " (a stream left running)" : "");
                 agent_session_add_event(j->s, now, false, "DiskCompacted",
                                         "disk chain %u -> %u files, %.1f MiB copied into the top",
                                         res->depth_before, res->depth_after,
@@ -133,9 +143,9 @@ static void compact_record(struct compact_job *j)
                                                 : 0.0);
         }
         if (res->adopted)
-                log_info("session %s: a disk stream a previous forkletd started has ended, the "
-                         "chain has %u files",
-                         j->key, res->depth_before);
+                log_info("session %s: a disk stream a previous forkletd started has ended: the "
+                         "chain has %u files, the top %.1f MiB",
+                         j->key, res->depth_before, (double)res->top_before / MIB);
         if (j->freed)
                 log_info("session %s: %u unused checkpoint disk layer(s) removed", j->key,
                          j->freed);
@@ -180,7 +190,8 @@ static int compact_start(struct agent_daemon *d, struct agent_session *s)
                 .key = strdup(s->key),
                 .p = {.max_layers = max_layers(),
                       .timeout_ms = COMPACT_TIMEOUT_MS,
-                      .cancel = &s->cancel},
+                      .cancel = &s->cancel,
+                      .speed = stream_speed()},
         };
         if (!j->key || agent_session_state_dir(d->cfg->state_dir, s->key, &j->sd) < 0) {
                 compact_release(j);

@@ -323,8 +323,8 @@ void agent_compact_tick(struct agent_daemon *d);
 void agent_compact_after_checkpoint(struct agent_daemon *d, struct agent_session *s);
 /* Removes the checkpoint layers of the session in state dir sd (<sd>/disk/layer-ck_ID.qcow2)
  * whose checkpoint is gone and that no chain needs any more: not the live chain (active; NULL:
- * not known, nothing is removed) nor any remaining checkpoint's. Only while nothing changes the chain (the session not
- * busy, or its own job). Logs what it removed; returns how many. */
+ * not known, nothing is removed) nor any remaining checkpoint's. Only while nothing changes the
+ * chain (the session not busy, or its own job). Logs what it removed; returns how many. */
 unsigned agent_checkpoint_free_layers(const char *sd, const char *active);
 /* Whether a checkpoint of the session with key is being written (Writing). */
 bool agent_checkpoint_session_writing(struct agent_daemon *d, const char *key);

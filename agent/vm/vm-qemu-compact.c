@@ -21,11 +21,11 @@
 #include <time.h>
 
 /* One job id: a stream a killed forkletd started is found again by it after adoption. */
-#define COMPACT_JOB     "fk-compact"
-#define POLL_MS         20
-#define CANCEL_WAIT_MS  10000
-#define OVERLAY_PREFIX  "fkov" /* the nodes the live switch-over opens (vm-qemu-fork.c) */
-#define MAX_DEL_PASSES  64
+#define COMPACT_JOB    "fk-compact"
+#define POLL_MS        20
+#define CANCEL_WAIT_MS 10000
+#define OVERLAY_PREFIX "fkov" /* the nodes the live switch-over opens (vm-qemu-fork.c) */
+#define MAX_DEL_PASSES 64
 
 static void sleep_ms(unsigned ms)
 {
@@ -44,7 +44,8 @@ static int job_listed(struct qemu_vm *q, struct fk_error *err)
         if (r < 0)
                 return r;
         r = 0;
-        json_array_foreach(jobs, i, job) {
+        json_array_foreach(jobs, i, job)
+        {
                 const char *id = json_string_value(json_object_get(job, "device"));
 
                 if (id && strcmp(id, COMPACT_JOB) == 0)
@@ -89,11 +90,11 @@ static int job_wait(struct qemu_vm *q, const struct agent_compact_params *p, uin
                         r = job_cancel(q, err);
                         if (r < 0)
                                 return r;
-                        return cancel ? fk_error_set(err, -ECANCELED, "stream cancelled: the "
-                                                                      "session is going")
+                        return cancel ? fk_error_set(err, -ECANCELED,
+                                                     "stream cancelled: the "
+                                                     "session is going")
                                       : fk_error_set(err, -ETIMEDOUT,
-                                                     "stream cancelled after %u ms",
-                                                     p->timeout_ms);
+                                                     "stream cancelled after %u ms", p->timeout_ms);
                 }
                 sleep_ms(POLL_MS);
         }
@@ -102,11 +103,12 @@ static int job_wait(struct qemu_vm *q, const struct agent_compact_params *p, uin
 
 /* block-stream of disk0 onto base (the chain's bottom: QEMU matches it against the backing
  * names it opened), the top then naming it as name (how the chain names it). */
-static int stream_start(struct qemu_vm *q, const char *base, const char *name,
+static int stream_start(struct qemu_vm *q, const char *base, const char *name, uint64_t speed,
                         struct fk_error *err)
 {
-        json_t *args = json_pack("{s:s, s:s, s:s, s:s}", "job-id", COMPACT_JOB, "device", "disk0",
-                                 "base", base, "backing-file", name);
+        json_t *args =
+                json_pack("{s:s, s:s, s:s, s:s, s:I}", "job-id", COMPACT_JOB, "device", "disk0",
+                          "base", base, "backing-file", name, "speed", (json_int_t)speed);
         int r;
 
         if (!args)
@@ -125,7 +127,8 @@ static char *top_node(struct qemu_vm *q)
 
         if (qmp_execute(q->qmp, "query-block", NULL, VM_QMP_TIMEOUT_MS, &devs, NULL) < 0)
                 return NULL;
-        json_array_foreach(devs, i, dev) {
+        json_array_foreach(devs, i, dev)
+        {
                 const char *name = json_string_value(json_object_get(dev, "device"));
                 const char *n = json_string_value(
                         json_object_get(json_object_get(dev, "inserted"), "node-name"));
@@ -156,7 +159,8 @@ static unsigned drop_orphans(struct qemu_vm *q)
                 if (qmp_execute(q->qmp, "query-named-block-nodes", NULL, VM_QMP_TIMEOUT_MS, &nodes,
                                 NULL) < 0)
                         break;
-                json_array_foreach(nodes, i, n) {
+                json_array_foreach(nodes, i, n)
+                {
                         const char *name = json_string_value(json_object_get(n, "node-name"));
                         json_t *args;
 
@@ -239,7 +243,7 @@ static int stream(struct qemu_vm *q, const struct agent_compact_params *p, char 
                 return r;
         if (agent_disk_backing_name(q->disk, files[n - 1], &name) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = stream_start(q, files[n - 1], name, err);
+        r = stream_start(q, files[n - 1], name, p->speed, err);
         if (r >= 0)
                 log_info("QEMU pid %d: streaming %zu disk layers into %s (onto %s)",
                          (int)vmm_process_pid(q->proc), n - 2, q->disk, name);

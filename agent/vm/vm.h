@@ -132,6 +132,7 @@ struct agent_compact_params {
         unsigned max_layers;         /* stream when the chain has more layers above its bottom */
         unsigned timeout_ms;         /* the stream's bound: then it is cancelled */
         const volatile bool *cancel; /* set: cancel the stream (the session is being deleted) */
+        uint64_t speed;              /* bytes/s the stream may copy, 0: no limit */
 };
 
 struct agent_compact_result {

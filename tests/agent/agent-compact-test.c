@@ -43,8 +43,8 @@ static void test_due(void **state)
                                  cases[i].due);
         /* the bound the daemon uses keeps a stream's result below itself */
         assert_false(agent_disk_compact_due(2, AGENT_DISK_LIVE_MAX_LAYERS));
-        assert_true(agent_disk_compact_due(AGENT_DISK_LIVE_MAX_LAYERS + 2,
-                                           AGENT_DISK_LIVE_MAX_LAYERS));
+        assert_true(
+                agent_disk_compact_due(AGENT_DISK_LIVE_MAX_LAYERS + 2, AGENT_DISK_LIVE_MAX_LAYERS));
 }
 
 static void test_backing_name(void **state)
@@ -131,8 +131,9 @@ static void add_checkpoint(const struct fixture *f, const char *id, unsigned cre
         snprintf(dir, sizeof(dir), "%s/checkpoints/%s", f->sd, id);
         assert_int_equal(fk_mkdir_p(dir, 0700), 0);
         snprintf(meta, sizeof(meta), "%s/meta.json", dir);
-        snprintf(text, sizeof(text), "{\"id\": \"%s\", \"createdNs\": %u, \"disk\": \"%s/layer-%s.qcow2\"}",
-                 id, created, f->disk, id);
+        snprintf(text, sizeof(text),
+                 "{\"id\": \"%s\", \"createdNs\": %u, \"disk\": \"%s/layer-%s.qcow2\"}", id,
+                 created, f->disk, id);
         assert_non_null(fp = fopen(meta, "w"));
         fputs(text, fp);
         fclose(fp);

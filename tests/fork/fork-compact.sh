@@ -5,9 +5,11 @@
 # 4 layers above its bottom (qemu-img's view of the top and the qcow2 files QEMU holds open), the
 # jail's uid loses the layers QEMU dropped, every file is intact in the running guest, forks of
 # an early and a late checkpoint see exactly their files, the precopy cont step does not grow as
-# it does with compaction off (FORKLET_LIVE_COMPACT=off, the same session, the same run), a
-# forkletd killed mid-stream leaves a consistent chain that the restarted one finishes, and
-# deleting checkpoints frees their layers once no chain needs them.
+# it does with compaction off (FORKLET_LIVE_COMPACT=off, 16 more checkpoints of the same
+# session in the same run), a
+# forkletd killed mid-stream leaves a consistent chain that the restarted one finishes,
+# deleting checkpoints frees their layers once no chain needs them, and deleting the session
+# cancels a stream that runs.
 # Usage: fork-compact.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -162,20 +164,37 @@ echo "ok - deleting a-2..a-4 freed their layers (a-2's only once a-3 and a-4 wen
 stop_daemon
 FORKLET_LIVE_COMPACT=off start_daemon
 "$FORKLET" wait web --for=Running --timeout=120 || fail "web not Running with compaction off"
-checkpoints 8 c
-[ "$(depth)" -ge 9 ] || fail "compaction off: the chain has $(depth) files after 8 checkpoints"
-on=$(for i in 5 6 7 8; do echo "${CONT[a-$i]}"; done | median)
-off=$(for i in 5 6 7 8; do echo "${CONT[c-$i]}"; done | median)
-echo "# cont ms, compaction on:  ${CONT[a-1]} ${CONT[a-2]} ${CONT[a-3]} ${CONT[a-4]} ${CONT[a-5]} ${CONT[a-6]} ${CONT[a-7]} ${CONT[a-8]}"
-echo "# cont ms, compaction off: ${CONT[c-1]} ${CONT[c-2]} ${CONT[c-3]} ${CONT[c-4]} ${CONT[c-5]} ${CONT[c-6]} ${CONT[c-7]} ${CONT[c-8]}"
+checkpoints 16 c
+[ "$(depth)" -ge 17 ] || fail "compaction off: the chain has $(depth) files after 16 checkpoints"
+# all 8 with compaction (chain 3-6 files at their cont) against the last 4 without (15-18)
+on=$(for i in $(seq 8); do echo "${CONT[a-$i]}"; done | median)
+off=$(for i in 13 14 15 16; do echo "${CONT[c-$i]}"; done | median)
+echo "# cont ms, compaction on:  $(for i in $(seq 8); do printf '%s ' "${CONT[a-$i]}"; done)"
+echo "# cont ms, compaction off: $(for i in $(seq 16); do printf '%s ' "${CONT[c-$i]}"; done)"
 awk -v on="$on" -v off="$off" 'BEGIN{exit !(on < off)}' ||
-        fail "the cont step (median of checkpoints 5-8) is $on ms with compaction, $off ms without"
-echo "ok - cont (median of checkpoints 5-8): $on ms with live compaction, $off ms without"
-
+        fail "the cont step: median $on ms over 8 checkpoints with compaction, $off ms for checkpoints 13-16 without"
+echo "ok - cont: median $on ms over 8 checkpoints with live compaction, $off ms for checkpoints 13-16 without"
 grep -E 'disk chain compacted live|disk stream a previous|disk layer' "$T/forkletd.log" | sed 's/^/# /'
 "$FORKLET" rollback web "${CK[a-7]}" >/dev/null || fail "rollback to a-7"
 check_files web 7
 echo "ok - rollback to a-7 sees exactly a-1..a-7"
+
+# ---- deleting the session cancels a stream that runs (1 MiB a second, 16 MiB) --------------------
+stop_daemon
+FORKLET_LIVE_COMPACT_SPEED=1048576 start_daemon
+"$FORKLET" wait web --for=Running --timeout=120 || fail "web not Running after a restart"
+gsh web 'head -c 16777216 /dev/urandom > /workspace/big2 && sync' || fail "write 16 MiB"
+streams0=$(streams)
+n=0
+while [ "$(streams)" = "$streams0" ] && [ $n -lt 6 ]; do
+        n=$((n + 1))
+        "$FORKLET" checkpoint create web --wait >/dev/null || fail "checkpoint d-$n"
+done
+fk_wait 60 eval "[ \$(streams) -gt $streams0 ]" || fail "no stream after $n checkpoints of the rolled back web"
+t0=$SECONDS
 "$FORKLET" delete web >/dev/null || fail "delete web"
 gone_within 90 "$sd" || fail "state dir left after delete"
+grep -q 'stream cancelled: the session is going' "$T/forkletd.log" ||
+        fail "the delete did not cancel the stream"
+echo "ok - deleting web cancelled its stream, gone in $((SECONDS - t0)) s"
 echo PASS

@@ -38,8 +38,8 @@ settle() {
                 fail "$1: the live chain has $(depth) files (bound: bottom + $MAX_LAYERS layers)"
 }
 # checkpoints N TAG: N checkpoints of web, a file TAG-i written before each; ids in CK[TAG-i],
-# cont ms in CONT[TAG-i]
-declare -A CK CONT
+# cont and pause ms in CONT[TAG-i] and PAUSE[TAG-i]
+declare -A CK CONT PAUSE
 checkpoints() {
         local i id
         for i in $(seq "$1"); do
@@ -49,7 +49,8 @@ checkpoints() {
                 CONT[$2-$i]=$(cont_ms "$id")
                 [ -n "${CONT[$2-$i]}" ] || fail "$id: no cont step in pauseSteps '$(ck_json "$id" | jq -r .pauseSteps)'"
                 [ "${3:-}" = settle ] && settle "checkpoint $2-$i"
-                echo "# $2-$i $id: cont ${CONT[$2-$i]} ms, chain $(depth) files, QEMU holds $(open_qcow2) qcow2 fds"
+                PAUSE[$2-$i]=$(ck_json "$id" | jq -r '.pauseNs / 1e6 * 100 | round / 100')
+                echo "# $2-$i $id: pause ${PAUSE[$2-$i]} ms (QEMU downtime $(ck_json "$id" | jq -r .downtimeMs) ms), cont ${CONT[$2-$i]} ms, chain $(depth) files, QEMU holds $(open_qcow2) qcow2 fds"
         done
 }
 
@@ -171,6 +172,8 @@ on=$(for i in $(seq 8); do echo "${CONT[a-$i]}"; done | median)
 off=$(for i in 13 14 15 16; do echo "${CONT[c-$i]}"; done | median)
 echo "# cont ms, compaction on:  $(for i in $(seq 8); do printf '%s ' "${CONT[a-$i]}"; done)"
 echo "# cont ms, compaction off: $(for i in $(seq 16); do printf '%s ' "${CONT[c-$i]}"; done)"
+echo "# pause ms, compaction on:  $(for i in $(seq 8); do printf '%s ' "${PAUSE[a-$i]}"; done)"
+echo "# pause ms, compaction off: $(for i in $(seq 16); do printf '%s ' "${PAUSE[c-$i]}"; done)"
 awk -v on="$on" -v off="$off" 'BEGIN{exit !(on < off)}' ||
         fail "the cont step: median $on ms over 8 checkpoints with compaction, $off ms for checkpoints 13-16 without"
 echo "ok - cont: median $on ms over 8 checkpoints with live compaction, $off ms for checkpoints 13-16 without"

@@ -69,6 +69,20 @@ static void writers_remove(const char *dir)
         pthread_mutex_unlock(&writers_lock);
 }
 
+bool agent_checkpoint_session_writing(struct agent_daemon *d, const char *key)
+{
+        cleanup_free char *prefix = NULL;
+        bool found = false;
+
+        if (fk_asprintf(&prefix, "%s/sessions/%s/checkpoints/", d->cfg->state_dir, key) < 0)
+                return true; /* unknown: as if writing */
+        pthread_mutex_lock(&writers_lock);
+        for (struct ck_writer *w = writers; w && !found; w = w->next)
+                found = strncmp(w->dir, prefix, strlen(prefix)) == 0;
+        pthread_mutex_unlock(&writers_lock);
+        return found;
+}
+
 bool agent_checkpoint_meta_writing(const json_t *meta)
 {
         const char *st = json_string_value(json_object_get(meta, "status"));
@@ -203,7 +217,10 @@ static void write_finish(struct write_job *j, int r, const struct fk_error *err)
                                                 "checkpoint %s written in %.0f ms", j->id,
                                                 (double)(fk_now_mono_ns() - j->t0) / 1e6);
                         agent_give_back_after_checkpoint(d, s);
-                } else
+                }
+                /* compaction waited for the helper QEMU to be done with the layers */
+                agent_compact_after_checkpoint(d, s);
+                if (r < 0)
                         agent_session_add_event(s, now, true, "CheckpointFailed",
                                                 "checkpoint %s: writing failed: %s", j->id,
                                                 err->msg[0] ? err->msg : strerror(-r));

@@ -388,6 +388,17 @@ int agent_daemon_checkpoint_list(struct agent_daemon *d, const char *ns, const c
         return *ret ? 0 : -ENOMEM;
 }
 
+/* Under the lock, s not busy: the layers of its deleted checkpoints that no chain needs. */
+static void free_layers(struct agent_daemon *d, const struct agent_session *s)
+{
+        cleanup_free char *sd = NULL, *active = NULL;
+
+        if (agent_session_state_dir(d->cfg->state_dir, s->key, &sd) < 0)
+                return;
+        (void)agent_disk_active(d->store, sd, s->key, &active);
+        (void)agent_checkpoint_free_layers(sd, active);
+}
+
 /* Under the lock: marks s and every fork descending from it deleted (cascade). */
 static void delete_tree(struct agent_daemon *d, struct agent_session *s)
 {
@@ -442,6 +453,12 @@ static int delete_locked(struct agent_daemon *d, struct agent_session *s, const 
         if (r < 0)
                 return fk_error_set(err, r, "remove %s: %s", dir, strerror(-r));
         log_info("session %s: checkpoint %s deleted", s->key, id);
+        /* its disk layer goes unless a chain still needs it; a job of the session may be
+         * changing the chain (a stream, a checkpoint): then the compaction job's end does it */
+        if (!s->busy)
+                free_layers(d, s);
+        else
+                agent_compact_after_checkpoint(d, s);
         return 0;
 }
 

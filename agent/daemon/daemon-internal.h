@@ -309,6 +309,26 @@ void agent_give_back_tick(struct agent_daemon *d);
 /* Under the lock: a live checkpoint of s was written (its save read every RAM page). */
 void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_session *s);
 
+/* Running with a VM, no job, nothing asked of it, its cold boot's own work done (give-back.c). */
+bool agent_session_idle(const struct agent_session *s);
+
+/* ---- live disk compaction (compact.c) ---------------------------------------------------- */
+
+/* Under the lock, after each reconcile pass: starts a compaction job (the session busy) for
+ * every idle session whose chain may have grown (a checkpoint or snapshot, another VM) and
+ * none of whose checkpoints is Writing (its helper QEMU opens the layers as the jail's uid).
+ * Logs. */
+void agent_compact_tick(struct agent_daemon *d);
+/* Under the lock: s's disk chain grew by a layer (a checkpoint or snapshot was taken). */
+void agent_compact_after_checkpoint(struct agent_daemon *d, struct agent_session *s);
+/* Removes the checkpoint layers of the session in state dir sd (<sd>/disk/layer-ck_ID.qcow2)
+ * whose checkpoint is gone and that no chain needs any more: not the live chain (active; NULL:
+ * not known, nothing is removed) nor any remaining checkpoint's. Only while nothing changes the
+ * chain (the session not busy, or its own job). Logs what it removed; returns how many. */
+unsigned agent_checkpoint_free_layers(const char *sd, const char *active);
+/* Whether a checkpoint of the session with key is being written (Writing). */
+bool agent_checkpoint_session_writing(struct agent_daemon *d, const char *key);
+
 /* ---- status held in memory (status-cache.c) ------------------------------------------------ */
 
 /* Under the lock: s's checkpoints (borrowed; loaded from its state dir only when not held). */

@@ -78,6 +78,8 @@ static void ck_event(struct run_job *j, const char *name, const char *id, int r,
 static void ck_finish(struct run_job *j, int r)
 {
         ck_event(j, NULL, j->id, r, &j->err);
+        if (r >= 0)
+                agent_compact_after_checkpoint(j->d, j->s);
         if (r >= 0 && j->in) {
                 agent_ck_cache_reload(j->d, j->s);
                 snprintf(j->in->id, sizeof(j->in->id), "%s", j->id);
@@ -109,6 +111,8 @@ static int snap_run(struct run_job *j)
 
 static void snap_finish(struct run_job *j, int r)
 {
+        if (r >= 0)
+                agent_compact_after_checkpoint(j->d, j->s);
         if (r >= 0 && j->in) {
                 snprintf(j->in->id, sizeof(j->in->id), "%s", j->id);
                 log_info("session %s: filesystem snapshot %s", j->key, j->id);
@@ -224,6 +228,7 @@ static void dc_finish(struct run_job *j, int r)
         for (size_t i = 0; j->names && j->names[i]; i++)
                 ck_event(j, j->names[i], j->ids[i], j->results[i], &j->err);
         agent_ck_cache_reload(j->d, s);
+        agent_compact_after_checkpoint(j->d, s);
         s->post_start = CORE_POST_START_NONE;
         if (r < 0)
                 agent_session_set_condition(s, AGENT_COND_CHECKPOINTS, "False", "CheckpointFailed",

@@ -60,8 +60,7 @@ static struct agent_session_give_back *state_of(struct agent_daemon *d, struct a
         return g;
 }
 
-/* Running, no job, nothing asked of it, its cold boot's own work done. */
-static bool session_idle(const struct agent_session *s)
+bool agent_session_idle(const struct agent_session *s)
 {
         return s->vm && !s->busy && s->phase == SESSION_PHASE_RUNNING && s->spec &&
                s->spec->state == SESSION_STATE_RUNNING && !s->deleted_ns && !s->health.failing &&
@@ -174,7 +173,7 @@ static void decide_input(struct agent_daemon *d, struct agent_session *s,
 
         *in = (struct agent_give_back_in){
                 .enabled = d->cfg->give_back_enabled,
-                .idle = session_idle(s),
+                .idle = agent_session_idle(s),
                 .private_ram = s->res.fork,
                 .off = g->off,
                 .due = g->due,

@@ -7,6 +7,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -91,8 +92,19 @@ static bool same_dir(const char *a, const char *b)
         return sa && sb && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0;
 }
 
+int agent_disk_backing_name(const char *path, const char *backing, char **ret)
+{
+        char *name = strdup(same_dir(path, backing) ? strrchr(backing, '/') + 1 : backing);
+
+        if (!name)
+                return -ENOMEM;
+        *ret = name;
+        return 0;
+}
+
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err)
 {
+        cleanup_free char *name = NULL;
         char size[32], *argv[14];
         uint64_t bytes;
         int r, n = 0;
@@ -107,6 +119,8 @@ int agent_disk_create_overlay(const char *path, const char *backing, struct fk_e
 
                 qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
         }
+        if (agent_disk_backing_name(path, backing, &name) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
         snprintf(size, sizeof(size), "%" PRIu64, bytes);
         argv[n++] = (char *)"qemu-img";
         argv[n++] = (char *)"create";
@@ -118,7 +132,7 @@ int agent_disk_create_overlay(const char *path, const char *backing, struct fk_e
         argv[n++] = (char *)"-b";
         /* Relative when in the same directory (QEMU resolves it against the overlay's dir), so
          * a chain of layers hard-linked into another session's dir works there too. */
-        argv[n++] = (char *)(same_dir(path, backing) ? strrchr(backing, '/') + 1 : backing);
+        argv[n++] = name;
         argv[n++] = (char *)"-F";
         argv[n++] = (char *)(qcow2 ? "qcow2" : "raw");
         argv[n++] = (char *)path;
@@ -320,6 +334,87 @@ uint64_t agent_disk_chain_allocated(const char *path)
         }
         free(cur);
         return sum;
+}
+
+bool agent_disk_compact_due(unsigned depth, unsigned max_layers)
+{
+        return max_layers > 0 && depth > max_layers + 1;
+}
+
+int agent_disk_chain_files(const char *path, char ***ret, size_t *ret_n)
+{
+        char **v = NULL, *cur = strdup(path), *next;
+        size_t n = 0;
+        int r = cur ? 0 : -ENOMEM;
+
+        for (unsigned i = 0; cur && r >= 0 && i < 10000; i++) {
+                r = fk_strv_push(&v, cur);
+                next = backing_of(cur);
+                free(cur);
+                cur = next;
+                n++;
+        }
+        free(cur);
+        if (r < 0) {
+                fk_strv_free(v);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* Whether one of roots' chains holds a file named path (names compared: a chain names its
+ * layers by their own names, and links of one file in other dirs are other layers). */
+static bool chains_hold(const char *const *roots, size_t n_roots, const char *path)
+{
+        for (size_t i = 0; i < n_roots; i++) {
+                char **files = NULL;
+                size_t n = 0;
+                bool found = false;
+
+                if (!roots[i] || agent_disk_chain_files(roots[i], &files, &n) < 0)
+                        continue;
+                for (size_t k = 0; k < n && !found; k++)
+                        found = strcmp(files[k], path) == 0;
+                fk_strv_free(files);
+                if (found)
+                        return true;
+        }
+        return false;
+}
+
+int agent_disk_unused_layers(const char *disk_dir, const char *const *roots, size_t n_roots,
+                             char ***ret)
+{
+        char **v = NULL;
+        struct dirent *de;
+        DIR *dp = opendir(disk_dir);
+        int r = 0;
+
+        if (!dp)
+                return -errno;
+        while (r >= 0 && (de = readdir(dp))) {
+                cleanup_free char *p = NULL;
+                size_t n = strlen(de->d_name);
+
+                if (strncmp(de->d_name, "layer-ck_", 9) || n < 16 ||
+                    strcmp(de->d_name + n - 6, ".qcow2"))
+                        continue;
+                if (fk_asprintf(&p, "%s/%s", disk_dir, de->d_name) < 0)
+                        r = -ENOMEM;
+                else if (!chains_hold(roots, n_roots, p))
+                        r = fk_strv_push(&v, p);
+        }
+        closedir(dp);
+        if (r >= 0 && !v && !(v = calloc(1, sizeof(*v))))
+                r = -ENOMEM;
+        if (r < 0) {
+                fk_strv_free(v);
+                return r;
+        }
+        *ret = v;
+        return 0;
 }
 
 int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err)

@@ -3,6 +3,8 @@
  * compaction, links for forks, standalone copies for snapshots) and the shared empty bases. */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -30,6 +32,25 @@ int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);
  * writes it) straight onto the chain's bottom. 1 compacted, 0 nothing to do, -errno + err. */
 int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err);
 #define AGENT_DISK_MAX_DEPTH 16
+/* Live compaction (agent/daemon/compact.c): a running session's chain with more qcow2 layers
+ * than this above its bottom is streamed onto the bottom (QMP block-stream), so the next
+ * precopy's cont reopens at most this many layers plus the new overlay (each layer cost 0.5-1
+ * ms of cont, docs/benchmarks.md); the price is a copy of what the layers hold into the top. */
+#define AGENT_DISK_LIVE_MAX_LAYERS 4
+/* Whether a live chain of depth files (agent_disk_chain's depth: the bottom counted) is to be
+ * compacted: more than max_layers layers above its bottom. max_layers 0: never. Pure. */
+bool agent_disk_compact_due(unsigned depth, unsigned max_layers);
+/* The backing name the layer at path records for backing: its bare name when both are in one
+ * directory (layers name their backing relative to their directory, so a chain hard-linked into
+ * a fork's dir resolves there), else backing as given. Pure; *ret is a heap string. */
+int agent_disk_backing_name(const char *path, const char *backing, char **ret);
+/* The files of path's chain from path down to its bottom (backing names resolved against their
+ * layer's directory), as a heap strv of *ret_n entries. Reads the headers. */
+int agent_disk_chain_files(const char *path, char ***ret, size_t *ret_n);
+/* The checkpoint layers of disk_dir (layer-ck_*.qcow2) in no chain of roots (paths, NULL
+ * entries skipped), as a heap strv (may be empty). Reads the headers; does not log. */
+int agent_disk_unused_layers(const char *disk_dir, const char *const *roots, size_t n_roots,
+                             char ***ret);
 /* Allocated bytes of path and every layer under it (an upper bound of what qemu-img convert
  * writes). */
 uint64_t agent_disk_chain_allocated(const char *path);

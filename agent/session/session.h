@@ -109,6 +109,12 @@ struct agent_session_give_back {
         uint64_t next_check_ns;        /* monotonic: the next periodic check */
 };
 
+/* Live disk compaction (compact.c): what the daemon knows of a session's VM's disk chain. */
+struct agent_session_compact {
+        const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
+        bool due;                      /* its chain may have grown: look at it when idle */
+};
+
 /* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
 struct agent_failure {
         uint64_t time_ns; /* wall, 0: none */
@@ -167,6 +173,7 @@ struct agent_session {
         struct agent_session_health health;
         struct agent_failure last_failure;
         struct agent_session_give_back give_back;
+        struct agent_session_compact compact;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);

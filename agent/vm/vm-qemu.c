@@ -550,5 +550,6 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .disk_free = qemu_disk_free,
         .ram_bytes = qemu_ram_bytes,
         .give_back = qemu_give_back,
+        .compact_disk = qemu_compact_disk,
         .free = qemu_free,
 };

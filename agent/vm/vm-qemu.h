@@ -82,6 +82,9 @@ int qemu_disk_free(void *userdata, void *vm, uint64_t *ret);
 uint64_t qemu_ram_bytes(void *vm);
 int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params *p,
                    struct agent_give_back_result *ret, struct fk_error *err);
+/* Live disk compaction (vm-qemu-compact.c), see agent_vm_ops. */
+int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_params *p,
+                      struct agent_compact_result *ret, struct fk_error *err);
 /* After adoption: a balloon a killed forkletd left inflating is let go (best effort). */
 void qemu_balloon_adopted(struct qemu_vm *q);
 /* An adopted QEMU in runstate status: "io-error" is recorded as stopped by a disk error (1:

@@ -127,6 +127,23 @@ struct agent_give_back_result {
         bool skipped;                       /* too little to win: the balloon was left alone */
 };
 
+/* Live compaction of the VM's disk chain (agent_vm_ops.compact_disk). */
+struct agent_compact_params {
+        unsigned max_layers;         /* stream when the chain has more layers above its bottom */
+        unsigned timeout_ms;         /* the stream's bound: then it is cancelled */
+        const volatile bool *cancel; /* set: cancel the stream (the session is being deleted) */
+        uint64_t speed;              /* bytes/s the stream may copy, 0: no limit */
+};
+
+struct agent_compact_result {
+        unsigned depth_before, depth_after; /* files in the live chain, its bottom counted */
+        uint64_t top_before, top_after;     /* the top overlay's allocated bytes around it */
+        uint64_t ns;                        /* the stream job, start to end */
+        unsigned dropped;                   /* layers QEMU no longer holds (grants revoked) */
+        bool streamed;                      /* a stream ran and rebased the top */
+        bool adopted; /* a stream a killed forkletd had started was waited for */
+};
+
 /* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the
  * counters only grow. Text comes from the guest: printable ASCII only. */
 #define AGENT_CONSOLE_TAIL 10  /* console lines kept */
@@ -216,6 +233,15 @@ struct agent_vm_ops {
         uint64_t (*ram_bytes)(void *vm);
         int (*give_back)(void *userdata, void *vm, const struct agent_give_back_params *p,
                          struct agent_give_back_result *ret, struct fk_error *err);
+        /* Live disk compaction (compact.c), NULL in a backend without it: finishes a stream a
+         * killed forkletd started, streams every layer between the chain's top and its bottom
+         * into the top when the chain is deeper than p->max_layers (QMP block-stream, the guest
+         * running; the top then names the bottom as its backing), closes the layers QEMU no
+         * longer uses and revokes the jail's grants on them. The layers stay on disk. A stream
+         * that fails, times out or is cancelled leaves the chain as it was (-errno + err). Uses
+         * the VM's QMP client: the session is busy. */
+        int (*compact_disk)(void *userdata, void *vm, const struct agent_compact_params *p,
+                            struct agent_compact_result *ret, struct fk_error *err);
         void (*free)(void *userdata, void *vm);
         void *userdata;
 };

@@ -10,7 +10,8 @@ FORKLET=${2:?forklet path}
 . "$(dirname "$0")/../lib/harness.sh"
 fk_setup
 
-start_daemon
+# the chain must grow past 16 here: the start-time compaction is what this checks
+FORKLET_LIVE_COMPACT=off start_daemon
 session wsa
 session wsb
 "$FORKLET" wait wsa --for=Running --timeout=240 || fail "wsa not Running"

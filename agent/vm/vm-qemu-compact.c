@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/* Live compaction of a running QEMU's disk chain: QMP block-stream of disk0 onto the chain's
+ * bottom while the guest runs, bounded and cancelled on failure; then the layers QEMU no
+ * longer uses are closed (blockdev-del of the overlays a checkpoint opened) and the jail's
+ * grants on them revoked. */
+#include "agent/vm/vm-qemu.h"
+#include "agent/disk/disk.h"
+#include "agent/jail/jail.h"
+#include "agent/store/store.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "vmm/vmm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One job id: a stream a killed forkletd started is found again by it after adoption. */
+#define COMPACT_JOB    "fk-compact"
+#define POLL_MS        20
+#define CANCEL_WAIT_MS 10000
+#define OVERLAY_PREFIX "fkov" /* the nodes the live switch-over opens (vm-qemu-fork.c) */
+#define MAX_DEL_PASSES 64
+
+static void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+}
+
+/* 1 while QEMU lists the compaction job, 0 once it is gone (auto-dismissed when it ended). */
+static int job_listed(struct qemu_vm *q, struct fk_error *err)
+{
+        json_t *jobs = NULL, *job;
+        size_t i;
+        int r = qmp_execute(q->qmp, "query-block-jobs", NULL, VM_QMP_TIMEOUT_MS, &jobs, err);
+
+        if (r < 0)
+                return r;
+        r = 0;
+        json_array_foreach(jobs, i, job)
+        {
+                const char *id = json_string_value(json_object_get(job, "device"));
+
+                if (id && strcmp(id, COMPACT_JOB) == 0)
+                        r = 1;
+        }
+        json_decref(jobs);
+        return r;
+}
+
+/* Cancels the job and waits until QEMU dropped it: a cancelled stream leaves the top backed by
+ * the same chain (what it copied so far is the same data). */
+static int job_cancel(struct qemu_vm *q, struct fk_error *err)
+{
+        json_t *args = json_pack("{s:s}", "device", COMPACT_JOB);
+        uint64_t end = fk_now_mono_ns() + (uint64_t)CANCEL_WAIT_MS * 1000000ull;
+        struct fk_error ignored = {0};
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        /* it may have ended meanwhile: then there is nothing to cancel */
+        (void)qmp_execute(q->qmp, "block-job-cancel", args, VM_QMP_TIMEOUT_MS, NULL, &ignored);
+        json_decref(args);
+        while ((r = job_listed(q, err)) > 0 && fk_now_mono_ns() < end)
+                sleep_ms(POLL_MS);
+        if (r > 0)
+                return fk_error_set(err, -ETIMEDOUT, "the stream job %s outlived its cancel",
+                                    COMPACT_JOB);
+        return r;
+}
+
+/* Waits for the job to end: -ETIMEDOUT or -ECANCELED after cancelling it. */
+static int job_wait(struct qemu_vm *q, const struct agent_compact_params *p, uint64_t end,
+                    struct fk_error *err)
+{
+        int r;
+
+        while ((r = job_listed(q, err)) > 0) {
+                bool cancel = p->cancel && *p->cancel;
+
+                if (cancel || fk_now_mono_ns() >= end) {
+                        r = job_cancel(q, err);
+                        if (r < 0)
+                                return r;
+                        return cancel ? fk_error_set(err, -ECANCELED,
+                                                     "stream cancelled: the "
+                                                     "session is going")
+                                      : fk_error_set(err, -ETIMEDOUT,
+                                                     "stream cancelled after %u ms", p->timeout_ms);
+                }
+                sleep_ms(POLL_MS);
+        }
+        return r;
+}
+
+/* block-stream of disk0 onto base (the chain's bottom: QEMU matches it against the backing
+ * names it opened), the top then naming it as name (how the chain names it). */
+static int stream_start(struct qemu_vm *q, const char *base, const char *name, uint64_t speed,
+                        struct fk_error *err)
+{
+        json_t *args =
+                json_pack("{s:s, s:s, s:s, s:s, s:I}", "job-id", COMPACT_JOB, "device", "disk0",
+                          "base", base, "backing-file", name, "speed", (json_int_t)speed);
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(q->qmp, "block-stream", args, VM_QMP_TIMEOUT_MS, NULL, err);
+        json_decref(args);
+        return r;
+}
+
+/* The node disk0 writes to now (heap) or NULL. */
+static char *top_node(struct qemu_vm *q)
+{
+        json_t *devs = NULL, *dev;
+        char *node = NULL;
+        size_t i;
+
+        if (qmp_execute(q->qmp, "query-block", NULL, VM_QMP_TIMEOUT_MS, &devs, NULL) < 0)
+                return NULL;
+        json_array_foreach(devs, i, dev)
+        {
+                const char *name = json_string_value(json_object_get(dev, "device"));
+                const char *n = json_string_value(
+                        json_object_get(json_object_get(dev, "inserted"), "node-name"));
+
+                if (name && n && !node && strcmp(name, "disk0") == 0)
+                        node = strdup(n);
+        }
+        json_decref(devs);
+        return node;
+}
+
+/* The overlays a live checkpoint opened with blockdev-add stay open as long as the monitor
+ * holds them, also once a stream took them out of the chain: the next migration would
+ * inactivate and its cont reopen them, and QEMU would keep files forkletd revokes. A node
+ * still in the chain is refused ("busy"), one that backs another only after that one went,
+ * hence the passes. Best effort: returns how many were closed. */
+static unsigned drop_orphans(struct qemu_vm *q)
+{
+        cleanup_free char *top = top_node(q);
+        unsigned closed = 0;
+        bool progress = true;
+
+        for (int pass = 0; top && progress && pass < MAX_DEL_PASSES; pass++) {
+                json_t *nodes = NULL, *n;
+                size_t i;
+
+                progress = false;
+                if (qmp_execute(q->qmp, "query-named-block-nodes", NULL, VM_QMP_TIMEOUT_MS, &nodes,
+                                NULL) < 0)
+                        break;
+                json_array_foreach(nodes, i, n)
+                {
+                        const char *name = json_string_value(json_object_get(n, "node-name"));
+                        json_t *args;
+
+                        if (!name || strncmp(name, OVERLAY_PREFIX, strlen(OVERLAY_PREFIX)) ||
+                            strcmp(name, top) == 0 ||
+                            !(args = json_pack("{s:s}", "node-name", name)))
+                                continue;
+                        if (qmp_execute(q->qmp, "blockdev-del", args, VM_QMP_TIMEOUT_MS, NULL,
+                                        NULL) >= 0) {
+                                closed++;
+                                progress = true;
+                        }
+                        json_decref(args);
+                }
+                json_decref(nodes);
+        }
+        return closed;
+}
+
+static bool strv_has(char *const *v, size_t n, const char *s)
+{
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(v[i], s) == 0)
+                        return true;
+        return false;
+}
+
+/* Files of the top's directory (the session's disk dir) out of the live chain: QEMU no longer
+ * holds them, so its uid loses them (the files stay: checkpoints and forks use them). Every
+ * such file, not only what this stream dropped: one a killed forkletd's stream dropped is
+ * revoked too. Returns how many lost a grant or had none. */
+static unsigned revoke_dropped(const struct qemu_vm *q, char *const *chain, size_t n)
+{
+        cleanup_free char *dir = strdup(q->disk);
+        unsigned dropped = 0;
+        struct dirent *de;
+        char *slash;
+        DIR *dp;
+
+        if (!dir || !(slash = strrchr(dir, '/')))
+                return 0;
+        *slash = '\0';
+        if (!(dp = opendir(dir)))
+                return 0;
+        while ((de = readdir(dp))) {
+                cleanup_free char *p = NULL;
+                size_t len = strlen(de->d_name);
+
+                if (len < 7 || strcmp(de->d_name + len - 6, ".qcow2") ||
+                    fk_asprintf(&p, "%s/%s", dir, de->d_name) < 0 || strv_has(chain, n, p))
+                        continue;
+                dropped++;
+                if (q->jail_uid)
+                        (void)agent_jail_revoke(p, q->jail_uid);
+        }
+        closedir(dp);
+        return dropped;
+}
+
+/* What streaming path's chain onto its bottom copies at most: the layers in between. */
+static uint64_t between_bytes(char *const *files, size_t n)
+{
+        uint64_t sum = 0;
+
+        for (size_t i = 1; i + 1 < n; i++)
+                sum += agent_space_allocated(files[i]);
+        return sum;
+}
+
+static int stream(struct qemu_vm *q, const struct agent_compact_params *p, char *const *files,
+                  size_t n, struct agent_compact_result *res, struct fk_error *err)
+{
+        cleanup_free char *name = NULL;
+        uint64_t t0 = fk_now_mono_ns();
+        int r;
+
+        r = agent_space_check(q->disk, "stateDir", between_bytes(files, n) + AGENT_SPACE_SLACK,
+                              "live disk compaction", err);
+        if (r < 0)
+                return r;
+        if (agent_disk_backing_name(q->disk, files[n - 1], &name) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = stream_start(q, files[n - 1], name, p->speed, err);
+        if (r >= 0)
+                log_info("QEMU pid %d: streaming %zu disk layers into %s (onto %s)",
+                         (int)vmm_process_pid(q->proc), n - 2, q->disk, name);
+        if (r >= 0)
+                r = job_wait(q, p, t0 + (uint64_t)p->timeout_ms * 1000000ull, err);
+        res->ns = fk_now_mono_ns() - t0;
+        return r;
+}
+
+int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_params *p,
+                      struct agent_compact_result *ret, struct fk_error *err)
+{
+        struct qemu_vm *q = vm;
+        struct agent_compact_result res = {0};
+        char **files = NULL;
+        size_t n = 0;
+        int r;
+
+        (void)userdata;
+        if (!q->disk)
+                return 0;
+        /* a stream of a forkletd killed meanwhile: QEMU ran it on; wait for its end */
+        r = job_listed(q, err);
+        if (r > 0) {
+                res.adopted = true;
+                r = job_wait(q, p, fk_now_mono_ns() + (uint64_t)p->timeout_ms * 1000000ull, err);
+        }
+        if (r >= 0 && (r = agent_disk_chain_files(q->disk, &files, &n)) < 0)
+                fk_error_set(err, r, "read the chain of %s: %s", q->disk, strerror(-r));
+        res.depth_before = res.depth_after = (unsigned)n;
+        res.top_before = agent_space_allocated(q->disk);
+        if (r >= 0 && agent_disk_compact_due((unsigned)n, p->max_layers)) {
+                r = stream(q, p, files, n, &res, err);
+                /* QEMU rewrote the top's header when the stream completed: what it says now is
+                 * the chain (a failure left it as it was) */
+                fk_strv_free(files);
+                files = NULL;
+                n = 0;
+                if (agent_disk_chain_files(q->disk, &files, &n) >= 0)
+                        res.depth_after = (unsigned)n;
+                res.streamed = r >= 0 && res.depth_after < res.depth_before;
+        }
+        if (files) {
+                (void)drop_orphans(q);
+                res.dropped = revoke_dropped(q, files, n);
+        }
+        res.top_after = agent_space_allocated(q->disk);
+        fk_strv_free(files);
+        *ret = res;
+        return r;
+}

@@ -272,9 +272,12 @@ int agent_daemon_reconcile(struct agent_daemon *d)
         }
         agent_health_observe_all(d);
         agent_executor_check_exits(d);
+        /* before the planner: a due compaction takes the idle session ahead of a checkpoint
+         * asked for meanwhile (which waits for it), so checkpoints in a row keep the chain
+         * bounded */
+        agent_compact_tick(d);
         r = agent_runner_plan(d, true);
         agent_give_back_tick(d);
-        agent_compact_tick(d);
         agent_audit_transitions(d);
         pthread_mutex_unlock(&d->lock);
         return r;

@@ -107,6 +107,29 @@ static struct qmp_client *connect_second(const struct qemu_vm *q)
         return c;
 }
 
+/* QEMU flushes every disk when it stops the guest for the switch-over (do_vm_stop's
+ * bdrv_flush_all): the qcow2 metadata it caches and what the guest wrote since its last flush
+ * went to disk inside the pause, with an fdatasync (seen: 108-117 ms in the checkpoint after a
+ * compaction's stream, whose L2 and refcount updates sit in QEMU's cache, against 1.4 ms; a
+ * host-side fdatasync of the file did not help). Flushed now, while the guest runs, the stop's
+ * flush finds little left. QMP has no flush command; HMP's qemu-io runs bdrv_flush on the
+ * device. */
+static void flush_disk(const struct qemu_vm *q)
+{
+        json_t *args = json_pack("{s:s}", "command-line", "qemu-io disk0 \"flush\"");
+        struct fk_error err = {0};
+        json_t *out = NULL;
+
+        if (!args ||
+            qmp_execute(q->qmp, "human-monitor-command", args, VM_QMP_TIMEOUT_MS, &out, &err) < 0 ||
+            (json_string_value(out) && json_string_value(out)[0]))
+                log_debug("QEMU pid %d: flush disk0 before the checkpoint: %s",
+                          (int)vmm_process_pid(q->proc),
+                          err.msg[0] ? err.msg : json_string_value(out) ?: "out of memory");
+        json_decref(out);
+        json_decref(args);
+}
+
 /* After blockdev-snapshot (vmm's switch_command) moved disk0 onto the new overlay: the VM's
  * disk is the new overlay now. */
 static int live_switched(void *userdata, struct fk_error *err)
@@ -165,6 +188,8 @@ int qemu_checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params
         }
         if (r >= 0 && args && !o.background)
                 o.continue_qmp = connect_second(q);
+        if (r >= 0 && args)
+                flush_disk(q);
         if (r >= 0)
                 r = vmm_checkpoint_live(q->qmp, full, &o, &st, err);
         qmp_client_free(o.continue_qmp);

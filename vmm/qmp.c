@@ -196,16 +196,9 @@ static int send_with_fd(int sock, const char *data, size_t size, int pass_fd)
         return send_all(sock, data + n, size - (size_t)n);
 }
 
-static int execute(struct qmp_client *c, const char *command, json_t *args, int pass_fd,
-                   unsigned timeout_ms, json_t **ret_return, struct fk_error *err)
+/* A command may go now: a client, a live connection, nothing armed. */
+static int may_send(struct qmp_client *c, const char *command, struct fk_error *err)
 {
-        _cleanup_(json_decrefp) json_t *reply = NULL;
-        uint64_t deadline = deadline_after(timeout_ms), id;
-        cleanup_free char *line = NULL;
-        enum qmp_msg_kind kind;
-        size_t len;
-        int r;
-
         if (!c || !command)
                 return fk_error_set(err, -EINVAL, "QMP: no client or command");
         if (c->eof)
@@ -213,6 +206,44 @@ static int execute(struct qmp_client *c, const char *command, json_t *args, int 
         if (c->armed[0])
                 return fk_error_set(err, -EBUSY, "QMP %s: %s is armed (fire or disarm it first)",
                                     command, c->armed);
+        return 0;
+}
+
+/* r: what a send returned; a closed socket marks the client. */
+static int sent(struct qmp_client *c, int r, const char *command, struct fk_error *err)
+{
+        if (r == -ECONNRESET)
+                c->eof = true;
+        return r < 0 ? fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r)) : 0;
+}
+
+/* Waits for the reply to id: QMP errors -EIO, else *ret_return (may be NULL) gets "return". */
+static int reply_of(struct qmp_client *c, uint64_t id, const char *command, uint64_t deadline,
+                    json_t **ret_return, struct fk_error *err)
+{
+        _cleanup_(json_decrefp) json_t *reply = NULL;
+        enum qmp_msg_kind kind;
+        int r = wait_reply(c, id, deadline, &reply, &kind, err);
+
+        if (r < 0)
+                return r;
+        if (kind == QMP_MSG_ERROR)
+                return qmp_proto_error_to_fk(reply, command, err);
+        if (ret_return)
+                *ret_return = json_incref(json_object_get(reply, "return"));
+        return 0;
+}
+
+static int execute(struct qmp_client *c, const char *command, json_t *args, int pass_fd,
+                   unsigned timeout_ms, json_t **ret_return, struct fk_error *err)
+{
+        uint64_t deadline = deadline_after(timeout_ms), id;
+        cleanup_free char *line = NULL;
+        size_t len;
+        int r = may_send(c, command, err);
+
+        if (r < 0)
+                return r;
         id = c->next_id++;
         r = qmp_proto_encode(command, args, id, &line, &len);
         if (r < 0)
@@ -221,19 +252,9 @@ static int execute(struct qmp_client *c, const char *command, json_t *args, int 
                                     "an object)",
                                     command);
         r = pass_fd >= 0 ? send_with_fd(c->fd, line, len, pass_fd) : send_all(c->fd, line, len);
-        if (r < 0) {
-                if (r == -ECONNRESET)
-                        c->eof = true;
-                return fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r));
-        }
-        r = wait_reply(c, id, deadline, &reply, &kind, err);
         if (r < 0)
-                return r;
-        if (kind == QMP_MSG_ERROR)
-                return qmp_proto_error_to_fk(reply, command, err);
-        if (ret_return)
-                *ret_return = json_incref(json_object_get(reply, "return"));
-        return 0;
+                return sent(c, r, command, err);
+        return reply_of(c, id, command, deadline, ret_return, err);
 }
 
 int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
@@ -246,24 +267,17 @@ int qmp_arm(struct qmp_client *c, const char *command, json_t *args, struct fk_e
 {
         cleanup_free char *line = NULL;
         size_t len = 0;
-        int r;
+        int r = may_send(c, command, err);
 
-        if (!c || !command)
-                return fk_error_set(err, -EINVAL, "QMP: no client or command");
-        if (c->eof)
-                return fk_error_set(err, -ECONNRESET, "QMP %s: connection closed by QEMU", command);
-        if (c->armed[0])
-                return fk_error_set(err, -EBUSY, "QMP %s: %s is armed already", command, c->armed);
+        if (r < 0)
+                return r;
         r = qmp_proto_encode(command, args, c->next_id, &line, &len);
         if (r < 0 || len < 3 || strcmp(line + len - 2, "}\n"))
                 return fk_error_set(err, r < 0 ? r : -EINVAL, "QMP %s: cannot encode command",
                                     command);
-        r = send_all(c->fd, line, len - 2);
-        if (r < 0) {
-                if (r == -ECONNRESET)
-                        c->eof = true;
-                return fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r));
-        }
+        r = sent(c, send_all(c->fd, line, len - 2), command, err);
+        if (r < 0)
+                return r;
         c->armed_id = c->next_id++;
         snprintf(c->armed, sizeof(c->armed), "%s", command);
         return 0;
@@ -273,9 +287,7 @@ int qmp_arm(struct qmp_client *c, const char *command, json_t *args, struct fk_e
 static int finish_armed(struct qmp_client *c, const char *tail, unsigned timeout_ms,
                         json_t **ret_return, struct fk_error *err)
 {
-        _cleanup_(json_decrefp) json_t *reply = NULL;
         uint64_t deadline = deadline_after(timeout_ms);
-        enum qmp_msg_kind kind;
         char command[sizeof(c->armed)];
         int r;
 
@@ -283,20 +295,10 @@ static int finish_armed(struct qmp_client *c, const char *tail, unsigned timeout
                 return fk_error_set(err, -EINVAL, "QMP: nothing armed");
         snprintf(command, sizeof(command), "%s", c->armed);
         c->armed[0] = '\0';
-        r = send_all(c->fd, tail, strlen(tail));
-        if (r < 0) {
-                if (r == -ECONNRESET)
-                        c->eof = true;
-                return fk_error_set(err, r, "QMP %s: send: %s", command, strerror(-r));
-        }
-        r = wait_reply(c, c->armed_id, deadline, &reply, &kind, err);
+        r = sent(c, send_all(c->fd, tail, strlen(tail)), command, err);
         if (r < 0)
                 return r;
-        if (kind == QMP_MSG_ERROR)
-                return qmp_proto_error_to_fk(reply, command, err);
-        if (ret_return)
-                *ret_return = json_incref(json_object_get(reply, "return"));
-        return 0;
+        return reply_of(c, c->armed_id, command, deadline, ret_return, err);
 }
 
 int qmp_fire(struct qmp_client *c, unsigned timeout_ms, json_t **ret_return, struct fk_error *err)

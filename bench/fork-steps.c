@@ -3,8 +3,8 @@
  * boots in the same run, with the per-step breakdown every boot leaves in status.bootTiming:
  * per N, the median and p90 of each step for cold boots and forks, the walls (request to all
  * Running) and their ratio; with --exec, the idle forks' QEMU PSS and guest-RAM PSS 5 s after
- * all ran, then every fork answers an exec, then their PSS again. Root, QEMU and the minimal image needed.
- * Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N...   (N <= 128) */
+ * all ran, then every fork answers an exec, then their PSS again. Root, QEMU and the minimal image
+ * needed. Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N...   (N <= 128) */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"

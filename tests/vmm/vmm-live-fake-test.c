@@ -28,6 +28,16 @@
         "{\"return\": {\"status\": \"running\", \"running\": true}, \"id\": " #id "}\r\n"
 #define DONE(id) "{\"return\": {\"status\": \"completed\", \"downtime\": 4}, \"id\": " #id "}\r\n"
 
+/* What the event-driven path asks before its migration (ids 2-5): the guest runs, the
+ * capabilities (events on), the parameters, the stream's fd. */
+#define LIVE_SETUP_STEPS                                                                           \
+        {"\"query-status\"", RUNNING(2), 0, false},                                                \
+                {"\"events\",\"state\":true", RET(3), 0, false},                                   \
+                {"\"downtime-limit\":10", RET(4), 0, false},                                       \
+        {                                                                                          \
+                "\"getfd\"", RET(5), 0, false                                                      \
+        }
+
 static int switchovers;
 
 static int count_switchover(void *ud, struct fk_error *err)
@@ -169,10 +179,7 @@ static void test_live_events(void **state)
         uint64_t stop_real = fk_now_real_ns() - 50000000ull;
         const struct qmp_fake_step steps[] = {
                 QMP_FAKE_HANDSHAKE,
-                {"\"query-status\"", RUNNING(2), 0, false},
-                {"\"events\",\"state\":true", RET(3), 0, false},
-                {"\"downtime-limit\":10", RET(4), 0, false},
-                {"\"getfd\"", RET(5), 0, false},
+                LIVE_SETUP_STEPS,
                 {"\"fd:fk-migrate\"", migrate_reply, 0, false},
                 {"{\"execute\":\"blockdev-snapshot\",\"id\":7,\"arguments\":{\"node\":\"disk0\"",
                  RET(7), 0, false},
@@ -231,10 +238,7 @@ static void test_live_events_second_connection(void **state)
 {
         const struct qmp_fake_step steps[] = {
                 QMP_FAKE_HANDSHAKE,
-                {"\"query-status\"", RUNNING(2), 0, false},
-                {"\"events\",\"state\":true", RET(3), 0, false},
-                {"\"downtime-limit\":10", RET(4), 0, false},
-                {"\"getfd\"", RET(5), 0, false},
+                LIVE_SETUP_STEPS,
                 {"\"fd:fk-migrate\"", RET(6) EV_MIG("active") EV_MIG("pre-switchover"), 0, false},
                 {"{\"execute\":\"blockdev-snapshot\",\"id\":7,", RET(7), 0, false},
                 /* QEMU completes once the other monitor ran migrate-continue */
@@ -286,10 +290,7 @@ static void test_live_events_forced(void **state)
 {
         const struct qmp_fake_step steps[] = {
                 QMP_FAKE_HANDSHAKE,
-                {"\"query-status\"", RUNNING(2), 0, false},
-                {"\"events\",\"state\":true", RET(3), 0, false},
-                {"\"downtime-limit\":10", RET(4), 0, false},
-                {"\"getfd\"", RET(5), 0, false},
+                LIVE_SETUP_STEPS,
                 {"\"fd:fk-migrate\"", RET(6) EV_MIG("setup") EV_MIG("active"), 0, false},
                 {"\"blockdev-snapshot\",\"id\":7,",
                  "{\"id\": 7, \"error\": {\"class\": \"GenericError\", \"desc\": \"QMP input "
@@ -336,10 +337,7 @@ static void test_live_events_failed(void **state)
 {
         const struct qmp_fake_step steps[] = {
                 QMP_FAKE_HANDSHAKE,
-                {"\"query-status\"", RUNNING(2), 0, false},
-                {"\"events\",\"state\":true", RET(3), 0, false},
-                {"\"downtime-limit\":10", RET(4), 0, false},
-                {"\"getfd\"", RET(5), 0, false},
+                LIVE_SETUP_STEPS,
                 {"\"fd:fk-migrate\"", RET(6) EV_MIG("active") EV_MIG("pre-switchover"), 0, false},
                 {"{\"execute\":\"migrate-continue\",\"id\":7,", RET(7) EV_MIG("failed"), 0, false},
                 {"\"cont\",\"id\":8,\"forklet-disarm\":0}",

@@ -9,6 +9,8 @@
 # switched with FORKLET_CHECKPOINT_MODE=stop-copy (forkletd restarts; VMs are adopted).
 # Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/checkpoint.sh build/agent/forkletd \
 #   build/cli/forklet   [REPS=5 SIZES="256 1024" HIGH_256=150 HIGH_1024=700 (MiB written)]
+#   [BASELINE_FORKLETD=path: mode "base" is that forkletd's live default, on a session of each
+#   size it booted itself (what a boot sets up counts too); MODES then defaults to "base live"]
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 REPS=${REPS:-5}
@@ -54,19 +56,30 @@ pinged() {
 # FORKLET_CHECKPOINT_MODE: stop-copy; precopy-polled (precopy, the conversation polled as before
 # QEMU's events and armed commands: the live baseline); live (forkletd's default method, LIVE_MODE
 # to force one). The method each checkpoint used is in the raw lines.
-MODES=${MODES:-stop-copy precopy-polled live}
+BASELINE_FORKLETD=${BASELINE_FORKLETD-}
+if [ -n "$BASELINE_FORKLETD" ]; then
+        MODES=${MODES:-base live}
+else
+        MODES=${MODES:-stop-copy precopy-polled live}
+fi
 LIVE_MODE=${LIVE_MODE-}
+NEW_FORKLETD=$FORKLETD
 restart() {
         stop_daemon
+        FORKLETD=$NEW_FORKLETD
         case $1 in
         live) FORKLET_CHECKPOINT_MODE=$LIVE_MODE start_daemon ;;
+        base) FORKLETD=$BASELINE_FORKLETD FORKLET_CHECKPOINT_MODE=$LIVE_MODE start_daemon ;;
         *) FORKLET_CHECKPOINT_MODE=$1 start_daemon ;;
         esac
 }
+# the session a mode's cells use: base has its own, booted by the baseline forkletd
+sname() { if [ "$2" = base ]; then echo "a$1"; else echo "b$1"; fi; }
 
 # cell SIZE TOUCH MODE: REPS checkpoints; appends "SIZE TOUCH MODE qemu_ms pause_ms gap_ms base_ms"
 cell() {
-        local size=$1 touch=$2 mode=$3 name=b$1 i ck j dt ps g b
+        local size=$1 touch=$2 mode=$3 name i ck j dt ps g b
+        name=$(sname "$size" "$mode")
         for i in $(seq "$REPS"); do
                 pinged "$name" "$T/base.ping" sleep 1 || fail "baseline ping"
                 b=$(gap "$T/base.ping")
@@ -96,15 +109,25 @@ start_daemon
 declare -A ROLL
 for size in $SIZES; do
         name=b$size
+        names=$name
+        if [ -n "$BASELINE_FORKLETD" ]; then
+                restart base
+                names="a$size $name"
+                FK_SESSION_CLASS=s$size session "a$size"
+                "$FORKLET" wait "a$size" --for=Running --timeout=300 || fail "a$size not Running"
+                restart live
+        fi
         FK_SESSION_CLASS=s$size session "$name"
         "$FORKLET" wait "$name" --for=Running --timeout=300 || fail "$name not Running"
         for touch in low high; do
                 if [ $touch = high ]; then
                         hv=HIGH_$size
                         mib=${!hv:-$((size * 6 / 10))}
-                        gsh "$name" "head -c 1048576 /dev/urandom > /run/r1m && i=0 &&
-                                while [ \$i -lt $mib ]; do cat /run/r1m; i=\$((i + 1)); done > /run/fill" ||
-                                fail "fill $mib MiB in $name"
+                        for n in $names; do
+                                gsh "$n" "head -c 1048576 /dev/urandom > /run/r1m && i=0 &&
+                                        while [ \$i -lt $mib ]; do cat /run/r1m; i=\$((i + 1)); done > /run/fill" ||
+                                        fail "fill $mib MiB in $n"
+                        done
                 fi
                 for mode in $MODES; do
                         restart "$mode"
@@ -121,11 +144,13 @@ for size in $SIZES; do
                 ram=$(ck_json "$name" "$ck_live" | num ramBytes)
 
                 echo "# $size MiB, $touch: checkpoint RAM $((ram / 1048576)) MiB" >&2
-                for c in $("$FORKLET" checkpoint list "$name" | awk 'NR > 1 {print $1}'); do
-                        "$FORKLET" checkpoint delete "$name" "$c" --cascade >/dev/null 2>&1
+                for n in $names; do
+                        for c in $("$FORKLET" checkpoint list "$n" | awk 'NR > 1 {print $1}'); do
+                                "$FORKLET" checkpoint delete "$n" "$c" --cascade >/dev/null 2>&1
+                        done
                 done
         done
-        "$FORKLET" delete "$name" >/dev/null
+        for n in $names; do "$FORKLET" delete "$n" >/dev/null; done
 done
 
 echo
@@ -134,23 +159,25 @@ echo "reply; stop-copy: its stop to cont), QEMU's downtime, and from outside the
 echo "5 ms ping during the checkpoint against the same ping without one; ratios: p50 against the"
 echo "first mode's (the baseline)"
 echo
-echo "| guest | touched | mode | pause | QEMU downtime | ping | no-ck ping | pause ratio | ping over no-ck (p50) |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| guest | touched | mode | pause | QEMU downtime | ping | no-ck ping | pause ratio | ping ratio | ping over no-ck (p50) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 first=${MODES%% *}
 for size in $SIZES; do
         for touch in low high; do
                 sel() { awk -v s="$size" -v t="$touch" -v m="$1" -v c="$2" '$1 == s && $2 == t && $3 == m {print $c}' "$OUT"; }
                 base=$(sel "$first" 5 | pct 0.5)
+                gbase=$(sel "$first" 6 | pct 0.5)
                 nb50=$(for m in $MODES; do sel "$m" 7; done | pct 0.5)
                 nb90=$(for m in $MODES; do sel "$m" 7; done | pct 0.9)
                 for mode in $MODES; do
                         p50=$(sel "$mode" 5 | pct 0.5)
                         g50=$(sel "$mode" 6 | pct 0.5)
-                        printf "| %s MiB | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %sx | %s ms |\n" \
+                        printf "| %s MiB | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %sx | %sx | %s ms |\n" \
                                 "$size" "$touch" "$mode" "$p50" "$(sel "$mode" 5 | pct 0.9)" \
                                 "$(sel "$mode" 4 | pct 0.5)" "$(sel "$mode" 4 | pct 0.9)" \
                                 "$g50" "$(sel "$mode" 6 | pct 0.9)" "$nb50" "$nb90" \
                                 "$(awk -v a="$p50" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')" \
+                                "$(awk -v a="$g50" -v b="$gbase" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')" \
                                 "$(awk -v a="$g50" -v b="$nb50" 'BEGIN {printf "%.1f", a - b}')"
                 done
         done

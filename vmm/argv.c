@@ -15,7 +15,13 @@
 
 /* The guest agent looks for a virtio-serial port with exactly this name. */
 #define VMM_AGENT_PORT_NAME "org.forklet.agent.0"
-#define VMM_APPEND_BASE     "console=ttyS0 quiet panic=-1"
+/* init_on_alloc=0: Debian's kernel zeroes every page it allocates
+ * (CONFIG_INIT_ON_ALLOC_DEFAULT_ON), so a give-back's balloon wrote every free page, which made all
+ * of them dirty for the next live checkpoint's bitmap sync (under TCG with the RAM tail: 400-700 ms
+ * of QEMU's main loop stopped for a 1 GiB guest) and wrote into RAM-file holes QEMU then punched
+ * again. Pages a process gets are still zeroed (__GFP_ZERO); docs/security.md says what the guest
+ * kernel gives up. */
+#define VMM_APPEND_BASE "console=ttyS0 quiet panic=-1 init_on_alloc=0"
 
 struct argv_builder {
         char **v;

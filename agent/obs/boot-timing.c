@@ -12,8 +12,8 @@ static const char *const step_names[_AGENT_BOOT_STEP_MAX] = {
         [AGENT_BOOT_STEP_JAIL] = "jail",         [AGENT_BOOT_STEP_SPAWN] = "spawn",
         [AGENT_BOOT_STEP_PRE_EXEC] = "preExec",  [AGENT_BOOT_STEP_QEMU] = "qemu",
         [AGENT_BOOT_STEP_RESTORE] = "restore",   [AGENT_BOOT_STEP_AGENT] = "agent",
-        [AGENT_BOOT_STEP_IDENTITY] = "identity", [AGENT_BOOT_STEP_FINISH] = "finish",
-        [AGENT_BOOT_STEP_TOTAL] = "total",
+        [AGENT_BOOT_STEP_IDENTITY] = "identity", [AGENT_BOOT_STEP_DIRTY_LOG] = "dirtyLog",
+        [AGENT_BOOT_STEP_FINISH] = "finish",     [AGENT_BOOT_STEP_TOTAL] = "total",
 };
 
 const char *agent_boot_step_to_string(enum agent_boot_step s)

@@ -121,22 +121,24 @@ int agent_sd_notify(const char *state);
 /* Where one boot's time went (the fork timing breakdown), in ns; 0: the step did not run.
  * The executor times its steps, the VM backend the ones inside ops.boot. */
 enum agent_boot_step {
-        AGENT_BOOT_STEP_QUEUE,    /* request to the boot job's start (planner pass, busy flag) */
-        AGENT_BOOT_STEP_LOCK,     /* the fork's work waiting for the daemon lock */
-        AGENT_BOOT_STEP_LINKS,    /* origin/ hard links and the session record (fork request) */
-        AGENT_BOOT_STEP_DISK,     /* run dir, secrets, the overlay over the checkpoint's layer */
-        AGENT_BOOT_STEP_NETNS,    /* the session's netns, veth, tap, nftables */
-        AGENT_BOOT_STEP_CGROUP,   /* its cgroup made and limited */
-        AGENT_BOOT_STEP_JAIL,     /* the jail's uid, file grants and mount plan */
-        AGENT_BOOT_STEP_SPAWN,    /* fork to exec of QEMU, pre-exec hooks included */
-        AGENT_BOOT_STEP_PRE_EXEC, /* of which the child's hooks (join netns and cgroup, tap,
-                                   * jail mounts), measured in the child */
-        AGENT_BOOT_STEP_QEMU,     /* exec to QMP connected */
-        AGENT_BOOT_STEP_RESTORE,  /* incoming migration of the checkpoint's device state */
-        AGENT_BOOT_STEP_AGENT,    /* guest agent connected and answering */
-        AGENT_BOOT_STEP_IDENTITY, /* fork id, entropy, secrets, identity file, clock */
-        AGENT_BOOT_STEP_FINISH,   /* status, grants on the links revoked, origin/ removed */
-        AGENT_BOOT_STEP_TOTAL,    /* request (or job start) to Running */
+        AGENT_BOOT_STEP_QUEUE,     /* request to the boot job's start (planner pass, busy flag) */
+        AGENT_BOOT_STEP_LOCK,      /* the fork's work waiting for the daemon lock */
+        AGENT_BOOT_STEP_LINKS,     /* origin/ hard links and the session record (fork request) */
+        AGENT_BOOT_STEP_DISK,      /* run dir, secrets, the overlay over the checkpoint's layer */
+        AGENT_BOOT_STEP_NETNS,     /* the session's netns, veth, tap, nftables */
+        AGENT_BOOT_STEP_CGROUP,    /* its cgroup made and limited */
+        AGENT_BOOT_STEP_JAIL,      /* the jail's uid, file grants and mount plan */
+        AGENT_BOOT_STEP_SPAWN,     /* fork to exec of QEMU, pre-exec hooks included */
+        AGENT_BOOT_STEP_PRE_EXEC,  /* of which the child's hooks (join netns and cgroup, tap,
+                                    * jail mounts), measured in the child */
+        AGENT_BOOT_STEP_QEMU,      /* exec to QMP connected */
+        AGENT_BOOT_STEP_RESTORE,   /* incoming migration of the checkpoint's device state */
+        AGENT_BOOT_STEP_AGENT,     /* guest agent connected and answering */
+        AGENT_BOOT_STEP_IDENTITY,  /* fork id, entropy, secrets, identity file, clock */
+        AGENT_BOOT_STEP_DIRTY_LOG, /* cold boot under TCG: QEMU's migration dirty bitmap cleared
+                                    * (vmm_dirty_log_reset) */
+        AGENT_BOOT_STEP_FINISH,    /* status, grants on the links revoked, origin/ removed */
+        AGENT_BOOT_STEP_TOTAL,     /* request (or job start) to Running */
         _AGENT_BOOT_STEP_MAX,
 };
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The live checkpoint's QMP conversation (checkpoint-live.c) and what it uses of the client
  * (event waits, armed commands) against a scripted QEMU on a socketpair: polled and
- * event-driven precopy, a forced stop that disarms first, a refused capability. */
+ * event-driven precopy, a forced stop that disarms first, a refused capability; the dirty
+ * bitmap's reset (dirty-log.c). */
 #include <errno.h>
 #include <jansson.h>
 #include <setjmp.h>
@@ -404,6 +405,71 @@ static void test_live_refused(void **state)
         qmp_fake_finish(&f);
 }
 
+/* vmm_dirty_log_reset (dirty-log.c): the bandwidth it found is put back after the throttled
+ * migration into /dev/null was cancelled past its setup; QEMU's setup-time comes back. */
+static void test_dirty_log_reset(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"\"query-migrate-parameters\"",
+                 "{\"return\": {\"max-bandwidth\": 134217728}, \"id\": 2}\r\n", 0, false},
+                {"\"x-ignore-shared\",\"state\":false", RET(3), 0, false},
+                {"{\"max-bandwidth\":1024}", RET(4), 0, false},
+                {"\"getfd\"", RET(5), 0, false},
+                {"\"fd:fk-migrate\"", RET(6), 0, false},
+                {"\"query-migrate\"", MIG(7, "setup"), 0, false},
+                {"\"query-migrate\"",
+                 "{\"return\": {\"status\": \"active\", \"setup-time\": 241}, \"id\": 8}\r\n", 0,
+                 false},
+                {"\"migrate_cancel\"", RET(9), 0, false},
+                {"\"query-migrate\"", MIG(10, "cancelling"), 0, false},
+                {"\"query-migrate\"", MIG(11, "cancelled"), 0, false},
+                {"{\"max-bandwidth\":134217728}", RET(12), 0, false},
+        };
+        struct fk_error err = {0};
+        struct qmp_fake f;
+        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        unsigned ms = 0;
+
+        (void)state;
+        assert_int_equal(vmm_dirty_log_reset(c, 2000, &ms, &err), 0);
+        assert_int_equal(ms, 241);
+        qmp_client_free(c);
+        qmp_fake_finish(&f);
+}
+
+/* A migrate QEMU refuses: its reason, and still a cancel and the bandwidth put back. */
+static void test_dirty_log_reset_refused(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"\"query-migrate-parameters\"",
+                 "{\"return\": {\"max-bandwidth\": 33554432}, \"id\": 2}\r\n", 0, false},
+                {"\"x-ignore-shared\",\"state\":false", RET(3), 0, false},
+                {"{\"max-bandwidth\":1024}", RET(4), 0, false},
+                {"\"getfd\"", RET(5), 0, false},
+                {"\"fd:fk-migrate\"",
+                 "{\"id\": 6, \"error\": {\"class\": \"GenericError\", \"desc\": \"There's "
+                 "a migration process in progress\"}}\r\n",
+                 0, false},
+                {"\"closefd\"", RET(7), 0, false},
+                {"\"migrate_cancel\"", RET(8), 0, false},
+                {"\"query-migrate\"", MIG(9, "completed"), 0, false},
+                {"{\"max-bandwidth\":33554432}", RET(10), 0, false},
+        };
+        struct fk_error err = {0};
+        struct qmp_fake f;
+        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        unsigned ms = 7;
+
+        (void)state;
+        assert_int_equal(vmm_dirty_log_reset(c, 2000, &ms, &err), -EIO);
+        assert_non_null(strstr(err.msg, "migration process in progress"));
+        assert_int_equal(ms, 7);
+        qmp_client_free(c);
+        qmp_fake_finish(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -414,6 +480,8 @@ int main(void)
                 cmocka_unit_test(test_live_events_forced),
                 cmocka_unit_test(test_live_events_failed),
                 cmocka_unit_test(test_live_refused),
+                cmocka_unit_test(test_dirty_log_reset),
+                cmocka_unit_test(test_dirty_log_reset_refused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

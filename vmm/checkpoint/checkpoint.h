@@ -140,3 +140,11 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
  * later stop-and-copy save would wait at a switch-over). 1: a migration was cancelled, 0: none
  * ran, -errno with err. Does not log. */
 int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err);
+/* Clears QEMU's migration dirty bitmap (dirty-log.c): a migration into /dev/null, throttled so
+ * it reads no RAM page, cancelled once its setup synced the bitmap; max-bandwidth put back. For a
+ * VM with the RAM tail, once it booted: its first live checkpoint then finds only the pages written
+ * since dirty, not all of them (each costs a TLB scan under QEMU's big lock). The caller must not
+ * checkpoint meanwhile. *ret_setup_ms (may be NULL): QEMU's setup-time of it, nearly all the
+ * sync's. 0 or -errno with err; the migration is cancelled either way. */
+int vmm_dirty_log_reset(struct qmp_client *qmp, unsigned timeout_ms, unsigned *ret_setup_ms,
+                        struct fk_error *err);

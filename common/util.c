@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -405,4 +407,28 @@ void fk_escape_text(const char *in, char *out, size_t out_size)
                 out[o++] = hex[c & 15];
         }
         out[o] = '\0';
+}
+
+int fk_unix_connect_wait(const char *path, unsigned timeout_ms)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        for (;;) {
+                cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                int r;
+
+                if (fd < 0)
+                        return -errno;
+                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                        return TAKE_FD(fd);
+                r = -errno;
+                if ((r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN) ||
+                    fk_now_mono_ns() >= deadline)
+                        return r;
+                nanosleep(&(struct timespec){.tv_nsec = 1000000L}, NULL);
+        }
 }

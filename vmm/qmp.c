@@ -542,41 +542,25 @@ struct qmp_client *qmp_client_free(struct qmp_client *c)
 }
 
 /* Connects once; -ENOENT/-ECONNREFUSED mean "not listening yet". */
-static int connect_once(const struct sockaddr_un *sa)
-{
-        cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (fd < 0)
-                return -errno;
-        if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
-                return -errno;
-        return TAKE_FD(fd);
-}
-
 int qmp_client_connect(const char *path, unsigned timeout_ms, struct qmp_client **ret,
                        struct fk_error *err)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
         uint64_t deadline = deadline_after(timeout_ms);
         int fd;
 
-        if (!path || strlen(path) >= sizeof(sa.sun_path))
-                return fk_error_set(err, -ENAMETOOLONG,
+        if (!path)
+                return fk_error_set(err, -EINVAL, "QMP: no socket path");
+        fd = fk_unix_connect_wait(path, timeout_ms);
+        if (fd == -ENAMETOOLONG)
+                return fk_error_set(err, fd,
                                     "QMP: socket path too long for a unix socket (max %zu): %s",
-                                    sizeof(sa.sun_path) - 1, path ? path : "(null)");
-        strcpy(sa.sun_path, path);
-        for (;;) {
-                fd = connect_once(&sa);
-                if (fd >= 0)
-                        break;
-                if (fd != -ENOENT && fd != -ECONNREFUSED && fd != -EAGAIN)
-                        return fk_error_set(err, fd, "QMP: connect %s: %s", path, strerror(-fd));
-                if (ms_left(deadline) == 0)
-                        return fk_error_set(err, -ETIMEDOUT,
-                                            "QMP: %s did not accept connections in time (%s); "
-                                            "did QEMU start? see its log",
-                                            path, strerror(-fd));
-                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000L}, NULL);
-        }
+                                    sizeof(((struct sockaddr_un *)0)->sun_path) - 1, path);
+        if (fd == -ENOENT || fd == -ECONNREFUSED || fd == -EAGAIN)
+                return fk_error_set(err, -ETIMEDOUT,
+                                    "QMP: %s did not accept connections in time (%s); "
+                                    "did QEMU start? see its log",
+                                    path, strerror(-fd));
+        if (fd < 0)
+                return fk_error_set(err, fd, "QMP: connect %s: %s", path, strerror(-fd));
         return qmp_client_new_fd(fd, (unsigned)FK_MAX(ms_left(deadline), 1), ret, err);
 }

@@ -13,7 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -104,12 +108,58 @@ static void test_bad_names(void **state)
         assert_int_equal(fk_write_file_atomic("/nonexistent-dir-fk/x", "x", 1, 0600), -ENOENT);
 }
 
+static char sock_path[96];
+
+/* Starts listening on sock_path 30 ms after it was started. */
+static void *listen_later(void *arg)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        (void)arg;
+        nanosleep(&(struct timespec){.tv_nsec = 30 * 1000000L}, NULL);
+        strcpy(sa.sun_path, sock_path);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0)
+                return (void *)-1;
+        return (void *)(intptr_t)fd;
+}
+
+/* fk_unix_connect_wait: one try with timeout 0, the wait for a socket that appears later, the
+ * last error when it never does, and a path too long for sun_path. */
+static void test_unix_connect_wait(void **state)
+{
+        char longp[200];
+        pthread_t th;
+        void *lfd;
+        uint64_t t0;
+        int fd;
+
+        (void)state;
+        snprintf(sock_path, sizeof(sock_path), "%s/s.sock", dir);
+        assert_int_equal(fk_unix_connect_wait(sock_path, 0), -ENOENT);
+        t0 = fk_now_mono_ns();
+        assert_int_equal(fk_unix_connect_wait(sock_path, 20), -ENOENT);
+        assert_true(fk_now_mono_ns() - t0 >= 20000000ull);
+        assert_int_equal(pthread_create(&th, NULL, listen_later, NULL), 0);
+        fd = fk_unix_connect_wait(sock_path, 5000);
+        assert_int_equal(pthread_join(th, &lfd), 0);
+        assert_true(fd >= 0);
+        assert_true((intptr_t)lfd >= 0);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        close(fd);
+        close((int)(intptr_t)lfd);
+        memset(longp, 'a', sizeof(longp) - 1);
+        longp[sizeof(longp) - 1] = '\0';
+        assert_int_equal(fk_unix_connect_wait(longp, 1000), -ENAMETOOLONG);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_write_replace, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_symlink_not_followed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unix_connect_wait, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,24 +22,12 @@
 #define RECONNECT_INTERVAL_MS 100
 #define WRITE_TIMEOUT_MS      10000
 
-static int unix_connect(const char *path)
+/* Non-blocking once connected; timeout_ms 0: one try (fk_unix_connect_wait). */
+static int unix_connect(const char *path, unsigned timeout_ms)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd;
+        int fd = fk_unix_connect_wait(path, timeout_ms);
 
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                int r = -errno;
-
-                close(fd);
-                return r;
-        }
-        if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+        if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
                 int r = -errno;
 
                 close(fd);
@@ -236,7 +224,7 @@ static void *reader_main(void *userdata)
                 if (a->fd < 0) {
                         if (nap(a, RECONNECT_INTERVAL_MS))
                                 return NULL;
-                        r = unix_connect(a->path);
+                        r = unix_connect(a->path, 0);
                         if (r >= 0)
                                 set_connected(a, r);
                         continue;
@@ -394,21 +382,6 @@ int vmm_agent_send(struct vmm_agent *a, const struct agent_pending *p, const str
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
-static int connect_retry(const char *path, unsigned timeout_ms)
-{
-        uint64_t deadline = deadline_after(timeout_ms);
-        int r;
-
-        for (;;) {
-                r = unix_connect(path);
-                if (r >= 0 || (r != -ENOENT && r != -ECONNREFUSED))
-                        return r;
-                if (fk_now_mono_ns() >= deadline)
-                        return r;
-                usleep(50 * 1000);
-        }
-}
-
 int vmm_agent_connect(const char *socket_path, unsigned timeout_ms, struct vmm_agent **ret,
                       struct fk_error *err)
 {
@@ -418,7 +391,7 @@ int vmm_agent_connect(const char *socket_path, unsigned timeout_ms, struct vmm_a
 
         if (!socket_path)
                 return fk_error_set(err, -EINVAL, "agent socket path missing");
-        r = connect_retry(socket_path, timeout_ms);
+        r = unix_connect(socket_path, timeout_ms);
         if (r < 0)
                 return fk_error_set(err, r, "connect to agent socket %s: %s", socket_path,
                                     strerror(-r));

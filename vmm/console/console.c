@@ -38,29 +38,6 @@ struct vmm_console {
         bool closed; /* the thread is done reading (QEMU closed the socket, or free) */
 };
 
-static int console_connect(const char *path, unsigned timeout_ms)
-{
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000;
-
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
-        for (;;) {
-                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
-
-                if (fd < 0)
-                        return -errno;
-                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-                        return fd;
-                r = -errno;
-                close(fd);
-                if ((r != -ENOENT && r != -ECONNREFUSED) || fk_now_mono_ns() >= deadline)
-                        return r;
-                usleep(20 * 1000);
-        }
-}
-
 static int log_open(struct vmm_console *c)
 {
         struct stat st;
@@ -208,7 +185,7 @@ int vmm_console_start(const char *socket_path, const char *log_path, size_t max_
                 return fk_error_set(err, r, "rotate console log %s: %s", log_path, strerror(-r));
         }
         c->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        c->sock = console_connect(socket_path, timeout_ms);
+        c->sock = fk_unix_connect_wait(socket_path, timeout_ms);
         if (c->stopfd < 0 || c->sock < 0) {
                 r = c->sock < 0 ? c->sock : -errno;
                 console_close(c);

@@ -29,10 +29,10 @@ OUT=$T/results
 
 pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
         i = int((NR - 1) * p + 0.5) + 1; printf "%.0f", v[i]}'; }
-# steps NAME: "qemu restore agent identity total" (ms) of the last boot
+# steps NAME: "qemu restore agent identity total disk" (ms) of the last boot
 steps() {
         "$FORKLET" get session "$1" -o json | jq -r '.status.bootTiming |
-                [.qemuMs, .restoreMs, .agentMs, .identityMs, .totalMs] | map(. // 0 | round) | @tsv'
+                [.qemuMs, .restoreMs, .agentMs, .identityMs, .totalMs, .diskMs] | map(. // 0 | round) | @tsv'
 }
 
 FORKLETD=$FORKLETD_BASE
@@ -64,15 +64,15 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "rollback to agent-ready (ms), $((REPS * ROUNDS)) each, forkletds taking turns"
-printf "%-9s %-6s | %-13s | %-7s %-8s %-7s %-9s %-7s | %s\n" forkletd guest "wall p50/p90" \
-        qemu restore agent identity total "wall vs baseline pair"
+printf "%-9s %-6s | %-13s | %-5s %-7s %-8s %-7s %-9s %-7s | %s\n" forkletd guest "wall p50/p90" \
+        disk qemu restore agent identity total "wall vs baseline pair"
 b50=$(awk '$1 == "base" && $2 == "base" {print $3}' "$OUT" | pct 0.5)
 for d in base new; do
         for g in base new; do
                 sel() { awk -v d="$d" -v g="$g" -v c="$1" '$1 == d && $2 == g {print $c}' "$OUT"; }
                 w50=$(sel 3 | pct 0.5)
-                printf "%-9s %-6s | %5s / %-5s | %-7s %-8s %-7s %-9s %-7s | %.2fx\n" "$d" "$g" \
-                        "$w50" "$(sel 3 | pct 0.9)" "$(sel 4 | pct 0.5)" "$(sel 5 | pct 0.5)" \
+                printf "%-9s %-6s | %5s / %-5s | %-5s %-7s %-8s %-7s %-9s %-7s | %.2fx\n" "$d" "$g" \
+                        "$w50" "$(sel 3 | pct 0.9)" "$(sel 9 | pct 0.5)" "$(sel 4 | pct 0.5)" "$(sel 5 | pct 0.5)" \
                         "$(sel 6 | pct 0.5)" "$(sel 7 | pct 0.5)" "$(sel 8 | pct 0.5)" \
                         "$(awk -v a="$b50" -v b="$w50" 'BEGIN {print (b > 0 ? a / b : 0)}')"
         done

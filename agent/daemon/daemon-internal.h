@@ -23,8 +23,11 @@
 
 /* What a boot restores from (resolved under the lock, carried out by the boot job). */
 struct agent_restore {
-        char *ck_dir;     /* owned: checkpoint dir (state, ram), NULL: cold boot */
-        char *layer;      /* owned: disk layer the new overlay goes over, NULL: keep the disk */
+        char *ck_dir; /* owned: checkpoint dir (state, ram), NULL: cold boot */
+        char *layer;  /* owned: disk layer the new overlay goes over, NULL: keep the disk */
+        /* owned: the checkpoint's own dir, where the overlay every fork and rollback of it makes
+         * is kept as a template (agent_disk_create_overlay_from); NULL: none */
+        char *template_dir;
         bool private_ram; /* map ck_dir/ram share=off (copy-on-write): forks and rollbacks */
         bool rollback;    /* the session's own checkpoint (else a fork's first start) */
         bool balloon;     /* its source had a balloon device (meta.json "balloon") */

@@ -22,6 +22,7 @@ void agent_restore_done(struct agent_restore *r)
 {
         free(r->ck_dir);
         free(r->layer);
+        free(r->template_dir);
         *r = (struct agent_restore){0};
 }
 
@@ -122,19 +123,23 @@ int agent_restore_plan(struct agent_daemon *d, struct agent_session *s, struct a
                 if (k >= 0)
                         k = restore_from(origin, NULL, true, s->name, r, err);
                 r->rollback = true;
+                if (k >= 0 && !(r->template_dir = strdup(dir)))
+                        k = -ENOMEM;
                 return k;
         }
         if (s->fork_parent && !restored_once(d, s->key)) {
                 cleanup_free char *origin = NULL, *disk = NULL;
 
                 /* the links made when the fork was created (see fork_link_origin) */
-                if (fk_asprintf(&origin, "%s/origin", sd) < 0 || agent_disk_dir(sd, &disk) < 0)
+                if (fk_asprintf(&origin, "%s/origin", sd) < 0 || agent_disk_dir(sd, &disk) < 0 ||
+                    fk_asprintf(&pkey, "%s.%s", s->namespace, s->fork_parent) < 0 ||
+                    agent_checkpoint_dir(d->cfg->state_dir, pkey, s->fork_checkpoint, &dir) < 0)
+                        return -ENOMEM;
+                /* its parent's checkpoint, if still there, keeps the overlay's template */
+                if (access(dir, F_OK) == 0 && !(r->template_dir = strdup(dir)))
                         return -ENOMEM;
                 if (access(origin, F_OK) == 0)
                         return restore_from(origin, disk, true, s->name, r, err);
-                if (fk_asprintf(&pkey, "%s.%s", s->namespace, s->fork_parent) < 0 ||
-                    agent_checkpoint_dir(d->cfg->state_dir, pkey, s->fork_checkpoint, &dir) < 0)
-                        return -ENOMEM;
                 if (access(dir, F_OK) < 0)
                         return fk_error_set(err, -ENOENT, "checkpoint %s of session %s is gone",
                                             s->fork_checkpoint, s->fork_parent);
@@ -158,7 +163,8 @@ static int restore_disk(const struct agent_restore *r, struct agent_store *st, c
         k = agent_disk_next_path(state_dir, "workspace", &next);
         if (k < 0)
                 return fk_error_set(err, k, "new overlay: %s", strerror(-k));
-        k = agent_disk_create_overlay(next, r->layer, err);
+        /* every fork and rollback of a checkpoint makes the same overlay: its dir keeps one */
+        k = agent_disk_create_overlay_from(next, r->layer, r->template_dir, err);
         if (k < 0) {
                 unlink(next);
                 return agent_space_explain(k, state_dir, "stateDir", AGENT_SPACE_OVERLAY, "restore",

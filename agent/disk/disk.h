@@ -25,6 +25,12 @@ int agent_disk_next_path(const char *state_dir, const char *prefix, char **ret);
 int agent_disk_virtual_size(const char *path, uint64_t *ret);
 /* qemu-img create -f qcow2 -u -b backing -F raw|qcow2 path SIZE (format sniffed). err set. */
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err);
+/* The same, through a template kept in template_dir (an existing directory; NULL: none): the
+ * first overlay of a kind (backing name as written, format, size) runs qemu-img and is kept
+ * there; later ones copy it, byte for byte what qemu-img wrote. For the overlays of every fork
+ * and rollback of one checkpoint (template_dir: the checkpoint's dir). */
+int agent_disk_create_overlay_from(const char *path, const char *backing, const char *template_dir,
+                                   struct fk_error *err);
 /* Depth of the backing chain of a qcow2 (1: no backing) and its bottom file (heap, may be NULL
  * when not wanted). Reads the headers, no qemu-img. */
 int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);

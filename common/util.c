@@ -413,6 +413,7 @@ int fk_unix_connect_wait(const char *path, unsigned timeout_ms)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+        long wait_ns = 1000000L;
 
         if (strlen(path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
@@ -429,6 +430,7 @@ int fk_unix_connect_wait(const char *path, unsigned timeout_ms)
                 if ((r != -ENOENT && r != -ECONNREFUSED && r != -EAGAIN) ||
                     fk_now_mono_ns() >= deadline)
                         return r;
-                nanosleep(&(struct timespec){.tv_nsec = 1000000L}, NULL);
+                nanosleep(&(struct timespec){.tv_nsec = wait_ns}, NULL);
+                wait_ns = FK_MIN(2 * wait_ns, 10000000L);
         }
 }

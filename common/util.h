@@ -51,11 +51,12 @@ int fk_asprintf(char **ret, const char *fmt, ...) __attribute__((format(printf, 
 int fk_write_all(int fd, const void *buf, size_t size);
 int fk_read_all(int fd, void *buf, size_t size);
 
-/* Connects a unix stream socket (SOCK_CLOEXEC, blocking) to path, trying again every
- * millisecond while nobody listens there yet (ENOENT, ECONNREFUSED, EAGAIN), for at most
- * timeout_ms: a process just started (QEMU) creates its sockets at some point of its start, and
- * a coarser retry loses up to its whole interval after that. The fd, or -errno: the last error
- * when the time ran out, -ENAMETOOLONG for a path longer than sun_path. */
+/* Connects a unix stream socket (SOCK_CLOEXEC, blocking) to path, trying again while nobody
+ * listens there yet (ENOENT, ECONNREFUSED, EAGAIN), for at most timeout_ms: after 1 ms, then
+ * twice as long each time up to 10 ms (a process just started, QEMU, creates its sockets at
+ * some point of its start; many forks starting at once must not spin on their sockets). The
+ * fd, or -errno: the last error when the time ran out, -ENAMETOOLONG for a path longer than
+ * sun_path. */
 int fk_unix_connect_wait(const char *path, unsigned timeout_ms);
 
 /* Fills buf with size random bytes from getrandom(2). */

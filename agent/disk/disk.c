@@ -120,13 +120,13 @@ static int template_path(const char *dir, const char *name, bool qcow2, uint64_t
         return fk_asprintf(ret, "%s/.overlay-%s.qcow2", dir, hex);
 }
 
-/* Copies a small file, leaving its 4 KiB blocks of zeros as holes; dst is created with src's
- * mode (O_EXCL). */
+/* Copies a small file whole (holes written as zeros: allocated as qemu-img leaves it; a sparse
+ * copy made the `cont` after a live checkpoint of a session on it take up to 133 ms instead of
+ * 5); dst is created with src's mode (O_EXCL). */
 static int copy_small(const char *src, const char *dst)
 {
         cleanup_close int in = open(src, O_RDONLY | O_CLOEXEC), out = -1;
         cleanup_free unsigned char *buf = NULL;
-        static const unsigned char zero[4096];
         struct stat st;
         ssize_t n;
 
@@ -143,20 +143,10 @@ static int copy_small(const char *src, const char *dst)
         out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 0777);
         if (out < 0)
                 return -errno;
-        for (off_t off = 0; off < st.st_size; off += (off_t)sizeof(zero)) {
-                size_t len = (size_t)FK_MIN((off_t)sizeof(zero), st.st_size - off);
-
-                if (memcmp(buf + off, zero, len) != 0 &&
-                    pwrite(out, buf + off, len, off) != (ssize_t)len)
-                        goto fail;
-        }
-        if (ftruncate(out, st.st_size) < 0)
-                goto fail;
-        return 0;
-fail:
-        n = -errno;
-        unlink(dst);
-        return (int)n;
+        n = fk_write_all(out, buf, (size_t)st.st_size);
+        if (n < 0)
+                unlink(dst);
+        return (int)FK_MIN(n, 0);
 }
 
 /* Keeps path as the template (a copy under a temporary name, renamed: concurrent makers of

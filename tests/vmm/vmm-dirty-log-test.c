@@ -3,7 +3,8 @@
  * every page dirty for the migration bitmap, so the first reset's setup (QEMU's one sync,
  * page by page with the tail) is long; a second one right after finds the bitmap clean and is
  * short. Each leaves no migration running, max-bandwidth as it was, the guest running and its
- * RAM file unread (a read of a hole would allocate it). */
+ * RAM file unread (a read of a hole would allocate it). A reset interrupted as by a killed
+ * forkletd is undone by vmm_live_abandon (what adoption runs). */
 #include <jansson.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -84,6 +85,15 @@ int main(void)
         CHECK(allocated(vm.mem_path) - before < (8ll << 20),
               "the resets read RAM in: its file grew from %lld to %lld bytes", before,
               allocated(vm.mem_path));
+        /* a forkletd killed in the middle of a reset: the throttled migration still runs; what
+         * adoption does (vmm_live_abandon) cancels it and unthrottles the bandwidth */
+        it_qmp(&vm, "migrate-set-parameters", "{\"max-bandwidth\": 1024}");
+        it_qmp(&vm, "migrate", "{\"uri\": \"exec:cat > /dev/null\"}");
+        CHECK(vmm_live_abandon(vm.qmp, 30000, &err) == 1, "vmm_live_abandon: %s", err.msg);
+        expect_migration(&vm, "cancelled");
+        it_expect_status(&vm, "running");
+        CHECK(max_bandwidth(&vm) > (1ll << 30), "max-bandwidth %lld after vmm_live_abandon",
+              (long long)max_bandwidth(&vm));
         tick = it_last_tick(&vm);
         for (int i = 0; i < 100 && it_last_tick(&vm) <= tick; i++)
                 usleep(100000);

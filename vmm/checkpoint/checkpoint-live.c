@@ -233,6 +233,11 @@ int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_erro
         if (cancel)
                 abort_live(qmp, timeout_ms);
         r = vmm_live_set_caps(qmp, false, false, timeout_ms, err);
+        /* the parameters a live checkpoint sets: an interrupted dirty bitmap reset
+         * (vmm_dirty_log_reset) left max-bandwidth at 1 KiB/s, which a stop-and-copy save,
+         * which sets none, would run under */
+        if (r >= 0 && cancel)
+                r = set_params(qmp, timeout_ms, err);
         return r < 0 ? r : cancel;
 }
 

@@ -137,8 +137,9 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
 /* What a killed forkletd left of a live checkpoint in a QEMU it adopts: a migration still
  * running (a precopy source stopped at the switch-over waits there for ever, and refuses cont)
  * is cancelled, which restarts a guest QEMU stopped for it, and the live capabilities go off (a
- * later stop-and-copy save would wait at a switch-over). 1: a migration was cancelled, 0: none
- * ran, -errno with err. Does not log. */
+ * later stop-and-copy save would wait at a switch-over); after a cancel the parameters are a
+ * live checkpoint's again (an interrupted vmm_dirty_log_reset throttled the bandwidth). 1: a
+ * migration was cancelled, 0: none ran, -errno with err. Does not log. */
 int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err);
 /* Clears QEMU's migration dirty bitmap (dirty-log.c): a migration into /dev/null, throttled so
  * it reads no RAM page, cancelled once its setup synced the bitmap; max-bandwidth put back. For a

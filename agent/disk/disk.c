@@ -149,15 +149,20 @@ static int copy_small(const char *src, const char *dst)
         return (int)FK_MIN(n, 0);
 }
 
-/* Keeps path as the template (a copy under a temporary name, renamed: concurrent makers of
- * the same one are fine). Best effort: without it the next overlay runs qemu-img again. */
+/* Keeps path as the template: a copy under a name of its own (random: forks of one checkpoint
+ * start in several threads at once), renamed over it, so a reader sees a whole file or none.
+ * Best effort: without it the next overlay runs qemu-img again. */
 static void template_keep(const char *path, const char *tpl)
 {
         cleanup_free char *tmp = NULL;
+        unsigned char rnd[8];
+        char hex[2 * sizeof(rnd) + 1];
 
-        if (fk_asprintf(&tmp, "%s.tmp-%d", tpl, (int)getpid()) < 0)
+        if (fk_random_bytes(rnd, sizeof(rnd)) < 0)
                 return;
-        (void)unlink(tmp);
+        fk_hex(rnd, sizeof(rnd), hex);
+        if (fk_asprintf(&tmp, "%s.tmp-%s", tpl, hex) < 0)
+                return;
         if (copy_small(path, tmp) == 0 && rename(tmp, tpl) < 0)
                 (void)unlink(tmp);
 }

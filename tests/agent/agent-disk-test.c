@@ -5,6 +5,7 @@
  * another backing is not served from it; a damaged template is not used. */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,11 +136,60 @@ static void test_damaged_template(void **state)
         assert_int_equal(system(cmd), 0);
 }
 
+#define RACERS 6
+
+static char *racer_out[RACERS];
+static int racer_r[RACERS];
+
+static void *racer(void *arg)
+{
+        size_t i = (size_t)(intptr_t)arg;
+        cleanup_free char *tpl = path_in("tpl"), *a = path_in("layer-a.qcow2");
+        struct fk_error err = {0};
+
+        racer_r[i] = agent_disk_create_overlay_from(racer_out[i], a, tpl, &err);
+        return NULL;
+}
+
+/* Forks of one checkpoint start in several threads at once: every overlay and the template
+ * they leave are whole, and no temporary file is left behind. */
+static void test_concurrent(void **state)
+{
+        cleanup_free char *first = NULL, *tpl_dir = path_in("tpl"), *cmd = NULL;
+        pthread_t th[RACERS];
+        size_t n0 = 0;
+
+        (void)state;
+        for (size_t i = 0; i < RACERS; i++) {
+                assert_true(fk_asprintf(&racer_out[i], "%s/r%zu.qcow2", dir, i) >= 0);
+                assert_int_equal(pthread_create(&th[i], NULL, racer, (void *)(intptr_t)i), 0);
+        }
+        for (size_t i = 0; i < RACERS; i++)
+                assert_int_equal(pthread_join(th[i], NULL), 0);
+        first = slurp(racer_out[0], &n0);
+        for (size_t i = 0; i < RACERS; i++) {
+                cleanup_free char *t = NULL;
+                size_t n = 0;
+
+                assert_int_equal(racer_r[i], 0);
+                t = slurp(racer_out[i], &n);
+                assert_int_equal(n, n0);
+                assert_memory_equal(t, first, n0);
+                free(racer_out[i]);
+        }
+        assert_int_equal(templates(), 1);
+        assert_true(fk_asprintf(&cmd,
+                                "! ls -a %s | grep -q tmp- && cmp %s/.overlay-*.qcow2 %s/r0.qcow2",
+                                tpl_dir, tpl_dir, dir) >= 0);
+        assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_template, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_damaged_template, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

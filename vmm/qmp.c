@@ -541,7 +541,6 @@ struct qmp_client *qmp_client_free(struct qmp_client *c)
         return NULL;
 }
 
-/* Connects once; -ENOENT/-ECONNREFUSED mean "not listening yet". */
 int qmp_client_connect(const char *path, unsigned timeout_ms, struct qmp_client **ret,
                        struct fk_error *err)
 {

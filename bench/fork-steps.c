@@ -2,9 +2,10 @@
 /* bench/fork-steps: fork of N through a real forkletd (netns, cgroup, jail, API), against N cold
  * boots in the same run, with the per-step breakdown every boot leaves in status.bootTiming:
  * per N, the median and p90 of each step for cold boots and forks, the walls (request to all
- * Running) and their ratio; with --exec, the idle forks' QEMU PSS and guest-RAM PSS 5 s after
- * all ran, then every fork answers an exec, then their PSS again. Root, QEMU and the minimal image
- * needed. Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N...   (N <= 128) */
+ * Running) and their ratio; with --exec, 5 s after all ran the idle forks' CPU over 10 s, their
+ * QEMU PSS and guest-RAM PSS, then every fork answers an exec, then their PSS again. Root, QEMU and
+ * the minimal image needed. Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N... (N
+ * <= 128) */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -25,7 +26,8 @@
 #define SESSIONS "/api/v1alpha1/namespaces/default/sessions"
 #define WAIT_S   900
 #define STEPS    _AGENT_BOOT_STEP_MAX
-#define IDLE_S   5 /* after all forks ran, before their memory is read the first time */
+#define IDLE_S   5  /* after all forks ran, before their CPU and memory are read */
+#define CPU_S    10 /* the window over which the idle forks' CPU is measured */
 
 static char dir[128], sock[200];
 
@@ -242,7 +244,7 @@ struct n_result {
         unsigned cold_failed; /* cold boots that failed (forkletd's boot timeout on a busy host) */
         double cold_wall, fork_wall, base_wall;
         double cold[STEPS][MAX_N], fork[STEPS][MAX_N], base[STEPS][MAX_N];
-        char exec_line[2][660]; /* fork, base: before and after the exec */
+        char exec_line[2][840]; /* fork, base: idle CPU, memory before and after the exec */
         struct bench_smaps smaps[2][MAX_N];
         unsigned n_smaps[2];
 };
@@ -273,16 +275,62 @@ static void pss_line(const char *what, const pid_t *pids, unsigned npids, struct
                  bench_pct(other, npids, 0.5), bench_pct(other, npids, 0.9));
 }
 
-/* The idle forks' memory before any exec (IDLE_S after all ran), then every fork answers an
- * exec of `true`, then their memory again (smaps keeps that one): both into line. */
+/* A process's user+system CPU time in clock ticks from /proc/PID/stat; -1 if unreadable. */
+static long cpu_ticks(pid_t pid)
+{
+        char path[64], buf[1024], *p;
+        unsigned long ut, st;
+        FILE *f;
+        size_t len;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (!(f = fopen(path, "re")))
+                return -1;
+        len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        /* after the command's closing parenthesis: state is field 3, utime 14, stime 15 */
+        if (!(p = strrchr(buf, ')')) ||
+            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+                return -1;
+        return (long)(ut + st);
+}
+
+/* The idle forks' CPU over CPU_S, as a share of one host core per QEMU: median, p90 and sum. */
+static void cpu_line(const pid_t *pids, unsigned npids, char *line, size_t size)
+{
+        long t0[MAX_N], hz = sysconf(_SC_CLK_TCK);
+        double pct[MAX_N], sum = 0;
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < npids; i++)
+                t0[i] = cpu_ticks(pids[i]);
+        sleep(CPU_S);
+        for (unsigned i = 0; i < npids; i++) {
+                long t1 = cpu_ticks(pids[i]);
+
+                if (t0[i] < 0 || t1 < t0[i])
+                        continue;
+                pct[n] = 100.0 * (double)(t1 - t0[i]) / (double)hz / CPU_S;
+                sum += pct[n++];
+        }
+        snprintf(line, size,
+                 "idle fork CPU over %d s, %% of a host core per QEMU median/p90: %.2f/%.2f, all "
+                 "%u: %.1f",
+                 CPU_S, bench_pct(pct, n, 0.5), bench_pct(pct, n, 0.9), n, sum);
+}
+
+/* The idle forks' CPU, then their memory before any exec (IDLE_S after all ran), then every fork
+ * answers an exec of `true`, then their memory again (smaps keeps that one): all into line. */
 static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned npids,
                     struct bench_smaps *smaps, char *line, size_t size)
 {
-        char before[320], after[320], what[120];
+        char cpu[160], before[320], after[320], what[120];
         unsigned ok = 0;
         uint64_t t0;
 
         sleep(IDLE_S);
+        cpu_line(pids, npids, cpu, sizeof(cpu));
         pss_line("Running, no exec yet", pids, npids, smaps, before, sizeof(before));
         t0 = fk_now_mono_ns();
         for (unsigned i = 0; i < n; i++) {
@@ -295,7 +343,7 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
                  "exec `true` in each of %u forks: %u answered (%.0f ms for all)", n, ok,
                  bench_ms_since(t0));
         pss_line(what, pids, npids, smaps, after, sizeof(after));
-        snprintf(line, size, "%s\n%s", before, after);
+        snprintf(line, size, "%s\n%s\n%s", cpu, before, after);
         return ok == n ? 0 : -EIO;
 }
 

@@ -151,12 +151,13 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
                 argf(b, "tcg,tb-size=%u", c->tb_size_mib ? c->tb_size_mib : VMM_TCG_TB_MIB);
         else
                 arg(b, vmm_accel_to_string(c->accel));
-        /* The fork engine restores on the same host, so the host CPU model is safe with KVM;
-         * TCG keeps QEMU's default model. */
-        if (c->accel == VMM_ACCEL_KVM) {
-                arg(b, "-cpu");
-                arg(b, "host");
-        }
+        /* The fork engine restores on the same host, so the host CPU model is safe with KVM.
+         * TCG keeps QEMU's default model plus ARAT (the local APIC timer runs in deep idle),
+         * which TCG emulates: without it the guest kernel needs a broadcast timer for one-shot
+         * ticks, microvm has none (no HPET), and an idle guest takes a periodic 250 Hz tick,
+         * about 3% of a host core each under TCG. */
+        arg(b, "-cpu");
+        arg(b, c->accel == VMM_ACCEL_KVM ? "host" : "qemu64,+arat");
         arg(b, "-nodefaults");
         arg(b, "-no-user-config");
         arg(b, "-display");
@@ -187,10 +188,15 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
         /* Under TCG the guest reads the host's TSC; on a loaded host the Debian kernel's own
          * calibration fails and the boot hangs, so hand it the measured frequency. Its local
          * APIC timer is still calibrated and may be lost the same way: loglevel=5 puts that
-         * warning on the console (VMM_CONSOLE_LINE_NO_TIMER), where forkletd sees it. */
+         * warning on the console (VMM_CONSOLE_LINE_NO_TIMER), where forkletd sees it.
+         * tsc=reliable where the host's TSC is invariant: the kernel's clocksource watchdog
+         * compares the TSC with jiffies, which lose ticks while TCG's vCPU waits for a host
+         * core, so it marks the TSC unstable and falls back to jiffies: a guest clock with 4 ms
+         * steps that runs slow under load, and no tickless idle. */
         if (c->accel == VMM_ACCEL_TCG && c->tsc_khz > 0)
-                argf(b, "%s loglevel=5 tsc_early_khz=%u%s%s", VMM_APPEND_BASE, c->tsc_khz,
-                     c->append && c->append[0] ? " " : "", c->append ? c->append : "");
+                argf(b, "%s loglevel=5 tsc_early_khz=%u%s%s%s", VMM_APPEND_BASE, c->tsc_khz,
+                     c->tsc_reliable ? " tsc=reliable" : "", c->append && c->append[0] ? " " : "",
+                     c->append ? c->append : "");
         else if (c->append && c->append[0])
                 argf(b, "%s %s", VMM_APPEND_BASE, c->append);
         else

@@ -4,6 +4,7 @@
  * HPET or PM timer), after which it hangs at boot; tsc_early_khz= hands it the answer. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -14,6 +15,17 @@ static int tsc_error;
 static pthread_once_t tsc_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+bool vmm_host_tsc_invariant(void)
+{
+        unsigned a, b, c, d;
+
+        if (!__get_cpuid(0x80000007, &a, &b, &c, &d))
+                return false;
+        return (d & (1u << 8)) != 0;
+}
+
 static uint64_t raw_ns(void)
 {
         struct timespec ts;
@@ -58,6 +70,11 @@ static void measure(void)
         tsc_khz_cached = (unsigned)s[2];
 }
 #else
+bool vmm_host_tsc_invariant(void)
+{
+        return false;
+}
+
 static void measure(void)
 {
         tsc_error = -EOPNOTSUPP;

@@ -55,6 +55,7 @@ struct vmm_config {
         bool start_paused;          /* -S: runs only on cont (a precopy stream says running) */
         const char *pidfile;        /* NULL: none */
         unsigned tsc_khz;           /* TCG: host TSC kHz for the guest (tsc_early_khz); 0: none */
+        bool tsc_reliable;          /* with tsc_khz: the host TSC is invariant (tsc=reliable) */
         unsigned tb_size_mib;       /* TCG translation cache, MiB; 0: VMM_TCG_TB_MIB */
         bool sandbox; /* -sandbox on with obsolete, elevateprivileges, spawn, resourcecontrol
                        * denied (QEMU's seccomp filter; migration must then use fd:) */
@@ -77,6 +78,9 @@ uint64_t vmm_ram_bytes(unsigned memory_mib, bool ram_tail);
 /* The host TSC frequency in kHz, measured once (~100 ms on the first call, then cached;
  * thread-safe), for vmm_config.tsc_khz. -EOPNOTSUPP off x86. Does not log. */
 int vmm_host_tsc_khz(unsigned *ret);
+/* Whether the host's TSC is invariant (CPUID 0x80000007 EDX bit 8: constant rate, runs in
+ * every idle state), for vmm_config.tsc_reliable. false off x86. */
+bool vmm_host_tsc_invariant(void);
 
 #define VMM_TCG_TB_MIB 64 /* default TCG translation cache (QEMU's own default is 1 GiB) */
 

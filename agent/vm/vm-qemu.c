@@ -253,6 +253,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
          * for minutes on a busy host; handing it the host's frequency avoids that. */
         if (c.accel == VMM_ACCEL_TCG && vmm_host_tsc_khz(&c.tsc_khz) < 0)
                 c.tsc_khz = 0;
+        c.tsc_reliable = vmm_host_tsc_invariant();
         r = vmm_build_argv(&c, &argv, err);
         if (r < 0)
                 return r;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# forkletd + forklet against real QEMU: apply examples/hello.yaml, wait Running, exec (output,
-# stderr, exit status, stdin, env), get -o json|yaml, describe, forkletd restart (the VM is
+# forkletd + forklet against real QEMU: apply examples/hello.yaml, wait Running, the guest's
+# clock (clocksource, tickless idle, pace against the host's), exec (output, stderr, exit
+# status, stdin, env), get -o json|yaml, describe, forkletd restart (the VM is
 # adopted, not duplicated), spec.state Paused/Stopped/Running, delete (QEMU gone, no files
 # left); then the manifest-directory variant.
 # Usage: agent-hello.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
@@ -40,6 +41,24 @@ fk_check_ram hello
 kernel=$("$FORKLET" exec hello -- uname -r) || fail "exec uname -r"
 [ -n "$kernel" ] || fail "uname -r printed nothing"
 echo "guest kernel: $kernel"
+
+# The guest's clock: under TCG on a host with an invariant TSC (argv.c: -cpu qemu64,+arat and
+# tsc=reliable) the guest keeps the TSC as its clocksource and its tick stops when idle (no
+# fallback to jiffies, which lose ticks under TCG: a coarse clock that runs slow, and a 250 Hz
+# tick in every idle guest); its clock keeps pace with the host's either way.
+if [ "${FORKLET_TEST_ACCEL:-tcg}" = tcg ] && grep -qw constant_tsc /proc/cpuinfo &&
+        grep -qw nonstop_tsc /proc/cpuinfo; then
+        cs=$("$FORKLET" exec hello -- cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
+        [ "$cs" = tsc ] || fail "guest clocksource '$cs', expected tsc"
+        "$FORKLET" exec hello -- grep -q "nohz_mode *: 2" /proc/timer_list ||
+                fail "the guest's tick is not tickless high-resolution (timer_list: nohz_mode)"
+fi
+g0=$("$FORKLET" exec hello -- cut -d' ' -f1 /proc/uptime) && h0=$(date +%s.%N) && sleep 3 &&
+        g1=$("$FORKLET" exec hello -- cut -d' ' -f1 /proc/uptime) && h1=$(date +%s.%N) ||
+        fail "exec cat /proc/uptime"
+awk -v g="$g0 $g1" -v h="$h0 $h1" 'BEGIN { split(g, a, " "); split(h, b, " ");
+        d = (a[2] - a[1]) - (b[2] - b[1]); exit !(d > -0.5 && d < 0.5) }' ||
+        fail "guest uptime moved $g0 -> $g1 while the host's clock moved $h0 -> $h1"
 
 out=$("$FORKLET" exec hello -- sh -c 'echo out; echo err >&2; exit 3' 2>"$T/stderr")
 rc=$?

@@ -130,6 +130,7 @@ int fh_vm_config(struct fh_vm *vm, const char *workdir, const char *name, const 
                 .vmgenid = vm->guid,
                 .incoming_defer = fork,
                 .tsc_khz = tsc_khz,
+                .tsc_reliable = vmm_host_tsc_invariant(),
                 .tb_size_mib = fh_tb_size_mib,
                 .ram_tail = fh_ram_tail,
                 .disk = fh_disk,

@@ -80,6 +80,18 @@ static void test_minimal_tcg(void **state)
         check_golden(&c, "minimal-tcg");
 }
 
+/* TCG with the host's TSC frequency, invariant: tsc_early_khz and tsc=reliable. */
+static void test_tcg_tsc(void **state)
+{
+        struct vmm_config c = base();
+
+        (void)state;
+        c.tsc_khz = 2095991;
+        c.tsc_reliable = true;
+        c.append = "forklet.fork_id=0";
+        check_golden(&c, "tcg-tsc");
+}
+
 static void test_kvm(void **state)
 {
         struct vmm_config c = base();
@@ -308,12 +320,13 @@ static void test_errors(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_minimal_tcg),  cmocka_unit_test(test_kvm),
-                cmocka_unit_test(test_fork),         cmocka_unit_test(test_disk),
-                cmocka_unit_test(test_tap),          cmocka_unit_test(test_vmgenid),
-                cmocka_unit_test(test_full_escaped), cmocka_unit_test(test_sandbox),
-                cmocka_unit_test(test_errors),       cmocka_unit_test(test_balloon),
-                cmocka_unit_test(test_ram_tail),     cmocka_unit_test(test_start_paused),
+                cmocka_unit_test(test_minimal_tcg),  cmocka_unit_test(test_tcg_tsc),
+                cmocka_unit_test(test_kvm),          cmocka_unit_test(test_fork),
+                cmocka_unit_test(test_disk),         cmocka_unit_test(test_tap),
+                cmocka_unit_test(test_vmgenid),      cmocka_unit_test(test_full_escaped),
+                cmocka_unit_test(test_sandbox),      cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_balloon),      cmocka_unit_test(test_ram_tail),
+                cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,14 @@ static pid_t daemon_pid;
 static struct cli cli;
 
 static bool quiet_404; /* teardown deletes names that may not exist */
+/* SIGINT or SIGTERM came: the waits give up, and the run tears down what it made */
+static volatile sig_atomic_t stopping;
+
+static void on_stop(int sig)
+{
+        (void)sig;
+        stopping = 1;
+}
 
 /* One API call; *ret (may be NULL) gets the parsed body. 0 on 2xx. */
 static int call(const char *method, const char *path, const char *body, json_t **ret)
@@ -134,6 +143,8 @@ static int wait_running(const char *prefix, unsigned n, unsigned *ret_failed)
                 }
                 if (have >= n && running >= n)
                         return 0;
+                if (stopping)
+                        return -EINTR;
                 usleep(50 * 1000);
         }
         fprintf(stderr, "%s*: not all Running after %d s\n", prefix, WAIT_S);
@@ -333,7 +344,7 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
         cpu_line(pids, npids, cpu, sizeof(cpu));
         pss_line("Running, no exec yet", pids, npids, smaps, before, sizeof(before));
         t0 = fk_now_mono_ns();
-        for (unsigned i = 0; i < n; i++) {
+        for (unsigned i = 0; i < n && !stopping; i++) {
                 char path[200];
 
                 snprintf(path, sizeof(path), SESSIONS "/%s%u/exec", prefix, i);
@@ -536,9 +547,14 @@ int main(int argc, char **argv)
         printf("# bench/fork-steps: fork of N vs N cold boots through forkletd (TCG, 1 vCPU, "
                "256 MiB, netns + cgroup + jail), image %s%s%s\n",
                image, baseline ? ", baseline forkletd " : "", baseline ? baseline : "");
+        /* no SA_RESTART: a wait or an API call in progress returns, and teardown runs */
+        sigaction(SIGINT, &(struct sigaction){.sa_handler = on_stop}, NULL);
+        sigaction(SIGTERM, &(struct sigaction){.sa_handler = on_stop}, NULL);
         if (baseline && run_daemon(baseline, count, true, cold, exec) < 0)
                 fprintf(stderr, "the baseline run failed; the new forkletd runs anyway\n");
-        r = run_daemon(argv[1], count, false, cold, exec);
+        r = stopping ? -EINTR : run_daemon(argv[1], count, false, cold, exec);
+        if (stopping)
+                return fprintf(stderr, "stopped by a signal; what the run made is gone\n"), 1;
         for (size_t k = 0; k < count; k++)
                 print_result(&results[k]);
         return r < 0 ? 1 : 0;

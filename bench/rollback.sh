@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 # bench/rollback: rollback to agent-ready through a real forkletd (tmpfs runDir, disk stateDir:
 # tests/lib/harness.sh), a new forkletd and guest image against a baseline pair in the same
-# run. Two sessions, one booted from each image, one checkpoint each; then rounds in which the
-# baseline forkletd and the new one take turns (each adopts the VMs the other left) and roll
-# both sessions back REPS times. A row per (forkletd, guest) pair: the wall of `forklet
+# run. Two sessions, one booted from each image by its own forkletd, one checkpoint each; then
+# rounds in which the baseline forkletd and the new one take turns (each adopts the VMs the
+# other left) and roll both sessions back REPS times. A row per (forkletd, guest) pair: the wall of `forklet
 # rollback` (request to Running, the CLI's own start included) and the medians of the boot's
 # steps (status.bootTiming). The rollback's cost is the old QEMU's end plus the restored one's
 # start, so both the daemon (how it ends the old QEMU) and the guest agent (how soon it sees the
@@ -35,16 +35,17 @@ steps() {
                 [.qemuMs, .restoreMs, .agentMs, .identityMs, .totalMs, .diskMs] | map(. // 0 | round) | @tsv'
 }
 
-FORKLETD=$FORKLETD_BASE
-start_daemon
+# Each guest is booted by its own forkletd, which picks the guest's kernel command line and CPU
+# model (argv.c); a rollback keeps what the checkpoint's boot had.
 for g in base new; do
+        v=FORKLETD_${g^^}
+        FORKLETD=${!v}
+        start_daemon
         FK_SESSION_IMAGE=$g session "g$g"
-done
-for g in base new; do
         "$FORKLET" wait "g$g" --for=Running --timeout=300 || fail "g$g not Running"
         "$FORKLET" checkpoint create "g$g" --wait >"$T/ck.$g" || fail "checkpoint of g$g"
+        stop_daemon
 done
-stop_daemon
 for round in $(seq "$ROUNDS"); do
         for d in base new; do
                 v=FORKLETD_${d^^}

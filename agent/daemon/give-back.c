@@ -111,10 +111,11 @@ static void gb_record(struct gb_job *j)
                 return;
         }
         log_info("session %s: gave %.1f MiB of guest memory back to the host (%s: RAM file %.1f "
-                 "-> %.1f MiB, the balloon held %.1f MiB, %.0f ms)",
+                 "-> %.1f MiB, the balloon held %.1f MiB, %.0f ms%s)",
                  s->key, back, agent_give_back_why_to_string(j->why),
                  (double)j->res.before_bytes / MIB, (double)j->res.after_bytes / MIB,
-                 (double)j->res.ballooned / MIB, (double)j->res.ns / 1e6);
+                 (double)j->res.ballooned / MIB, (double)j->res.ns / 1e6,
+                 j->res.yielded ? "; cut short: a request was waiting" : "");
         agent_session_add_event(s, agent_now_real(d), false, "MemoryReturned",
                                 "%.0f MiB of guest memory back to the host (%s): RAM file %.0f -> "
                                 "%.0f MiB",
@@ -149,6 +150,9 @@ static int gb_start(struct agent_daemon *d, struct agent_session *s, enum agent_
 
         if (!j)
                 return -ENOMEM;
+        s->give_back.yield = false;
+        log_debug("session %s: giving memory back (%s)", s->key,
+                  agent_give_back_why_to_string(why));
         *j = (struct gb_job){
                 .d = d,
                 .s = s,
@@ -157,7 +161,8 @@ static int gb_start(struct agent_daemon *d, struct agent_session *s, enum agent_
                 .p = {.margin_bytes = (uint64_t)d->cfg->give_back_margin_mib << 20,
                       .min_bytes = (uint64_t)d->cfg->give_back_threshold_mib << 20,
                       .timeout_ms = GIVE_BACK_TIMEOUT_MS,
-                      .cancel = &s->cancel},
+                      .cancel = &s->cancel,
+                      .yield = &s->give_back.yield},
         };
         r = agent_runner_spawn(d, s, gb_body, gb_release, j);
         if (r < 0)
@@ -210,6 +215,11 @@ void agent_give_back_tick(struct agent_daemon *d)
                 if (r < 0)
                         log_warning_errno(r, "session %s: start giving memory back: %m", s->key);
         }
+}
+
+void agent_give_back_yield(struct agent_session *s)
+{
+        s->give_back.yield = true;
 }
 
 void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_session *s)

@@ -106,7 +106,10 @@ struct agent_session_give_back {
         const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
         bool due;                      /* a live checkpoint of it was written: give back next */
         bool off;                      /* it cannot (no balloon, private RAM): until another VM */
-        uint64_t next_check_ns;        /* monotonic: the next periodic check */
+        /* a request waits for the session: a running give-back stops inflating and deflates
+         * (agent_give_back_yield; read by the job's thread, hence volatile) */
+        volatile bool yield;
+        uint64_t next_check_ns; /* monotonic: the next periodic check */
 };
 
 /* Live disk compaction (compact.c): what the daemon knows of a session's VM's disk chain. */

@@ -46,6 +46,7 @@ int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params
                 .min_bytes = p->min_bytes,
                 .timeout_ms = p->timeout_ms,
                 .cancel = p->cancel,
+                .yield = p->yield,
         };
         r = vmm_balloon_give_back(q->qmp, &o, &st, err);
         *ret = (struct agent_give_back_result){
@@ -55,6 +56,7 @@ int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params
                 .ballooned = st.ballooned,
                 .ns = st.inflate_ns + st.deflate_ns,
                 .skipped = st.skipped,
+                .yielded = st.yielded,
         };
         return r;
 }

@@ -117,6 +117,7 @@ struct agent_give_back_params {
         uint64_t min_bytes;          /* do nothing unless at least this much should come back */
         unsigned timeout_ms;         /* stats and inflation (the deflation as long again) */
         const volatile bool *cancel; /* set: stop inflating (the session is being deleted) */
+        const volatile bool *yield;  /* set: stop inflating, keep what came back (a request) */
 };
 
 struct agent_give_back_result {
@@ -125,6 +126,7 @@ struct agent_give_back_result {
         uint64_t ballooned;                 /* the most the balloon held */
         uint64_t ns;                        /* inflation and deflation */
         bool skipped;                       /* too little to win: the balloon was left alone */
+        bool yielded;                       /* cut short for p->yield */
 };
 
 /* Live compaction of the VM's disk chain (agent_vm_ops.compact_disk). */

@@ -7,7 +7,8 @@
 # phase takes them out again. Forks of that checkpoint and the session rolled back to it map the
 # checkpoint's RAM file copy-on-write (with the balloon device, as their source had it): their
 # guests write and free memory too, no give-back ever runs for them, and the checkpoint's RAM
-# file keeps its hash and its allocated size.
+# file keeps its hash and its allocated size. A checkpoint requested while a give-back runs
+# does not wait for it: the give-back stops inflating and says it was cut short.
 # Usage: fork-give-back.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -107,6 +108,26 @@ if [ "$mode" = live ]; then
         ok "live checkpoint: RAM file $pre_ck -> $read_in -> $after_ck MiB after the give-back"
 else
         echo "# $ck is $mode ($("$FORKLET" checkpoint inspect web "$ck" -o json | jq -r .fallback)): no page read in"
+fi
+
+# ---- a request does not wait behind a give-back: the give-back stops early ----------------
+# another live checkpoint after the guest wrote and freed 150 MiB: the give-back after its
+# Writing phase has seconds of inflating to do (stats, then ~150 MiB under TCG); a checkpoint
+# request the moment it starts cuts it short, and the give-back says so
+if [ "$mode" = live ]; then
+        [ "$(churn web 150)" = done ] || fail "churn before the second checkpoint"
+        pat="session default.web: giving memory back (after a live checkpoint)"
+        started0=$(grep -cF "$pat" "$T/forkletd.log")
+        ck2=$("$FORKLET" checkpoint create web --wait) || fail "second checkpoint"
+        for _ in $(seq 600); do [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] && break; sleep 0.05; done
+        [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] ||
+                fail "no give-back started after checkpoint $ck2"
+        t0=$(date +%s%N)
+        ck3=$("$FORKLET" checkpoint create web) || fail "a checkpoint during the give-back"
+        wait_ms=$((($(date +%s%N) - t0) / 1000000))
+        grep -q "session default.web: gave .*(after a live checkpoint: .*cut short: a request was waiting)" \
+                "$T/forkletd.log" || fail "the give-back was not cut short by the checkpoint request"
+        ok "a checkpoint request during the give-back after $ck2: the give-back stopped early, $ck3 in $wait_ms ms"
 fi
 
 # ---- forks and the rolled-back session never give back; the checkpoint's RAM is intact ----

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The balloon give-back (vmm/balloon.c): the plan's arithmetic, and the QMP conversation with a
  * fake QEMU over a socketpair: a share=off RAM backend is refused before any balloon command,
- * a VM without the device is -ENODEV, and a give-back inflates by the plan and always sets the
- * target back to the whole RAM. */
+ * a VM without the device is -ENODEV, a give-back inflates by the plan and always sets the
+ * target back to the whole RAM, and one asked to yield stops inflating at once. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,12 +227,45 @@ static void test_inflate_fails_deflates(void **state)
         fake_finish(&f, c);
 }
 
+/* A request waits for the VM (*yield set): the inflation stops at its next look, what the
+ * balloon held so far is kept, and the target goes back to the whole RAM. */
+static void test_yield(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                SHARE_ON,
+                POLL(1),
+                STATS(157286400),
+                POLL(0),
+                {"\"balloon\",\"id\":6,\"arguments\":{\"value\":127926272}", RET_EMPTY, 0, false},
+                ACTUAL(200000000),
+                {"\"value\":268435456", RET_EMPTY, 0, false},
+                ACTUAL(268435456),
+        };
+        volatile bool yield = true;
+        struct vmm_give_back_opts o = opts;
+        struct vmm_give_back_stats st = {0};
+        struct fk_error err = {};
+        struct qmp_fake f;
+        struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
+
+        (void)state;
+        o.yield = &yield;
+        assert_int_equal(vmm_balloon_give_back(c, &o, &st, &err), 0);
+        assert_true(st.yielded);
+        assert_int_equal(st.ballooned, 256 * MIB - 200000000);
+        assert_int_equal(st.expected, 134 * MIB);
+        fake_finish(&f, c);
+        assert_string_equal(f.rest, "");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_plan),      cmocka_unit_test(test_refuses_private),
                 cmocka_unit_test(test_no_device), cmocka_unit_test(test_give_back),
                 cmocka_unit_test(test_skipped),   cmocka_unit_test(test_inflate_fails_deflates),
+                cmocka_unit_test(test_yield),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

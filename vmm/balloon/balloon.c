@@ -187,10 +187,10 @@ static int guest_free(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret
 }
 
 /* Waits until the balloon holds want bytes (actual <= RAM - want, give or take a batch), stops
- * growing for BALLOON_STALL_MS, the deadline passes or *cancel is set; *ret_most: the most it
- * held. */
+ * growing for BALLOON_STALL_MS, the deadline passes or *cancel or *yield is set; *ret_most: the
+ * most it held; *ret_yielded: it stopped for *yield before it held want. */
 static int wait_inflated(struct qmp_client *qmp, const struct vmm_give_back_opts *o, uint64_t want,
-                         uint64_t end, uint64_t *ret_most, struct fk_error *err)
+                         uint64_t end, uint64_t *ret_most, bool *ret_yielded, struct fk_error *err)
 {
         uint64_t target = o->ram_bytes - want, low = o->ram_bytes, moved = fk_now_mono_ns();
 
@@ -205,8 +205,13 @@ static int wait_inflated(struct qmp_client *qmp, const struct vmm_give_back_opts
                         moved = fk_now_mono_ns();
                 }
                 *ret_most = o->ram_bytes > low ? o->ram_bytes - low : 0;
-                if (low <= target + BALLOON_SLACK || (o->cancel && *o->cancel) ||
-                    fk_now_mono_ns() >= end ||
+                if (low <= target + BALLOON_SLACK)
+                        return 0;
+                if (o->yield && *o->yield) {
+                        *ret_yielded = true;
+                        return 0;
+                }
+                if ((o->cancel && *o->cancel) || fk_now_mono_ns() >= end ||
                     fk_now_mono_ns() - moved >= (uint64_t)BALLOON_STALL_MS * 1000000ull)
                         return 0;
                 sleep_ms(BALLOON_POLL_MS);
@@ -261,7 +266,7 @@ int vmm_balloon_give_back(struct qmp_client *qmp, const struct vmm_give_back_opt
         start = fk_now_mono_ns();
         r = set_target(qmp, o->ram_bytes - inflate, err);
         if (r >= 0)
-                r = wait_inflated(qmp, o, inflate, end, &st.ballooned, err);
+                r = wait_inflated(qmp, o, inflate, end, &st.ballooned, &st.yielded, err);
         st.inflate_ns = fk_now_mono_ns() - start;
         /* whatever happened: the target goes back to the whole RAM */
         start = fk_now_mono_ns();

@@ -19,6 +19,9 @@ struct vmm_give_back_opts {
         uint64_t min_bytes;    /* expected to come back at least this much, else nothing is done */
         unsigned timeout_ms;   /* stats and inflation; the deflation gets as long again */
         const volatile bool *cancel; /* set: stop inflating (then deflate); NULL: never */
+        /* set: stop inflating (then deflate), keeping what came back so far: a request waits for
+         * the VM (stats.yielded says it happened); NULL: never */
+        const volatile bool *yield;
 };
 
 struct vmm_give_back_stats {
@@ -28,6 +31,7 @@ struct vmm_give_back_stats {
         uint64_t inflate_ns; /* target set .. reached (or given up) */
         uint64_t deflate_ns; /* target back to the whole RAM .. the guest has it all again */
         bool skipped;        /* less than min_bytes to expect: the balloon was not touched */
+        bool yielded;        /* the inflation stopped early for *yield */
 };
 
 /* The bytes to inflate the balloon by (0: not worth it) for a guest with guest_free bytes free:

@@ -3,9 +3,10 @@
  * boots in the same run, with the per-step breakdown every boot leaves in status.bootTiming:
  * per N, the median and p90 of each step for cold boots and forks, the walls (request to all
  * Running) and their ratio; with --exec, 5 s after all ran the idle forks' CPU over 10 s, their
- * QEMU PSS and guest-RAM PSS, then every fork answers an exec, then their PSS again. Root, QEMU and
- * the minimal image needed. Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold] N... (N
- * <= 128) */
+ * QEMU PSS and guest-RAM PSS, then every fork answers an exec, then their PSS again. Root, QEMU
+ * and the minimal image needed. Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold]
+ * [--baseline FORKLETD [--new-first]] N...   (N <= 128); the baseline's forks run first unless
+ * --new-first. */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -513,7 +514,7 @@ static int run_daemon(const char *forkletd, size_t count, bool base, bool cold, 
 int main(int argc, char **argv)
 {
         size_t count = 0;
-        bool exec = false, cold = true;
+        bool exec = false, cold = true, new_first = false;
         const char *baseline = NULL;
         static char image_abs[4096];
         int r = 0;
@@ -521,7 +522,7 @@ int main(int argc, char **argv)
         if (argc < 4) {
                 fprintf(stderr,
                         "usage: %s FORKLETD IMAGE_DIR [--exec] [--no-cold] [--baseline "
-                        "FORKLETD] N...\n",
+                        "FORKLETD [--new-first]] N...\n",
                         argv[0]);
                 return 2;
         }
@@ -536,6 +537,8 @@ int main(int argc, char **argv)
                         exec = true;
                 else if (strcmp(argv[i], "--no-cold") == 0)
                         cold = false;
+                else if (strcmp(argv[i], "--new-first") == 0)
+                        new_first = true;
                 else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc)
                         baseline = argv[++i];
                 else if (n >= 1 && n <= MAX_N && count < ARRAY_SIZE(results))
@@ -551,12 +554,20 @@ int main(int argc, char **argv)
         printf("# bench/fork-steps: fork of N vs N cold boots through forkletd (TCG, 1 vCPU, "
                "256 MiB, netns + cgroup + jail), image %s%s%s\n",
                image, baseline ? ", baseline forkletd " : "", baseline ? baseline : "");
+        if (baseline)
+                printf("# order: %s\n", new_first ? "this forkletd first, then the baseline"
+                                                  : "the baseline first, then this forkletd");
         /* no SA_RESTART: a wait or an API call in progress returns, and teardown runs */
         sigaction(SIGINT, &(struct sigaction){.sa_handler = on_stop}, NULL);
         sigaction(SIGTERM, &(struct sigaction){.sa_handler = on_stop}, NULL);
-        if (baseline && run_daemon(baseline, count, true, cold, exec) < 0)
+        /* the second forkletd runs on a host that has just run and torn down the first one's
+         * QEMUs (an A/A run measured the second 0.83x of the first): --new-first swaps them */
+        if (new_first)
+                r = run_daemon(argv[1], count, false, cold, exec);
+        if (baseline && !stopping && run_daemon(baseline, count, true, cold, exec) < 0)
                 fprintf(stderr, "the baseline run failed; the new forkletd runs anyway\n");
-        r = stopping ? -EINTR : run_daemon(argv[1], count, false, cold, exec);
+        if (!new_first)
+                r = stopping ? -EINTR : run_daemon(argv[1], count, false, cold, exec);
         if (stopping)
                 return fprintf(stderr, "stopped by a signal; what the run made is gone\n"), 1;
         for (size_t k = 0; k < count; k++)

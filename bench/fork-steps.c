@@ -290,17 +290,13 @@ static void pss_line(const char *what, const pid_t *pids, unsigned npids, struct
 /* A process's user+system CPU time in clock ticks from /proc/PID/stat; -1 if unreadable. */
 static long cpu_ticks(pid_t pid)
 {
-        char path[64], buf[1024], *p;
+        cleanup_free char *buf = NULL;
+        char path[64], *p;
         unsigned long ut, st;
-        FILE *f;
-        size_t len;
 
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        if (!(f = fopen(path, "re")))
+        if (fk_read_file(path, 4096, &buf, NULL) < 0)
                 return -1;
-        len = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[len] = '\0';
         /* after the command's closing parenthesis: state is field 3, utime 14, stime 15 */
         if (!(p = strrchr(buf, ')')) ||
             sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)

@@ -278,7 +278,7 @@ void agent_job_boot(struct agent_job *j)
                 /* a restored guest runs code it mostly has translated once already */
                 .tb_size_mib = j->restore.ck_dir ? AGENT_RESTORED_TB_MIB : 0,
         };
-        cleanup_free char *disk = NULL, *mem = NULL, *stub_kernel = NULL, *stub_initrd = NULL;
+        cleanup_free char *disk = NULL, *mem = NULL;
         _cleanup_(agent_secret_set_done) struct agent_secret_set secrets = {0};
         uint64_t t0 = fk_now_mono_ns(), t = t0;
         void *vm = NULL;
@@ -303,12 +303,6 @@ void agent_job_boot(struct agent_job *j)
                 r = agent_disk_prepare(d->store, j->state_dir, j->key, j->base_disk, &disk, &err);
         if (r >= 0 && disk && (r = agent_disk_compact(disk, AGENT_DISK_MAX_DEPTH, &err)) > 0)
                 log_info("session %s: disk chain compacted onto its base", j->key);
-        /* a restored guest never boots its kernel again: QEMU need not hold a copy */
-        if (r >= 0 && j->restore.ck_dir &&
-            agent_restore_kernel(d->cfg->run_dir, j->kernel, &stub_kernel, &stub_initrd) >= 0) {
-                p.kernel = stub_kernel;
-                p.initrd = stub_initrd;
-        }
         p.disk = disk;
         p.rootfs = j->rootfs;
         p.mem_path = mem;

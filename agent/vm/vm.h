@@ -252,12 +252,3 @@ extern const struct agent_vm_ops agent_vm_ops_qemu;
 
 /* TCG translation cache (MiB) of a restored guest (fork, rollback): see docs/benchmarks.md */
 #define AGENT_RESTORED_TB_MIB 64
-
-/* The kernel and initrd for a restored QEMU (agent/vm/restore-kernel.c): a stub of the bzImage
- * kernel (setup header and code plus a page) and a one-page initrd, made once per kernel under
- * <run_root>/restore-kernels. -EINVAL: not a bzImage (boot with the real one). Does not log. */
-int agent_restore_kernel(const char *run_root, const char *kernel, char **ret_kernel,
-                         char **ret_initrd);
-/* The stub's length for a kernel whose first n bytes are head (file_size in all), or -EINVAL
- * when it is not a bzImage of boot protocol 2.00+ with a payload. Pure. */
-long agent_restore_kernel_stub_len(const uint8_t *head, size_t n, uint64_t file_size);

@@ -2,13 +2,11 @@
 /* The fork timing breakdown's renderings: the event text (steps that ran, in order, whole ms,
  * at least 1) and status.bootTiming (ms with 0.1 precision, absent steps left out). */
 #include "agent/obs/obs.h"
-#include "agent/vm/vm.h"
 #include "agent/daemon/daemon-internal.h"
 
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -71,33 +69,12 @@ static void test_json(void **state)
         json_decref(j);
 }
 
-/* The restored QEMU's stub kernel: the bzImage's setup sectors plus one page, or refused. */
-static void test_stub_len(void **state)
-{
-        static uint8_t h[1024];
-
-        (void)state;
-        assert_int_equal(agent_restore_kernel_stub_len(h, sizeof(h), 1 << 20), -EINVAL);
-        memcpy(h + 0x202, "HdrS", 4);
-        h[0x206] = 0x0f, h[0x207] = 0x02; /* protocol 2.15 */
-        h[0x1f1] = 39;
-        assert_int_equal(agent_restore_kernel_stub_len(h, sizeof(h), 8 << 20), 40 * 512 + 4096);
-        h[0x1f1] = 0; /* 0 means 4 */
-        assert_int_equal(agent_restore_kernel_stub_len(h, sizeof(h), 8 << 20), 5 * 512 + 4096);
-        /* no payload beyond the stub: not a kernel worth replacing */
-        assert_int_equal(agent_restore_kernel_stub_len(h, sizeof(h), 5 * 512 + 4096), -EINVAL);
-        h[0x206] = 0x01, h[0x207] = 0x01; /* protocol 1.01 */
-        assert_int_equal(agent_restore_kernel_stub_len(h, sizeof(h), 8 << 20), -EINVAL);
-        assert_int_equal(agent_restore_kernel_stub_len(h, 0x100, 8 << 20), -EINVAL);
-}
-
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_format),
                 cmocka_unit_test(test_json),
-                cmocka_unit_test(test_stub_len),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,9 +102,6 @@ int fh_vm_config(struct fh_vm *vm, const char *workdir, const char *name, const 
         r = vm_paths(vm, workdir, name, ckpt_dir);
         if (r < 0)
                 return fk_error_set(err, r, "mkdir %s: %s", vm->dir, strerror(-r));
-        /* an experiment: restored VMs on another kernel/initrd (FH_RESTORE_IMAGE) */
-        if (fork && getenv("FH_RESTORE_IMAGE"))
-                image = getenv("FH_RESTORE_IMAGE");
         if (snprintf(vm->kernel, sizeof(vm->kernel), "%s/vmlinuz", image) >=
                     (int)sizeof(vm->kernel) ||
             snprintf(vm->initrd, sizeof(vm->initrd), "%s/initrd.img", image) >=

@@ -103,6 +103,12 @@ static void gb_record(struct gb_job *j)
                             j->err.msg[0] ? j->err.msg : strerror(-j->r));
                 return;
         }
+        if (j->res.skipped && j->res.yielded) {
+                log_debug("session %s: memory check (%s) stopped before the guest's stats came: "
+                          "a request was waiting",
+                          s->key, agent_give_back_why_to_string(j->why));
+                return;
+        }
         if (j->res.skipped) {
                 log_debug("session %s: memory check (%s): RAM file %.1f MiB, the guest %.1f MiB "
                           "free: too little to give back",

@@ -2,7 +2,8 @@
 /* The balloon give-back (vmm/balloon.c): the plan's arithmetic, and the QMP conversation with a
  * fake QEMU over a socketpair: a share=off RAM backend is refused before any balloon command,
  * a VM without the device is -ENODEV, a give-back inflates by the plan and always sets the
- * target back to the whole RAM, and one asked to yield stops inflating at once. */
+ * target back to the whole RAM, and one asked to yield stops inflating at once, or before it
+ * starts when the guest's stats have not come yet. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -259,13 +260,44 @@ static void test_yield(void **state)
         assert_string_equal(f.rest, "");
 }
 
+/* A request that comes while the guest's stats are awaited: no balloon command at all. */
+static void test_yield_before_stats(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                SHARE_ON,
+                POLL(1),
+                {"\"guest-stats\"",
+                 "{\"return\": {\"stats\": {\"stat-free-memory\": 157286400}, "
+                 "\"last-update\": 0}}\r\n",
+                 0, false},
+                POLL(0),
+        };
+        volatile bool yield = true;
+        struct vmm_give_back_opts o = opts;
+        struct vmm_give_back_stats st = {0};
+        struct fk_error err = {};
+        struct qmp_fake f;
+        struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
+
+        (void)state;
+        o.yield = &yield;
+        assert_int_equal(vmm_balloon_give_back(c, &o, &st, &err), 0);
+        assert_true(st.yielded);
+        assert_true(st.skipped);
+        assert_int_equal(st.ballooned, 0);
+        assert_int_equal(st.guest_free, 0);
+        fake_finish(&f, c);
+        assert_string_equal(f.rest, "");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_plan),      cmocka_unit_test(test_refuses_private),
                 cmocka_unit_test(test_no_device), cmocka_unit_test(test_give_back),
                 cmocka_unit_test(test_skipped),   cmocka_unit_test(test_inflate_fails_deflates),
-                cmocka_unit_test(test_yield),
+                cmocka_unit_test(test_yield),     cmocka_unit_test(test_yield_before_stats),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -156,22 +156,33 @@ static int read_free(struct qmp_client *qmp, int64_t since_s, uint64_t *ret, str
         return r;
 }
 
+static bool asked_to_stop(const volatile bool *flag)
+{
+        return flag && *flag;
+}
+
 /* Fresh stats from the guest's driver: QEMU asks for them while the polling interval is set
- * (at once when it is set, then every second, on the guest's clock), off again afterwards. */
-static int guest_free(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret,
+ * (at once when it is set, then every second, on the guest's clock), off again afterwards.
+ * 1: none came before *o->yield or *o->cancel was set (nothing to plan with). */
+static int guest_free(struct qmp_client *qmp, const struct vmm_give_back_opts *o, uint64_t *ret,
                       struct fk_error *err)
 {
         int64_t since = (int64_t)(fk_now_real_ns() / 1000000000ull);
-        uint64_t end = after_ms(timeout_ms);
+        uint64_t end = after_ms(o->timeout_ms);
         struct fk_error off_err = {0};
+        bool stopped = false;
         int r = set_poll_interval(qmp, 1, err), k;
 
         while (r >= 0 && (r = read_free(qmp, since, ret, err)) == 0) {
+                if (asked_to_stop(o->yield) || asked_to_stop(o->cancel)) {
+                        stopped = true;
+                        break;
+                }
                 if (fk_now_mono_ns() >= end) {
                         r = fk_error_set(err, -ETIMEDOUT,
                                          "the guest's balloon driver sent no memory stats in %u ms "
                                          "(virtio_balloon not loaded in the guest?)",
-                                         timeout_ms);
+                                         o->timeout_ms);
                         break;
                 }
                 sleep_ms(STATS_POLL_MS);
@@ -183,7 +194,7 @@ static int guest_free(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret
                 *err = off_err;
                 return k;
         }
-        return r < 0 ? r : 0;
+        return r < 0 ? r : stopped;
 }
 
 /* Waits until the balloon holds want bytes (actual <= RAM - want, give or take a batch), stops
@@ -207,11 +218,11 @@ static int wait_inflated(struct qmp_client *qmp, const struct vmm_give_back_opts
                 *ret_most = o->ram_bytes > low ? o->ram_bytes - low : 0;
                 if (low <= target + BALLOON_SLACK)
                         return 0;
-                if (o->yield && *o->yield) {
+                if (asked_to_stop(o->yield)) {
                         *ret_yielded = true;
                         return 0;
                 }
-                if ((o->cancel && *o->cancel) || fk_now_mono_ns() >= end ||
+                if (asked_to_stop(o->cancel) || fk_now_mono_ns() >= end ||
                     fk_now_mono_ns() - moved >= (uint64_t)BALLOON_STALL_MS * 1000000ull)
                         return 0;
                 sleep_ms(BALLOON_POLL_MS);
@@ -255,7 +266,15 @@ int vmm_balloon_give_back(struct qmp_client *qmp, const struct vmm_give_back_opt
         end = after_ms(o->timeout_ms);
         r = check_shared(qmp, err);
         if (r >= 0)
-                r = guest_free(qmp, o->timeout_ms, &st.guest_free, err);
+                r = guest_free(qmp, o, &st.guest_free, err);
+        if (r > 0) {
+                /* asked to stop before the stats came: the balloon was not touched */
+                st.yielded = asked_to_stop(o->yield);
+                st.skipped = true;
+                if (ret)
+                        *ret = st;
+                return 0;
+        }
         inflate = r >= 0 ? vmm_balloon_plan(o, st.guest_free, &st.expected) : 0;
         st.skipped = r >= 0 && inflate == 0;
         if (r < 0 || inflate == 0) {

@@ -30,8 +30,9 @@ struct vmm_give_back_stats {
         uint64_t ballooned;  /* the most the balloon held */
         uint64_t inflate_ns; /* target set .. reached (or given up) */
         uint64_t deflate_ns; /* target back to the whole RAM .. the guest has it all again */
-        bool skipped;        /* less than min_bytes to expect: the balloon was not touched */
-        bool yielded;        /* the inflation stopped early for *yield */
+        bool skipped;        /* less than min_bytes to expect, or stopped before the guest's stats
+                              * came: the balloon was not touched */
+        bool yielded;        /* stopped early for *yield (in the stats wait or the inflation) */
 };
 
 /* The bytes to inflate the balloon by (0: not worth it) for a guest with guest_free bytes free:

@@ -311,8 +311,9 @@ const char *agent_give_back_why_to_string(enum agent_give_back_why w);
 void agent_give_back_tick(struct agent_daemon *d);
 /* Under the lock: a live checkpoint of s was written (its save read every RAM page). */
 void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_session *s);
-/* Under the lock: a request waits for s (an intent): a give-back running for it stops inflating
- * now and gives the guest its memory back, instead of holding the session for seconds. */
+/* Under the lock: a request (an intent) or a spec change waits for s: a give-back running for it
+ * stops (in its wait for the guest's stats, or inflating) and gives the guest its memory back,
+ * instead of holding the session for seconds. */
 void agent_give_back_yield(struct agent_session *s);
 
 /* Running with a VM, no job, nothing asked of it, its cold boot's own work done (give-back.c). */

@@ -67,6 +67,11 @@ int agent_runner_plan(struct agent_daemon *d, bool all)
                 snap[i] = d->sessions[i];
                 want[i] = session_desired(snap[i]);
                 have[i] = session_observed(d, snap[i]);
+                /* a spec change waits for the session's job; a give-back (it only saves
+                 * memory, the next check takes the rest) lets it go first, as it does requests */
+                if (have[i].busy && want[i].present &&
+                    want[i].generation != have[i].observed_generation)
+                        agent_give_back_yield(snap[i]);
         }
         r = core_plan(want, have, n, agent_now_mono(d), &plan);
         if (r < 0)

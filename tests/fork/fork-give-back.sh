@@ -8,8 +8,8 @@
 # checkpoint's RAM file copy-on-write (with the balloon device, as their source had it): their
 # guests write and free memory too, no give-back ever runs for them, and the checkpoint's RAM
 # file keeps its hash and its allocated size. A checkpoint requested while a give-back runs
-# does not wait for it: the give-back stops (in its wait for the guest's stats, or inflating)
-# and says it was cut short.
+# does not wait for it, nor does a pause (a spec change): the give-back stops (in its wait for
+# the guest's stats, or inflating) and says it was cut short.
 # Usage: fork-give-back.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -132,6 +132,23 @@ if [ "$mode" = live ]; then
                 fail "the give-back was not cut short by the checkpoint request"
         case $how in *"stats came"*) how="before the guest's stats came" ;; *) how="while inflating" ;; esac
         ok "a checkpoint request during the give-back after $ck2: the give-back stopped early ($how), $ck3 in $wait_ms ms"
+
+        # ... nor does a spec change: pause (spec.state) while the next give-back runs
+        cut="session default.web: (gave .*\(after a live checkpoint: .*cut short|memory check \(after a live checkpoint\) stopped before the guest's stats came): a request was waiting"
+        cut0=$(grep -cE "$cut" "$T/forkletd.log")
+        [ "$(churn web 150)" = done ] || fail "churn before the fourth checkpoint"
+        started0=$(grep -cF "$pat" "$T/forkletd.log")
+        ck4=$("$FORKLET" checkpoint create web --wait) || fail "fourth checkpoint"
+        for _ in $(seq 600); do [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] && break; sleep 0.05; done
+        [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] ||
+                fail "no give-back started after checkpoint $ck4"
+        t0=$(date +%s%N)
+        "$FORKLET" pause web --timeout=60 >/dev/null || fail "pause during the give-back"
+        wait_ms=$((($(date +%s%N) - t0) / 1000000))
+        [ "$(grep -cE "$cut" "$T/forkletd.log")" -gt "$cut0" ] ||
+                fail "the give-back was not cut short by the pause"
+        "$FORKLET" resume web --timeout=60 >/dev/null || fail "resume after the pause"
+        ok "a pause during the give-back after $ck4: the give-back stopped early, Paused in $wait_ms ms"
 fi
 
 # ---- forks and the rolled-back session never give back; the checkpoint's RAM is intact ----

@@ -26,6 +26,15 @@ int fk_mkdir_p(const char *path, mode_t mode);
 
 /* rm -rf path (does not follow symlinks, stays on one filesystem). Missing path is success. */
 int fk_rm_rf(const char *path);
+/* Runs fn(arg) in a child as posix_spawn makes it: on this process's memory (CLONE_VM) while
+ * the calling thread waits for the child's exec or exit (CLONE_VFORK), on a stack of its own
+ * (256 KiB), with every signal blocked (the child resets its handlers before it unblocks any:
+ * they are copies, as its fd table and cwd are). Unlike fork() it copies no page tables and
+ * leaves the parent no copy-on-write faults. fn may make system calls only: no malloc, no
+ * stdio, raw syscalls for the credentials (glibc would broadcast those to the parent's
+ * threads); it execs or _exits, and its return value is its exit status. The child's pid, or
+ * -errno; the caller reaps it. An AddressSanitizer build forks instead (see util.c). */
+pid_t fk_clone_vfork(int (*fn)(void *), void *arg);
 
 /* Monotonic and wall clocks in nanoseconds. */
 uint64_t fk_now_mono_ns(void);

@@ -263,7 +263,7 @@ int net_addr_list4(struct nl_sock *sk, uint32_t **ret, size_t *ret_n)
         return 0;
 }
 
-/* Async-signal-safe: runs in a fork child. */
+/* System calls only: runs in a child on this process's memory (fk_clone_vfork). */
 static int tap_create(const char *name)
 {
         struct ifreq ifr;
@@ -282,6 +282,13 @@ static int tap_create(const char *name)
         return r;
 }
 
+static int tap_child(void *name)
+{
+        int r = tap_create(name);
+
+        _exit(r < 0 ? (-r & 0xff) : 0);
+}
+
 int net_tap_create_here(const char *name)
 {
         int status;
@@ -292,15 +299,11 @@ int net_tap_create_here(const char *name)
         /* The tun fd is attached to the tap while it is open. Opened in this (threaded)
          * process, a QEMU spawned meanwhile by another thread inherits it until its exec, and
          * the tap's own QEMU then gets EBUSY from TUNSETIFF (a non-multi-queue tap takes one
-         * attached file). So the fd lives only in a child, which nothing else inherits from. */
-        pid = fork();
+         * attached file). So the fd lives only in a child, which nothing else inherits from
+         * (fk_clone_vfork: no copy of forkletd's page tables). */
+        pid = fk_clone_vfork(tap_child, (void *)name);
         if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                int r = tap_create(name);
-
-                _exit(r < 0 ? (-r & 0xff) : 0);
-        }
+                return pid;
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* QEMU process supervision: spawn (fork/exec in a new session, errors reported through a
+/* QEMU process supervision: spawn (clone/exec in a new session, errors reported through a
  * CLOEXEC pipe), adopt by pid + start time, exit detection through a pidfd. */
 #include <errno.h>
 #include <fcntl.h>
@@ -129,8 +129,10 @@ enum {
         SPAWN_STAGE_READY,
 };
 
-/* Written only in a spawned child (its own copy of this memory), between fork and exec. */
-static char pre_exec_step[VMM_PRE_EXEC_STEP_MAX];
+/* Written only in a spawned child between its clone and exec. The child runs on the memory
+ * and the thread-local storage of the thread that spawned it, which waits meanwhile
+ * (CLONE_VFORK): thread-local, so two threads spawning at once do not share it. */
+static __thread char pre_exec_step[VMM_PRE_EXEC_STEP_MAX];
 
 void vmm_pre_exec_step(const char *what, const char *arg)
 {
@@ -285,7 +287,12 @@ static void __attribute__((noreturn)) spawn_child(struct spawn_ctx *ctx)
         _exit(127);
 }
 
-/* Parent side after fork: wait for exec (pipe EOF, after a READY report with the pre-exec
+static int __attribute__((noreturn)) child_main(void *arg)
+{
+        spawn_child(arg);
+}
+
+/* Parent side after the clone: wait for exec (pipe EOF, after a READY report with the pre-exec
  * time) or a failure report. */
 static int spawn_collect(pid_t pid, int errpipe, const char *binary, uint64_t *ret_pre_exec_ns,
                          struct fk_error *err)
@@ -406,27 +413,25 @@ int vmm_process_spawn_env(char *const *argv, const struct vmm_exec_env *env, con
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return fk_error_set(err, -errno, "spawn: pipe: %s", strerror(errno));
 
-        pid = fork();
+        struct spawn_ctx ctx = {
+                .binary = binary,
+                .argv = argv,
+                .envp = env && env->envp ? env->envp : environ,
+                .thp_disable = env && env->thp_disable,
+                .null_fd = null_fd,
+                .log_fd = log_fd,
+                .errpipe = pipefd[1],
+                .pre_exec = pre_exec,
+                .userdata = userdata,
+        };
+        /* Not fork(): it copied forkletd's page tables, and until the child's exec every page
+         * any thread of forkletd wrote took a copy-on-write fault with a TLB shootdown (30 forks
+         * starting at once: most of forkletd's CPU). The hooks make system calls only. */
+        pid = fk_clone_vfork(child_main, &ctx);
         if (pid < 0) {
-                r = -errno;
                 close(pipefd[0]);
                 close(pipefd[1]);
-                return fk_error_set(err, r, "spawn %s: fork: %s", binary, strerror(-r));
-        }
-        if (pid == 0) {
-                struct spawn_ctx ctx = {
-                        .binary = binary,
-                        .argv = argv,
-                        .envp = env && env->envp ? env->envp : environ,
-                        .thp_disable = env && env->thp_disable,
-                        .null_fd = null_fd,
-                        .log_fd = log_fd,
-                        .errpipe = pipefd[1],
-                        .pre_exec = pre_exec,
-                        .userdata = userdata,
-                };
-                close(pipefd[0]);
-                spawn_child(&ctx);
+                return fk_error_set(err, pid, "spawn %s: clone: %s", binary, strerror(-pid));
         }
         close(pipefd[1]);
         /* Open the pidfd before anyone can reap the child, so it always names our child. */

@@ -15,7 +15,10 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +156,49 @@ static void test_unix_connect_wait(void **state)
         assert_int_equal(fk_unix_connect_wait(longp, 1000), -ENAMETOOLONG);
 }
 
+struct clone_probe {
+        int marker;
+        pid_t child_pid;
+};
+
+static int clone_fn(void *arg)
+{
+        struct clone_probe *c = arg;
+
+        c->marker = 42; /* the parent's memory, not a copy */
+        c->child_pid = (pid_t)syscall(SYS_getpid);
+        if (chdir("/") < 0) /* its own cwd */
+                _exit(1);
+        _exit(7);
+}
+
+/* fk_clone_vfork: the child writes the caller's memory (but in the AddressSanitizer build,
+ * which forks), has its own cwd and pid, and has exited by the time the call returns (the
+ * caller reaps it). */
+static void test_clone_vfork(void **state)
+{
+        struct clone_probe c = {0};
+        char cwd[PATH_MAX], after[PATH_MAX];
+        int status = 0;
+        pid_t pid;
+
+        (void)state;
+        assert_non_null(getcwd(cwd, sizeof(cwd)));
+        assert_int_equal(chdir("/tmp"), 0);
+        pid = fk_clone_vfork(clone_fn, &c);
+        assert_true(pid > 0);
+#if !defined(__SANITIZE_ADDRESS__) /* the sanitizer build forks: the child had a copy */
+        assert_int_equal(c.marker, 42);
+        assert_int_equal(c.child_pid, pid);
+#endif
+        assert_non_null(getcwd(after, sizeof(after)));
+        assert_string_equal(after, "/tmp");
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 7);
+        assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -160,6 +206,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_symlink_not_followed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unix_connect_wait, setup, teardown),
+                cmocka_unit_test(test_clone_vfork),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,6 +255,7 @@ struct n_result {
         unsigned failed[2];   /* forks that failed: new, base */
         unsigned cold_failed; /* cold boots that failed (forkletd's boot timeout on a busy host) */
         double cold_wall, fork_wall, base_wall;
+        long cpu[2]; /* forkletd's own CPU (clock ticks) from the fork request to all Running */
         double cold[STEPS][MAX_N], fork[STEPS][MAX_N], base[STEPS][MAX_N];
         char exec_line[2][840]; /* fork, base: idle CPU, memory before and after the exec */
         struct bench_smaps smaps[2][MAX_N];
@@ -380,14 +381,18 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
         char body[160];
         pid_t pids[MAX_N];
         uint64_t t0;
+        long cpu1;
         int r;
 
         snprintf(body, sizeof(body), "{\"from\":\"%s\",\"count\":%u}", ck, res->n);
+        res->cpu[base] = cpu_ticks(daemon_pid);
         t0 = fk_now_mono_ns();
         r = call("POST", SESSIONS "/p/forks", body, NULL);
         if (r >= 0)
                 r = wait_running("p-fork-", res->n, &res->failed[base]);
         *(base ? &res->base_wall : &res->fork_wall) = bench_ms_since(t0);
+        cpu1 = cpu_ticks(daemon_pid);
+        res->cpu[base] = res->cpu[base] >= 0 && cpu1 >= 0 ? cpu1 - res->cpu[base] : -1;
         *(base ? &res->nb : &res->nf) = collect("p-fork-", base ? res->base : res->fork, pids);
         if (r >= 0 && exec && !res->failed[base]) {
                 res->n_smaps[base] = base ? res->nb : res->nf;
@@ -412,6 +417,13 @@ static void print_result(const struct n_result *res)
                        res->fork_wall > 0 ? res->base_wall / res->fork_wall : 0.0);
         if (res->failed[0] || res->failed[1])
                 printf("; forks Failed: %u (baseline %u)", res->failed[0], res->failed[1]);
+        /* what forkletd itself spent meanwhile (its threads, not QEMU), in ms */
+        if (res->cpu[0] >= 0)
+                printf("\nforkletd's own CPU during the fork: %.0f ms",
+                       (double)res->cpu[0] * 1000.0 / (double)sysconf(_SC_CLK_TCK));
+        if (res->nb && res->cpu[1] >= 0)
+                printf(" (baseline forkletd: %.0f ms)",
+                       (double)res->cpu[1] * 1000.0 / (double)sysconf(_SC_CLK_TCK));
         printf("\n\nper step, ms, median/p90 over the N boots (preExec is part of spawn; total: "
                "request to Running)\n\n");
         print_header();

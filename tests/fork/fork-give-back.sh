@@ -116,32 +116,37 @@ fi
 # Writing phase has seconds of inflating to do (stats, then ~150 MiB under TCG); a checkpoint
 # request the moment it starts cuts it short, and the give-back says so
 if [ "$mode" = live ]; then
-        [ "$(churn web 150)" = done ] || fail "churn before the second checkpoint"
-        pat="session default.web: giving memory back (after a live checkpoint)"
-        started0=$(grep -cF "$pat" "$T/forkletd.log")
-        ck2=$("$FORKLET" checkpoint create web --wait) || fail "second checkpoint"
-        for _ in $(seq 600); do [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] && break; sleep 0.05; done
-        [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] ||
-                fail "no give-back started after checkpoint $ck2"
+        started="session default.web: giving memory back (after a live checkpoint)"
+        # it stops in the wait for the guest's stats (the balloon untouched) or while inflating
+        cut="session default.web: (gave .*\(after a live checkpoint: .*cut short|memory check \(after a live checkpoint\) stopped before the guest's stats came): a request was waiting"
+        # checkpoint_giving_back WHAT: churn 150 MiB, a live checkpoint (--wait), and back once
+        # the give-back after it has started; prints the checkpoint's id
+        checkpoint_giving_back() {
+                local n ck
+                [ "$(churn web 150)" = done ] || fail "churn before the $1 checkpoint"
+                n=$(grep -cF "$started" "$T/forkletd.log")
+                ck=$("$FORKLET" checkpoint create web --wait) || fail "$1 checkpoint"
+                for _ in $(seq 600); do [ "$(grep -cF "$started" "$T/forkletd.log")" -gt "$n" ] && break; sleep 0.05; done
+                [ "$(grep -cF "$started" "$T/forkletd.log")" -gt "$n" ] ||
+                        fail "no give-back started after checkpoint $ck"
+                echo "$ck"
+        }
+        cut0=$(grep -cE "$cut" "$T/forkletd.log")
+        ck2=$(checkpoint_giving_back second) || exit 1
         t0=$(date +%s%N)
         ck3=$("$FORKLET" checkpoint create web) || fail "a checkpoint during the give-back"
         wait_ms=$((($(date +%s%N) - t0) / 1000000))
-        # it stops in the wait for the guest's stats (the balloon untouched) or while inflating
-        how=$(grep -oE "session default.web: (gave .*\(after a live checkpoint: .*cut short|memory check \(after a live checkpoint\) stopped before the guest's stats came): a request was waiting" \
-                "$T/forkletd.log" | tail -n1) ||
+        [ "$(grep -cE "$cut" "$T/forkletd.log")" -gt "$cut0" ] ||
                 fail "the give-back was not cut short by the checkpoint request"
-        case $how in *"stats came"*) how="before the guest's stats came" ;; *) how="while inflating" ;; esac
+        case $(grep -oE "$cut" "$T/forkletd.log" | tail -n1) in
+        *"stats came"*) how="before the guest's stats came" ;;
+        *) how="while inflating" ;;
+        esac
         ok "a checkpoint request during the give-back after $ck2: the give-back stopped early ($how), $ck3 in $wait_ms ms"
 
         # ... nor does a spec change: pause (spec.state) while the next give-back runs
-        cut="session default.web: (gave .*\(after a live checkpoint: .*cut short|memory check \(after a live checkpoint\) stopped before the guest's stats came): a request was waiting"
         cut0=$(grep -cE "$cut" "$T/forkletd.log")
-        [ "$(churn web 150)" = done ] || fail "churn before the fourth checkpoint"
-        started0=$(grep -cF "$pat" "$T/forkletd.log")
-        ck4=$("$FORKLET" checkpoint create web --wait) || fail "fourth checkpoint"
-        for _ in $(seq 600); do [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] && break; sleep 0.05; done
-        [ "$(grep -cF "$pat" "$T/forkletd.log")" -gt "$started0" ] ||
-                fail "no give-back started after checkpoint $ck4"
+        ck4=$(checkpoint_giving_back fourth) || exit 1
         t0=$(date +%s%N)
         "$FORKLET" pause web --timeout=60 >/dev/null || fail "pause during the give-back"
         wait_ms=$((($(date +%s%N) - t0) / 1000000))

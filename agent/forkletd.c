@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 struct args {
         const char *config;
@@ -268,6 +269,13 @@ int main(int argc, char **argv)
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         if (load_config(a.config, &cfg) < 0)
                 return 1;
+        /* Not dumpable (no core file; no ptrace without CAP_SYS_PTRACE): forkletd holds the
+         * sessions' secrets, and its QEMU children change their uid while they still run on
+         * its memory (fk_clone_vfork), which is safe only as long as that memory is not
+         * dumpable (the kernel marks it so at their setresuid anyway): the jail's uid cannot
+         * ptrace into it. Never set back. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                log_warning("prctl(PR_SET_DUMPABLE, 0): %m");
         if (drop_privileges(cfg) < 0) {
                 node_config_free(cfg);
                 return 1;

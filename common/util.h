@@ -33,7 +33,10 @@ int fk_rm_rf(const char *path);
  * leaves the parent no copy-on-write faults. fn may make system calls only: no malloc, no
  * stdio, raw syscalls for the credentials (glibc would broadcast those to the parent's
  * threads); it execs or _exits, and its return value is its exit status. The child's pid, or
- * -errno; the caller reaps it. An AddressSanitizer build forks instead (see util.c). */
+ * -errno; the caller reaps it. An AddressSanitizer build forks instead (see util.c). A child
+ * that changes its uid makes the shared mm non-dumpable (the kernel's rule), so that the new
+ * uid cannot ptrace its way into this process: never make the process dumpable again while
+ * such a child may run. */
 pid_t fk_clone_vfork(int (*fn)(void *), void *arg);
 
 /* Monotonic and wall clocks in nanoseconds. */

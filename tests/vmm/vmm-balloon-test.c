@@ -228,6 +228,24 @@ static void test_inflate_fails_deflates(void **state)
         fake_finish(&f, c);
 }
 
+/* A give-back asked to yield from the start, over steps; it says it yielded and sends nothing
+ * after the script. */
+static void give_back_yielding(const struct qmp_fake_step *steps, size_t n,
+                               struct vmm_give_back_stats *st)
+{
+        volatile bool yield = true;
+        struct vmm_give_back_opts o = opts;
+        struct fk_error err = {};
+        struct qmp_fake f;
+        struct qmp_client *c = fake_start(&f, steps, n);
+
+        o.yield = &yield;
+        assert_int_equal(vmm_balloon_give_back(c, &o, st, &err), 0);
+        assert_true(st->yielded);
+        fake_finish(&f, c);
+        assert_string_equal(f.rest, "");
+}
+
 /* A request waits for the VM (*yield set): the inflation stops at its next look, what the
  * balloon held so far is kept, and the target goes back to the whole RAM. */
 static void test_yield(void **state)
@@ -243,21 +261,12 @@ static void test_yield(void **state)
                 {"\"value\":268435456", RET_EMPTY, 0, false},
                 ACTUAL(268435456),
         };
-        volatile bool yield = true;
-        struct vmm_give_back_opts o = opts;
         struct vmm_give_back_stats st = {0};
-        struct fk_error err = {};
-        struct qmp_fake f;
-        struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;
-        o.yield = &yield;
-        assert_int_equal(vmm_balloon_give_back(c, &o, &st, &err), 0);
-        assert_true(st.yielded);
+        give_back_yielding(steps, ARRAY_SIZE(steps), &st);
         assert_int_equal(st.ballooned, 256 * MIB - 200000000);
         assert_int_equal(st.expected, 134 * MIB);
-        fake_finish(&f, c);
-        assert_string_equal(f.rest, "");
 }
 
 /* A request that comes while the guest's stats are awaited: no balloon command at all. */
@@ -273,22 +282,13 @@ static void test_yield_before_stats(void **state)
                  0, false},
                 POLL(0),
         };
-        volatile bool yield = true;
-        struct vmm_give_back_opts o = opts;
         struct vmm_give_back_stats st = {0};
-        struct fk_error err = {};
-        struct qmp_fake f;
-        struct qmp_client *c = fake_start(&f, steps, ARRAY_SIZE(steps));
 
         (void)state;
-        o.yield = &yield;
-        assert_int_equal(vmm_balloon_give_back(c, &o, &st, &err), 0);
-        assert_true(st.yielded);
+        give_back_yielding(steps, ARRAY_SIZE(steps), &st);
         assert_true(st.skipped);
         assert_int_equal(st.ballooned, 0);
         assert_int_equal(st.guest_free, 0);
-        fake_finish(&f, c);
-        assert_string_equal(f.rest, "");
 }
 
 int main(void)

@@ -441,32 +441,23 @@ int fk_unix_connect_wait(const char *path, unsigned timeout_ms)
 
 #define CLONE_STACK_SIZE (256 * 1024)
 
-#if defined(__SANITIZE_ADDRESS__)
-/* AddressSanitizer's runtime cannot run instrumented code in a CLONE_VM child (it takes the
- * child's stack for a corrupt one of the parent's): the sanitizer build forks. */
 pid_t fk_clone_vfork(int (*fn)(void *), void *arg)
 {
         sigset_t all, old;
         pid_t pid;
         int e;
-
+#if defined(__SANITIZE_ADDRESS__)
+        /* AddressSanitizer's runtime cannot run instrumented code in a CLONE_VM child (it takes
+         * the child's stack for a corrupt one of the parent's): the sanitizer build forks. */
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         pid = fork();
         if (pid == 0)
                 _exit(fn(arg));
         e = errno;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        return pid < 0 ? -e : pid;
-}
 #else
-pid_t fk_clone_vfork(int (*fn)(void *), void *arg)
-{
         void *stack = mmap(NULL, CLONE_STACK_SIZE, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-        sigset_t all, old;
-        pid_t pid;
-        int e;
 
         if (stack == MAP_FAILED)
                 return -errno;
@@ -474,8 +465,8 @@ pid_t fk_clone_vfork(int (*fn)(void *), void *arg)
         pthread_sigmask(SIG_SETMASK, &all, &old);
         pid = clone(fn, (char *)stack + CLONE_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
         e = errno;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
         munmap(stack, CLONE_STACK_SIZE);
+#endif
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         return pid < 0 ? -e : pid;
 }
-#endif

@@ -17,6 +17,7 @@ REPS=${REPS:-5}
 SIZES=${SIZES:-256 1024}
 FK_TAG=bench-ck
 . "$(dirname "$0")/../tests/lib/harness.sh"
+. "$(dirname "$0")/lib.sh"
 fk_setup
 command -v ping >/dev/null || skip "ping (iputils-ping) not installed"
 FK_CLASSES=("{name: s256, vcpus: 1, memoryMiB: 256, cpu: 1.0, pids: 1024}"
@@ -25,8 +26,6 @@ fk_node_config >"$T/node.yaml"
 OUT=$T/results
 : >"$OUT"
 
-pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
-        i = int((NR - 1) * p + 0.5) + 1; printf "%.1f", v[i]}'; }
 # gap FILE: the longest gap (ms) between replies in a ping -D log
 gap() {
         awk -F'[][]' '/bytes from/ {t = $2 * 1000; if (p) {d = t - p; if (d > m) m = d}; p = t}
@@ -165,17 +164,17 @@ first=${MODES%% *}
 for size in $SIZES; do
         for touch in low high; do
                 sel() { awk -v s="$size" -v t="$touch" -v m="$1" -v c="$2" '$1 == s && $2 == t && $3 == m {print $c}' "$OUT"; }
-                base=$(sel "$first" 5 | pct 0.5)
-                gbase=$(sel "$first" 6 | pct 0.5)
-                nb50=$(for m in $MODES; do sel "$m" 7; done | pct 0.5)
-                nb90=$(for m in $MODES; do sel "$m" 7; done | pct 0.9)
+                base=$(sel "$first" 5 | pct 0.5 1)
+                gbase=$(sel "$first" 6 | pct 0.5 1)
+                nb50=$(for m in $MODES; do sel "$m" 7; done | pct 0.5 1)
+                nb90=$(for m in $MODES; do sel "$m" 7; done | pct 0.9 1)
                 for mode in $MODES; do
-                        p50=$(sel "$mode" 5 | pct 0.5)
-                        g50=$(sel "$mode" 6 | pct 0.5)
+                        p50=$(sel "$mode" 5 | pct 0.5 1)
+                        g50=$(sel "$mode" 6 | pct 0.5 1)
                         printf "| %s MiB | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %sx | %sx | %s ms |\n" \
-                                "$size" "$touch" "$mode" "$p50" "$(sel "$mode" 5 | pct 0.9)" \
-                                "$(sel "$mode" 4 | pct 0.5)" "$(sel "$mode" 4 | pct 0.9)" \
-                                "$g50" "$(sel "$mode" 6 | pct 0.9)" "$nb50" "$nb90" \
+                                "$size" "$touch" "$mode" "$p50" "$(sel "$mode" 5 | pct 0.9 1)" \
+                                "$(sel "$mode" 4 | pct 0.5 1)" "$(sel "$mode" 4 | pct 0.9 1)" \
+                                "$g50" "$(sel "$mode" 6 | pct 0.9 1)" "$nb50" "$nb90" \
                                 "$(awk -v a="$p50" -v b="$base" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')" \
                                 "$(awk -v a="$g50" -v b="$gbase" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')" \
                                 "$(awk -v a="$g50" -v b="$nb50" 'BEGIN {printf "%.1f", a - b}')"
@@ -185,7 +184,7 @@ done
 echo
 echo "rollback to agent-ready (ms, 3 each, onto the live checkpoint's RAM, no copy)"
 for k in "${!ROLL[@]}"; do
-        printf "%-12s %s  p50 %s\n" "$k" "${ROLL[$k]}" "$(echo ${ROLL[$k]} | tr ' ' '\n' | pct 0.5)"
+        printf "%-12s %s  p50 %s\n" "$k" "${ROLL[$k]}" "$(echo ${ROLL[$k]} | tr ' ' '\n' | pct 0.5 1)"
 done | sort
 echo
 echo "raw: size touch mode qemu_downtime_ms pause_ms ping_gap_ms baseline_gap_ms method"

@@ -17,6 +17,7 @@ REPS=${REPS:-3}
 DELAY=${DELAY:-0.5}
 FK_TAG=bench-rgb
 . "$(dirname "$0")/../tests/lib/harness.sh"
+. "$(dirname "$0")/lib.sh"
 fk_setup
 FK_JAIL="{uidBase: $FK_UID_BASE, uidCount: 0}"
 FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: $MIB, cpu: 1.0, pids: 1024}")
@@ -24,19 +25,6 @@ fk_node_config "memoryGiveBack: {intervalSeconds: 3600}" \
         "hardening: {dropCapabilities: false}" >"$T/node.yaml"
 OUT=$T/results
 : >"$OUT"
-
-pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
-        i = int((NR - 1) * p + 0.5) + 1; printf "%.0f", v[i]}'; }
-
-# boot D: the session sD, booted by forkletd D (left Running for its rounds)
-boot() {
-        local v=FORKLETD_${1^^}
-        FORKLETD=${!v}
-        start_daemon
-        session "s$1"
-        "$FORKLET" wait "s$1" --for=Running --timeout=300 || fail "s$1 not Running"
-        stop_daemon
-}
 
 # round D: one timed checkpoint request during the give-back of session sD under forkletd D
 round() {
@@ -56,21 +44,13 @@ round() {
         stop_daemon
 }
 
-boot base
-boot new
+bench_boot base
+bench_boot new
 for _ in $(seq "$REPS"); do
         round base
         round new
 done
 
-echo "checkpoint request $DELAY s after a live checkpoint's Ready (its give-back running), ms;"
-echo "guest $MIB MiB, $REPS each, forkletds taking turns"
-printf '%-9s | %-5s %-5s | %-10s | %s\n' forkletd p50 max "vs base" "first checkpoint's mode"
-b50=$(awk '$1 == "base" {print $2}' "$OUT" | pct 0.5)
-for d in base new; do
-        v50=$(awk -v d="$d" '$1 == d {print $2}' "$OUT" | pct 0.5)
-        printf '%-9s | %-5s %-5s | %-10s | %s\n' "$d" "$v50" \
-                "$(awk -v d="$d" '$1 == d {print $2}' "$OUT" | pct 1)" \
-                "$(awk -v a="$b50" -v b="$v50" 'BEGIN {printf "%.2fx", (b > 0 ? a / b : 0)}')" \
-                "$(awk -v d="$d" '$1 == d {print $3}' "$OUT" | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
-done
+bench_turns_table "$OUT" \
+        "checkpoint request $DELAY s after a live checkpoint's Ready (its give-back running), ms;" \
+        "guest $MIB MiB, $REPS each, forkletds taking turns; notes: the first checkpoint's mode"

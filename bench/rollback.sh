@@ -21,14 +21,13 @@ ROUNDS=${ROUNDS:-2}
 FK_TAG=bench-rb
 IMG=$IMG_NEW
 . "$(dirname "$0")/../tests/lib/harness.sh"
+. "$(dirname "$0")/lib.sh"
 fk_setup
 FK_IMAGES=("{name: new, dir: $IMG_NEW}" "{name: base, dir: $IMG_BASE}")
 fk_node_config >"$T/node.yaml"
 OUT=$T/results
 : >"$OUT"
 
-pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
-        i = int((NR - 1) * p + 0.5) + 1; printf "%.0f", v[i]}'; }
 # steps NAME: "qemu restore agent identity total disk" (ms) of the last boot
 steps() {
         "$FORKLET" get session "$1" -o json | jq -r '.status.bootTiming |

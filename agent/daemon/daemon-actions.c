@@ -91,7 +91,8 @@ static int phase_check(const struct agent_session *s, enum session_phase want, s
         if (!s->spec)
                 return fk_error_set(err, -ENOENT, "session %s/%s was deleted", s->namespace,
                                     s->name);
-        if (s->busy || s->observed_generation != s->generation)
+        /* a give-back or compaction that started once the phase was reached leaves it be */
+        if ((s->busy && !s->background) || s->observed_generation != s->generation)
                 return 0;
         /* afterStart and the declared checkpoints of a new VM are still to run */
         if (s->phase == SESSION_PHASE_RUNNING && (s->post_start == CORE_POST_START_AFTER_START ||

@@ -193,6 +193,11 @@ int agent_runner_execute(struct agent_daemon *d, struct agent_session *s,
  * release(ctx) runs unlocked. The one place jobs get threads. */
 int agent_runner_spawn(struct agent_daemon *d, struct agent_session *s, void (*body)(void *ctx),
                        void (*release)(void *ctx), void *ctx);
+/* Under the lock: a request (an intent) or a spec change waits for s: its background job cuts
+ * itself short instead of holding the session for seconds (a give-back in its wait for the
+ * guest's stats or inflating: the guest gets its memory back; a live compaction: its stream is
+ * cancelled, and it runs again once s is idle). The job clears s->yield when it starts. */
+void agent_runner_yield(struct agent_session *s);
 /* Under the lock, from a job's end: s is idle again; intents waiting on it are decided. */
 void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s);
 /* Under the lock, from the boot job's end: the rollback intent it served ends (0 when s is
@@ -311,11 +316,6 @@ const char *agent_give_back_why_to_string(enum agent_give_back_why w);
 void agent_give_back_tick(struct agent_daemon *d);
 /* Under the lock: a live checkpoint of s was written (its save read every RAM page). */
 void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_session *s);
-/* Under the lock: a request (an intent) or a spec change waits for s: a give-back running for it
- * stops (in its wait for the guest's stats, or inflating) and gives the guest its memory back,
- * instead of holding the session for seconds. */
-void agent_give_back_yield(struct agent_session *s);
-
 /* Running with a VM, no job, nothing asked of it, its cold boot's own work done (give-back.c). */
 bool agent_session_idle(const struct agent_session *s);
 

@@ -71,7 +71,7 @@ int agent_runner_plan(struct agent_daemon *d, bool all)
                  * memory, the next check takes the rest) lets it go first, as it does requests */
                 if (have[i].busy && want[i].present &&
                     want[i].generation != have[i].observed_generation)
-                        agent_give_back_yield(snap[i]);
+                        agent_runner_yield(snap[i]);
         }
         r = core_plan(want, have, n, agent_now_mono(d), &plan);
         if (r < 0)
@@ -163,10 +163,17 @@ int agent_runner_execute(struct agent_daemon *d, struct agent_session *s,
         }
 }
 
+void agent_runner_yield(struct agent_session *s)
+{
+        s->yield = true;
+}
+
 void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s)
 {
-        if (s)
+        if (s) {
                 s->busy = false;
+                s->background = false;
+        }
         pthread_cond_broadcast(&d->changed);
         /* requests waiting on s need no reconcile tick to go on */
         if (s && agent_intent_pending(s))

@@ -156,7 +156,7 @@ static int gb_start(struct agent_daemon *d, struct agent_session *s, enum agent_
 
         if (!j)
                 return -ENOMEM;
-        s->give_back.yield = false;
+        s->yield = false;
         log_debug("session %s: giving memory back (%s)", s->key,
                   agent_give_back_why_to_string(why));
         *j = (struct gb_job){
@@ -168,11 +168,13 @@ static int gb_start(struct agent_daemon *d, struct agent_session *s, enum agent_
                       .min_bytes = (uint64_t)d->cfg->give_back_threshold_mib << 20,
                       .timeout_ms = GIVE_BACK_TIMEOUT_MS,
                       .cancel = &s->cancel,
-                      .yield = &s->give_back.yield},
+                      .yield = &s->yield},
         };
         r = agent_runner_spawn(d, s, gb_body, gb_release, j);
         if (r < 0)
                 gb_release(j);
+        else
+                s->background = true;
         return r;
 }
 
@@ -221,11 +223,6 @@ void agent_give_back_tick(struct agent_daemon *d)
                 if (r < 0)
                         log_warning_errno(r, "session %s: start giving memory back: %m", s->key);
         }
-}
-
-void agent_give_back_yield(struct agent_session *s)
-{
-        s->give_back.yield = true;
 }
 
 void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_session *s)

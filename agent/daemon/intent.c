@@ -140,7 +140,7 @@ static int intent_record(struct agent_daemon *d, struct agent_session *s,
                 ;
         *tail = in;
         *ret = in;
-        agent_give_back_yield(s);
+        agent_runner_yield(s);
         return 0;
 }
 

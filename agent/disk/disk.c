@@ -418,6 +418,13 @@ bool agent_disk_compact_due(unsigned depth, unsigned max_layers)
         return max_layers > 0 && depth > max_layers + 1;
 }
 
+bool agent_disk_stream_outlasts(uint64_t elapsed_ns, uint64_t done, uint64_t len, uint64_t wait_ns)
+{
+        if (done == 0 || done > len)
+                return elapsed_ns >= wait_ns;
+        return (double)elapsed_ns * (double)(len - done) / (double)done > (double)wait_ns;
+}
+
 int agent_disk_chain_files(const char *path, char ***ret, size_t *ret_n)
 {
         char **v = NULL, *cur = strdup(path), *next;

@@ -46,6 +46,10 @@ int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *er
 /* Whether a live chain of depth files (agent_disk_chain's depth: the bottom counted) is to be
  * compacted: more than max_layers layers above its bottom. max_layers 0: never. Pure. */
 bool agent_disk_compact_due(unsigned depth, unsigned max_layers);
+/* Whether a stream that has run elapsed_ns and copied done of len bytes (QEMU's job offset and
+ * len) would still run longer than wait_ns at the pace it had; nothing copied yet counts as
+ * longer once it has run wait_ns. Pure. */
+bool agent_disk_stream_outlasts(uint64_t elapsed_ns, uint64_t done, uint64_t len, uint64_t wait_ns);
 /* The backing name the layer at path records for backing: its bare name when both are in one
  * directory (layers name their backing relative to their directory, so a chain hard-linked into
  * a fork's dir resolves there), else backing as given. Pure; *ret is a heap string. */

@@ -106,10 +106,7 @@ struct agent_session_give_back {
         const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
         bool due;                      /* a live checkpoint of it was written: give back next */
         bool off;                      /* it cannot (no balloon, private RAM): until another VM */
-        /* a request waits for the session: a running give-back stops inflating and deflates
-         * (agent_give_back_yield; read by the job's thread, hence volatile) */
-        volatile bool yield;
-        uint64_t next_check_ns; /* monotonic: the next periodic check */
+        uint64_t next_check_ns;        /* monotonic: the next periodic check */
 };
 
 /* Live disk compaction (compact.c): what the daemon knows of a session's VM's disk chain. */
@@ -153,8 +150,15 @@ struct agent_session {
         pid_t pid;
         bool busy;
         volatile bool cancel; /* read by a boot in flight */
-        bool seen;            /* scratch for the manifest-dir sync */
-        int audited_phase;    /* phase last written to the audit log, -1: none yet */
+        /* a request or a spec change waits for the session: its background job (a give-back,
+         * a live disk compaction) cuts itself short (agent_runner_yield; read by the job's
+         * thread, hence volatile) */
+        volatile bool yield;
+        /* the job it is busy with is a background one (a give-back, a live compaction): it
+         * changes no phase, so a wait for one need not wait for it */
+        bool background;
+        bool seen;         /* scratch for the manifest-dir sync */
+        int audited_phase; /* phase last written to the audit log, -1: none yet */
         struct agent_session_res res;
         /* fork engine */
         char *fork_parent;     /* owned: session this one was forked from (same ns) or NULL */

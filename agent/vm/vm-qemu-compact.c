@@ -34,8 +34,10 @@ static void sleep_ms(unsigned ms)
         nanosleep(&ts, NULL);
 }
 
-/* 1 while QEMU lists the compaction job, 0 once it is gone (auto-dismissed when it ended). */
-static int job_listed(struct qemu_vm *q, struct fk_error *err)
+/* 1 while QEMU lists the compaction job, 0 once it is gone (auto-dismissed when it ended);
+ * *ret_done and *ret_len (either may be NULL): its progress in bytes while listed. */
+static int job_progress(struct qemu_vm *q, uint64_t *ret_done, uint64_t *ret_len,
+                        struct fk_error *err)
 {
         json_t *jobs = NULL, *job;
         size_t i;
@@ -48,11 +50,21 @@ static int job_listed(struct qemu_vm *q, struct fk_error *err)
         {
                 const char *id = json_string_value(json_object_get(job, "device"));
 
-                if (id && strcmp(id, COMPACT_JOB) == 0)
-                        r = 1;
+                if (!id || strcmp(id, COMPACT_JOB) != 0)
+                        continue;
+                r = 1;
+                if (ret_done)
+                        *ret_done = (uint64_t)json_integer_value(json_object_get(job, "offset"));
+                if (ret_len)
+                        *ret_len = (uint64_t)json_integer_value(json_object_get(job, "len"));
         }
         json_decref(jobs);
         return r;
+}
+
+static int job_listed(struct qemu_vm *q, struct fk_error *err)
+{
+        return job_progress(q, NULL, NULL, err);
 }
 
 /* Cancels the job and waits until QEMU dropped it: a cancelled stream leaves the top backed by
@@ -77,24 +89,35 @@ static int job_cancel(struct qemu_vm *q, struct fk_error *err)
         return r;
 }
 
-/* Waits for the job to end: -ETIMEDOUT or -ECANCELED after cancelling it. */
-static int job_wait(struct qemu_vm *q, const struct agent_compact_params *p, uint64_t end,
-                    struct fk_error *err)
+/* Waits for the job (started at t0) to end: -ETIMEDOUT or -ECANCELED after cancelling it, or 0
+ * with *yielded when it was cancelled for p->yield (may_yield): a request waits for a stream
+ * only while its rest looks shorter than p->yield_wait_ms. */
+static int job_wait(struct qemu_vm *q, const struct agent_compact_params *p, uint64_t t0,
+                    uint64_t end, bool may_yield, bool *yielded, struct fk_error *err)
 {
+        uint64_t done = 0, len = 0;
         int r;
 
-        while ((r = job_listed(q, err)) > 0) {
+        while ((r = job_progress(q, &done, &len, err)) > 0) {
+                uint64_t now = fk_now_mono_ns();
                 bool cancel = p->cancel && *p->cancel;
+                bool yield = may_yield && p->yield && *p->yield &&
+                             agent_disk_stream_outlasts(now - t0, done, len,
+                                                        (uint64_t)p->yield_wait_ms * 1000000ull);
 
-                if (cancel || fk_now_mono_ns() >= end) {
+                if (cancel || yield || now >= end) {
                         r = job_cancel(q, err);
                         if (r < 0)
                                 return r;
-                        return cancel ? fk_error_set(err, -ECANCELED,
-                                                     "stream cancelled: the "
-                                                     "session is going")
-                                      : fk_error_set(err, -ETIMEDOUT,
-                                                     "stream cancelled after %u ms", p->timeout_ms);
+                        if (cancel)
+                                return fk_error_set(err, -ECANCELED,
+                                                    "stream cancelled: the session is going");
+                        if (yield) {
+                                *yielded = true;
+                                return 0;
+                        }
+                        return fk_error_set(err, -ETIMEDOUT, "stream cancelled after %u ms",
+                                            p->timeout_ms);
                 }
                 sleep_ms(POLL_MS);
         }
@@ -248,7 +271,8 @@ static int stream(struct qemu_vm *q, const struct agent_compact_params *p, char 
                 log_info("QEMU pid %d: streaming %zu disk layers into %s (onto %s)",
                          (int)vmm_process_pid(q->proc), n - 2, q->disk, name);
         if (r >= 0)
-                r = job_wait(q, p, t0 + (uint64_t)p->timeout_ms * 1000000ull, err);
+                r = job_wait(q, p, t0, t0 + (uint64_t)p->timeout_ms * 1000000ull,
+                             n < p->yield_max_files, &res->yielded, err);
         res->ns = fk_now_mono_ns() - t0;
         return r;
 }
@@ -269,7 +293,10 @@ int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_param
         r = job_listed(q, err);
         if (r > 0) {
                 res.adopted = true;
-                r = job_wait(q, p, fk_now_mono_ns() + (uint64_t)p->timeout_ms * 1000000ull, err);
+                uint64_t t0 = fk_now_mono_ns();
+
+                r = job_wait(q, p, t0, t0 + (uint64_t)p->timeout_ms * 1000000ull, false,
+                             &res.yielded, err);
         }
         if (r >= 0 && (r = agent_disk_chain_files(q->disk, &files, &n)) < 0)
                 fk_error_set(err, r, "read the chain of %s: %s", q->disk, strerror(-r));
@@ -285,6 +312,8 @@ int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_param
                 if (agent_disk_chain_files(q->disk, &files, &n) >= 0)
                         res.depth_after = (unsigned)n;
                 res.streamed = r >= 0 && res.depth_after < res.depth_before;
+                /* a stream that completed before its cancel counts as done */
+                res.yielded = res.yielded && !res.streamed;
         }
         if (files) {
                 (void)drop_orphans(q);

@@ -134,7 +134,12 @@ struct agent_compact_params {
         unsigned max_layers;         /* stream when the chain has more layers above its bottom */
         unsigned timeout_ms;         /* the stream's bound: then it is cancelled */
         const volatile bool *cancel; /* set: cancel the stream (the session is being deleted) */
-        uint64_t speed;              /* bytes/s the stream may copy, 0: no limit */
+        /* set: cancel the stream, the chain as it was (a request waits), unless at its pace it
+         * ends within yield_wait_ms, or the chain has yield_max_files files or more (requests
+         * that keep coming must not let it grow) */
+        const volatile bool *yield;
+        unsigned yield_wait_ms, yield_max_files;
+        uint64_t speed; /* bytes/s the stream may copy, 0: no limit */
 };
 
 struct agent_compact_result {
@@ -144,6 +149,7 @@ struct agent_compact_result {
         unsigned dropped;                   /* layers QEMU no longer holds (grants revoked) */
         bool streamed;                      /* a stream ran and rebased the top */
         bool adopted; /* a stream a killed forkletd had started was waited for */
+        bool yielded; /* the stream was cancelled for p->yield (not a failure) */
 };
 
 /* What a VM backend saw of its guest since the VM was attached (agent_vm_ops.health): the

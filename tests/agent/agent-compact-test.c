@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Live disk compaction's pure decisions (agent/disk: when a chain is compacted, the backing name
+/* Live disk compaction's pure decisions (agent/disk: when a chain is compacted, whether a stream
+ * is long enough for a waiting request to cancel it, the backing name
  * the top then records) and, over real qcow2 chains made with qemu-img in a temp dir, what a
  * chain holds and which checkpoint layers are freed (agent_checkpoint_free_layers: a layer goes
  * once its checkpoint is gone and no chain, live or a remaining checkpoint's, names it). */
@@ -45,6 +46,29 @@ static void test_due(void **state)
         assert_false(agent_disk_compact_due(2, AGENT_DISK_LIVE_MAX_LAYERS));
         assert_true(
                 agent_disk_compact_due(AGENT_DISK_LIVE_MAX_LAYERS + 2, AGENT_DISK_LIVE_MAX_LAYERS));
+}
+
+static void test_stream_outlasts(void **state)
+{
+        static const uint64_t ms = 1000000, mib = 1048576;
+        static const struct {
+                uint64_t elapsed, done, len;
+                bool outlasts;
+        } cases[] = {
+                {100 * ms, 0, 1024 * mib, false},         /* nothing copied yet: give it time */
+                {250 * ms, 0, 1024 * mib, true},          /* ... but not more than the wait */
+                {300 * ms, 768 * mib, 1024 * mib, false}, /* 100 ms left: waited for */
+                {300 * ms, 256 * mib, 1024 * mib, true},  /* 900 ms left */
+                {1000 * ms, 1 * mib, 1024 * mib, true},   /* a throttled stream: minutes */
+                {10 * ms, 1024 * mib, 1024 * mib, false}, /* done */
+                {300 * ms, 2048 * mib, 1024 * mib, true}, /* nonsense progress: by time only */
+        };
+
+        (void)state;
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+                assert_int_equal(agent_disk_stream_outlasts(cases[i].elapsed, cases[i].done,
+                                                            cases[i].len, 250 * ms),
+                                 cases[i].outlasts);
 }
 
 static void test_backing_name(void **state)
@@ -287,6 +311,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_due),
+                cmocka_unit_test(test_stream_outlasts),
                 cmocka_unit_test(test_backing_name),
                 cmocka_unit_test_teardown(test_chains_and_freeing, teardown),
                 cmocka_unit_test_teardown(test_live_chain_keeps, teardown),

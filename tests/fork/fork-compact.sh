@@ -9,7 +9,8 @@
 # session in the same run, from a chain as short), a
 # forkletd killed mid-stream leaves a consistent chain that the restarted one finishes,
 # deleting checkpoints frees their layers once no chain needs them, and deleting the session
-# cancels a stream that runs.
+# cancels a stream that runs, and a pause during a stream cancels it (the compaction starts over
+# once the session runs again).
 # Usage: fork-compact.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -199,6 +200,30 @@ while [ "$(streams)" = "$streams0" ] && [ $n -lt 6 ]; do
         "$FORKLET" checkpoint create web --wait >/dev/null || fail "checkpoint d-$n"
 done
 fk_wait 60 eval "[ \$(streams) -gt $streams0 ]" || fail "no stream after $n checkpoints of the rolled back web"
+# ... a pause does not wait for it: the stream is cancelled, the chain kept, and once web runs
+# again the compaction starts over
+cut() { grep -c 'live disk compaction cut short' "$T/forkletd.log"; }
+cut0=$(cut)
+comp0=$(compactions)
+d0=$(depth)
+t0=$(date +%s%N)
+"$FORKLET" pause web --timeout=60 >/dev/null || fail "pause during the stream"
+pause_ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$(cut)" -gt "$cut0" ] || fail "the stream was not cut short by the pause (Paused in $pause_ms ms)"
+[ "$(compactions)" = "$comp0" ] || fail "the stream completed before the pause"
+[ "$(depth)" = "$d0" ] || fail "the chain changed from $d0 to $(depth) files across the cancelled stream"
+[ "$pause_ms" -lt 8000 ] || fail "Paused after $pause_ms ms: the pause waited for the stream (16 MiB at 1 MiB/s)"
+# the guest is paused: nothing writes the top, whose header and clusters the cancel left
+qemu-img check -U "$(top)" >"$T/check.out" 2>&1 || fail "qemu-img check of the top after the cancelled stream: $(tail -n 3 "$T/check.out")"
+streams1=$(streams)
+t0=$(date +%s%N)
+"$FORKLET" resume web --timeout=60 >/dev/null || fail "resume after the pause"
+resume_ms=$((($(date +%s%N) - t0) / 1000000))
+fk_wait 60 eval "[ \$(streams) -gt $streams1 ]" || fail "the compaction did not start over once web ran again"
+# the stream that starts over as the resume ends keeps the session busy: the resume's wait for
+# Running does not wait for it (it did, 16 s, when the stream won the race to the session)
+[ "$resume_ms" -lt 8000 ] || fail "the resume took $resume_ms ms: it waited for the stream that started over"
+echo "ok - a pause during a stream: Paused in $pause_ms ms, the stream cancelled (chain $d0 files kept, the top clean), started over on resume (Running in $resume_ms ms)"
 t0=$SECONDS
 "$FORKLET" delete web >/dev/null || fail "delete web"
 gone_within 90 "$sd" || fail "state dir left after delete"

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,29 +168,14 @@ static void template_keep(const char *path, const char *tpl)
                 (void)unlink(tmp);
 }
 
-int agent_disk_create_overlay_from(const char *path, const char *backing, const char *template_dir,
-                                   struct fk_error *err)
+/* qemu-img create of an empty overlay of backing (named name, qcow2 or raw, bytes long) at
+ * path, kept as the template tpl (NULL: none). */
+static int overlay_new(const char *path, char *name, bool qcow2, uint64_t bytes, const char *tpl,
+                       struct fk_error *err)
 {
-        cleanup_free char *name = NULL, *tpl = NULL;
         char size[32], *argv[14];
-        uint64_t bytes;
         int r, n = 0;
-        bool qcow2;
 
-        r = agent_disk_virtual_size(backing, &bytes);
-        if (r < 0)
-                return fk_error_set(err, r, "disk layer %s: %s", backing, strerror(-r));
-        {
-                char magic[4] = "";
-                cleanup_close int fd = open(backing, O_RDONLY | O_CLOEXEC);
-
-                qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
-        }
-        if (agent_disk_backing_name(path, backing, &name) < 0 ||
-            (template_dir && template_path(template_dir, name, qcow2, bytes, &tpl) < 0))
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        if (tpl && copy_small(tpl, path) == 0)
-                return 0;
         snprintf(size, sizeof(size), "%" PRIu64, bytes);
         argv[n++] = (char *)"qemu-img";
         argv[n++] = (char *)"create";
@@ -211,6 +197,44 @@ int agent_disk_create_overlay_from(const char *path, const char *backing, const 
         if (r >= 0 && tpl)
                 template_keep(path, tpl);
         return r;
+}
+
+/* Forks of one checkpoint start in several threads at once, and before the first of them kept
+ * the template every one of them found none and ran qemu-img (30 at once in a fork of 30, about
+ * 25 ms of CPU each): a thread that finds no template waits here for one that makes it. */
+static pthread_mutex_t template_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int agent_disk_create_overlay_from(const char *path, const char *backing, const char *template_dir,
+                                   struct fk_error *err)
+{
+        cleanup_free char *name = NULL, *tpl = NULL;
+        uint64_t bytes;
+        bool qcow2;
+        int r;
+
+        r = agent_disk_virtual_size(backing, &bytes);
+        if (r < 0)
+                return fk_error_set(err, r, "disk layer %s: %s", backing, strerror(-r));
+        {
+                char magic[4] = "";
+                cleanup_close int fd = open(backing, O_RDONLY | O_CLOEXEC);
+
+                qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
+        }
+        if (agent_disk_backing_name(path, backing, &name) < 0 ||
+            (template_dir && template_path(template_dir, name, qcow2, bytes, &tpl) < 0))
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        if (tpl && copy_small(tpl, path) == 0)
+                return 0;
+        if (tpl) {
+                pthread_mutex_lock(&template_lock);
+                /* made by the thread that held the lock before */
+                r = copy_small(tpl, path) == 0 ? 0
+                                               : overlay_new(path, name, qcow2, bytes, tpl, err);
+                pthread_mutex_unlock(&template_lock);
+                return r;
+        }
+        return overlay_new(path, name, qcow2, bytes, NULL, err);
 }
 
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err)

@@ -152,20 +152,32 @@ static void *racer(void *arg)
 }
 
 /* Forks of one checkpoint start in several threads at once: every overlay and the template
- * they leave are whole, and no temporary file is left behind. */
+ * they leave are whole, no temporary file is left behind, and qemu-img ran once (a wrapper
+ * first in PATH counts its runs), not once per thread. */
 static void test_concurrent(void **state)
 {
-        cleanup_free char *first = NULL, *tpl_dir = path_in("tpl"), *cmd = NULL;
+        cleanup_free char *first = NULL, *tpl_dir = path_in("tpl"), *cmd = NULL, *wrap = NULL,
+                          *bin = path_in("bin"), *calls = path_in("qemu-img.calls"), *path = NULL;
         pthread_t th[RACERS];
-        size_t n0 = 0;
+        size_t n0 = 0, n_calls = 0;
 
         (void)state;
+        assert_true(fk_asprintf(&wrap,
+                                "mkdir %s && printf '#!/bin/sh\\necho run >> %s\\nPATH=%s exec "
+                                "qemu-img \"$@\"\\n' > %s/qemu-img && chmod +x %s/qemu-img",
+                                bin, calls, saved_path, bin, bin) >= 0);
+        assert_int_equal(system(wrap), 0);
+        assert_true(fk_asprintf(&path, "%s:%s", bin, saved_path) >= 0);
+        setenv("PATH", path, 1);
         for (size_t i = 0; i < RACERS; i++) {
                 assert_true(fk_asprintf(&racer_out[i], "%s/r%zu.qcow2", dir, i) >= 0);
                 assert_int_equal(pthread_create(&th[i], NULL, racer, (void *)(intptr_t)i), 0);
         }
         for (size_t i = 0; i < RACERS; i++)
                 assert_int_equal(pthread_join(th[i], NULL), 0);
+        setenv("PATH", saved_path, 1);
+        free(slurp(calls, &n_calls));
+        assert_int_equal(n_calls, strlen("run\n")); /* one run of qemu-img */
         first = slurp(racer_out[0], &n0);
         for (size_t i = 0; i < RACERS; i++) {
                 cleanup_free char *t = NULL;

@@ -213,16 +213,13 @@ static int compact_start(struct agent_daemon *d, struct agent_session *s)
                       .yield_max_files = COMPACT_YIELD_MAX_FILES,
                       .speed = stream_speed()},
         };
-        s->yield = false;
         if (!j->key || agent_session_state_dir(d->cfg->state_dir, s->key, &j->sd) < 0) {
                 compact_release(j);
                 return -ENOMEM;
         }
-        r = agent_runner_spawn(d, s, compact_body, compact_release, j);
+        r = agent_runner_spawn_background(d, s, compact_body, compact_release, j);
         if (r < 0)
                 compact_release(j);
-        else
-                s->background = true;
         return r;
 }
 

@@ -198,6 +198,10 @@ int agent_runner_spawn(struct agent_daemon *d, struct agent_session *s, void (*b
  * guest's stats or inflating: the guest gets its memory back; a live compaction: its stream is
  * cancelled, and it runs again once s is idle). The job clears s->yield when it starts. */
 void agent_runner_yield(struct agent_session *s);
+/* Under the lock: agent_runner_spawn for a background job (a give-back, a live compaction): s's
+ * yield flag cleared and s marked background, which a wait for a phase does not wait for. */
+int agent_runner_spawn_background(struct agent_daemon *d, struct agent_session *s,
+                                  void (*body)(void *ctx), void (*release)(void *ctx), void *ctx);
 /* Under the lock, from a job's end: s is idle again; intents waiting on it are decided. */
 void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s);
 /* Under the lock, from the boot job's end: the rollback intent it served ends (0 when s is

@@ -245,3 +245,15 @@ int agent_runner_spawn(struct agent_daemon *d, struct agent_session *s, void (*b
         }
         return r;
 }
+
+int agent_runner_spawn_background(struct agent_daemon *d, struct agent_session *s,
+                                  void (*body)(void *ctx), void (*release)(void *ctx), void *ctx)
+{
+        int r;
+
+        s->yield = false;
+        r = agent_runner_spawn(d, s, body, release, ctx);
+        /* the job's end takes the lock held here, so it cannot clear this first */
+        s->background = r >= 0;
+        return r;
+}

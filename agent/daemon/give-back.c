@@ -156,7 +156,6 @@ static int gb_start(struct agent_daemon *d, struct agent_session *s, enum agent_
 
         if (!j)
                 return -ENOMEM;
-        s->yield = false;
         log_debug("session %s: giving memory back (%s)", s->key,
                   agent_give_back_why_to_string(why));
         *j = (struct gb_job){
@@ -170,11 +169,9 @@ static int gb_start(struct agent_daemon *d, struct agent_session *s, enum agent_
                       .cancel = &s->cancel,
                       .yield = &s->yield},
         };
-        r = agent_runner_spawn(d, s, gb_body, gb_release, j);
+        r = agent_runner_spawn_background(d, s, gb_body, gb_release, j);
         if (r < 0)
                 gb_release(j);
-        else
-                s->background = true;
         return r;
 }
 

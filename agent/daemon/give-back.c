@@ -117,11 +117,12 @@ static void gb_record(struct gb_job *j)
                 return;
         }
         log_info("session %s: gave %.1f MiB of guest memory back to the host (%s: RAM file %.1f "
-                 "-> %.1f MiB, the balloon held %.1f MiB, %.0f ms%s)",
+                 "-> %.1f MiB, the balloon held %.1f MiB, %.0f ms%s%s)",
                  s->key, back, agent_give_back_why_to_string(j->why),
                  (double)j->res.before_bytes / MIB, (double)j->res.after_bytes / MIB,
                  (double)j->res.ballooned / MIB, (double)j->res.ns / 1e6,
-                 j->res.yielded ? "; cut short: a request was waiting" : "");
+                 j->res.yielded || j->res.deflating ? "; cut short: a request was waiting" : "",
+                 j->res.deflating ? ", the guest deflates the rest on its own" : "");
         agent_session_add_event(s, agent_now_real(d), false, "MemoryReturned",
                                 "%.0f MiB of guest memory back to the host (%s): RAM file %.0f -> "
                                 "%.0f MiB",

@@ -57,6 +57,7 @@ int qemu_give_back(void *userdata, void *vm, const struct agent_give_back_params
                 .ns = st.inflate_ns + st.deflate_ns,
                 .skipped = st.skipped,
                 .yielded = st.yielded,
+                .deflating = st.deflating,
         };
         return r;
 }

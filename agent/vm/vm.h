@@ -127,6 +127,7 @@ struct agent_give_back_result {
         uint64_t ns;                        /* inflation and deflation */
         bool skipped;                       /* too little to win: the balloon was left alone */
         bool yielded;                       /* cut short for p->yield */
+        bool deflating; /* the wait for the deflation was cut short: the guest goes on alone */
 };
 
 /* Live compaction of the VM's disk chain (agent_vm_ops.compact_disk). */

@@ -229,19 +229,29 @@ static int wait_inflated(struct qmp_client *qmp, const struct vmm_give_back_opts
         }
 }
 
-/* The target back to the whole RAM, then until the guest has all of it again. */
-static int deflate(struct qmp_client *qmp, uint64_t ram_bytes, unsigned timeout_ms,
-                   struct fk_error *err)
+/* The target back to the whole RAM, then until the guest has all of it again, or until *yield
+ * or *cancel is set: the target is what matters (a checkpoint must not carry one below the RAM
+ * into forks, qemu_balloon_adopted), and the guest deflates on its own. *ret_left: the wait was
+ * stopped so. */
+static int deflate(struct qmp_client *qmp, const struct vmm_give_back_opts *o, unsigned timeout_ms,
+                   bool *ret_left, struct fk_error *err)
 {
         uint64_t end = after_ms(timeout_ms), actual = 0;
-        int r = set_target(qmp, ram_bytes, err);
+        int r = set_target(qmp, o->ram_bytes, err);
 
-        while (r >= 0 && (r = balloon_actual(qmp, &actual, err)) >= 0 && actual < ram_bytes) {
+        while (r >= 0) {
+                if (asked_to_stop(o->yield) || asked_to_stop(o->cancel)) {
+                        *ret_left = true;
+                        break;
+                }
+                r = balloon_actual(qmp, &actual, err);
+                if (r < 0 || actual >= o->ram_bytes)
+                        break;
                 if (fk_now_mono_ns() >= end)
                         return fk_error_set(err, -ETIMEDOUT,
                                             "the guest still holds %llu KiB in the balloon after "
                                             "%u ms (it deflates on its own)",
-                                            (unsigned long long)((ram_bytes - actual) >> 10),
+                                            (unsigned long long)((o->ram_bytes - actual) >> 10),
                                             timeout_ms);
                 sleep_ms(BALLOON_POLL_MS);
         }
@@ -289,7 +299,7 @@ int vmm_balloon_give_back(struct qmp_client *qmp, const struct vmm_give_back_opt
         st.inflate_ns = fk_now_mono_ns() - start;
         /* whatever happened: the target goes back to the whole RAM */
         start = fk_now_mono_ns();
-        k = deflate(qmp, o->ram_bytes, FK_MAX(o->timeout_ms, BALLOON_DEFLATE_MS), &derr);
+        k = deflate(qmp, o, FK_MAX(o->timeout_ms, BALLOON_DEFLATE_MS), &st.deflating, &derr);
         st.deflate_ns = fk_now_mono_ns() - start;
         if (r >= 0 && k < 0) {
                 *err = derr;

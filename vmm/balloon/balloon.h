@@ -33,6 +33,8 @@ struct vmm_give_back_stats {
         bool skipped;        /* less than min_bytes to expect, or stopped before the guest's stats
                               * came: the balloon was not touched */
         bool yielded;        /* stopped early for *yield (in the stats wait or the inflation) */
+        bool deflating;      /* the target is the whole RAM again, but *yield or *cancel ended the
+                              * wait while the guest still deflated (it goes on by itself) */
 };
 
 /* The bytes to inflate the balloon by (0: not worth it) for a guest with guest_free bytes free:

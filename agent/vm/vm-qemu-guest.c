@@ -32,24 +32,33 @@ static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, st
         return 0;
 }
 
-/* After a restore the guest is a copy: the session's secrets (minted anew), then in one request
- * fresh entropy with a CRNG reseed and the new fork id (the guest writes the identity files). */
-static int give_identity(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
+/* After a restore the guest is a copy: the session's secrets (minted anew), then fresh entropy
+ * with a CRNG reseed and the new fork id (the guest writes the identity files), then its clock
+ * (it stood still since the checkpoint). One pipeline, answered in this order: secrets first,
+ * so a program that re-reads its secrets when the identity changes finds the new ones; no exec
+ * runs before this boot returns. A restore without a fork id (none minted) gets no identity. */
+static int restore_setup(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
 {
-        const char *fork_id = p->fork_id;
+        char path[sizeof(AGENT_SECRETS_DIR) + MANIFEST_SECRET_NAME_MAX + 2];
+        struct fk_error clock_err = {0};
+        struct vmm_agent_pipe *pp;
         unsigned char entropy[64];
         int r;
 
-        r = fk_random_bytes(entropy, sizeof(entropy));
-        if (r < 0)
+        if (p->fork_id && (r = fk_random_bytes(entropy, sizeof(entropy))) < 0)
                 return fk_error_set(err, r, "getrandom: %s", strerror(-r));
-        /* Secrets first: the identity request then reseeds the guest's RNG and writes
-         * /run/forklet/identity and fork-id, so a program that re-reads its secrets when the
-         * identity changes finds the new ones; no exec runs before this boot returns. */
-        r = give_secrets(q, p, err);
-        if (r >= 0)
-                r = vmm_agent_set_identity(q->agent, fork_id, NULL, entropy, sizeof(entropy),
-                                           VM_GUEST_STEP_TIMEOUT_MS, err);
+        pp = vmm_agent_pipe_new(q->agent);
+        for (size_t i = 0; i < p->n_secrets; i++) {
+                snprintf(path, sizeof(path), AGENT_SECRETS_DIR "/%s", p->secrets[i].name);
+                vmm_agent_pipe_write_file(pp, path, p->secrets[i].value, p->secrets[i].size, 0400);
+        }
+        if (p->fork_id)
+                vmm_agent_pipe_set_identity(pp, p->fork_id, entropy, sizeof(entropy));
+        vmm_agent_pipe_set_time(pp, fk_now_real_ns());
+        r = vmm_agent_pipe_run(pp, VM_GUEST_STEP_TIMEOUT_MS, err, &clock_err);
+        if (r >= 0 && clock_err.code)
+                log_warning("QEMU pid %d: guest clock not synced: %s",
+                            (int)vmm_process_pid(q->proc), clock_err.msg);
         return r;
 }
 
@@ -85,16 +94,8 @@ void qemu_sync_clock(struct qemu_vm *q)
 
 int qemu_guest_setup(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
 {
-        int r;
-
-        if (p->restore_dir && p->fork_id) {
-                r = give_identity(q, p, err);
-        } else {
-                if (!p->restore_dir)
-                        seed_entropy(q);
-                r = give_secrets(q, p, err);
-        }
-        if (r >= 0 && p->restore_dir)
-                qemu_sync_clock(q);
-        return r;
+        if (p->restore_dir)
+                return restore_setup(q, p, err);
+        seed_entropy(q);
+        return give_secrets(q, p, err);
 }

@@ -56,6 +56,7 @@ sum=$(gsh web 'sha256sum < /workspace/www/index.html')
 
 # ---- checkpoint, fork 3 -----------------------------------------------------------------------
 ck=$("$FORKLET" checkpoint create web) || fail "checkpoint create"
+ck_at=$(date +%s)
 echo "$ck" | grep -Eqx 'ck_[0-9a-f]+' || fail "checkpoint id '$ck'"
 "$FORKLET" checkpoint list web | grep -q "^$ck " || fail "$ck not listed"
 "$FORKLET" checkpoint inspect web "$ck" | grep -q "^ramBytes: [1-9]" || fail "checkpoint inspect"
@@ -145,9 +146,14 @@ ns_before=$(field web netns)
 # a cold-booted QEMU keeps THP (its code buffer fills anyway); the rolled-back one runs lean
 grep -q '^THP_enabled:[[:space:]]*1$' "/proc/$qemu_before/status" ||
         fail "web's cold-booted QEMU has transparent huge pages off"
+# the guest's clock stood still since the checkpoint: at least 5 s for the restore to make up
+gap=$(($(date +%s) - ck_at))
+[ "$gap" -ge 5 ] || sleep $((5 - gap))
 t0=$(date +%s%N)
 "$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback web"
 echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
+skew=$(($(gsh web 'date +%s') - $(date +%s)))
+[ "${skew#-}" -le 2 ] || fail "the guest's clock is ${skew} s off the host's after the rollback"
 check_server web "$pid" "$sum"
 [ "$(field web phase)" = Running ] || fail "web not Running after rollback"
 fk_check_ram web

@@ -2,7 +2,8 @@
 /* The real guest agent binary (forklet-agent --listen, its local test mode) driven by the real
  * host client over a unix socket, no QEMU and no root: exec streams and exit codes, stdin,
  * timeouts that kill the whole process group, output caps, large output, detach, concurrency,
- * reconnect after a hangup, files, refused machine-wide requests, and poweroff (exit). */
+ * reconnect after a hangup, files, refused machine-wide requests, poweroff (exit), and a
+ * pipeline of requests. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -375,6 +376,55 @@ static void test_files_refusals_poweroff(void **state)
         e->agent = 0;
 }
 
+/* A pipeline: every request goes out at once and the answers come in order. The writes before
+ * a refused request are done, the refusal is the result (named), and the answer to the request
+ * after it, not awaited, does not confuse the next call on the channel. */
+static void test_pipeline(void **state)
+{
+        struct env *e = *state;
+        size_t n = 200 * 1024, size = 0; /* several chunks */
+        char a[128], b[128], c[128], *data = malloc(n), *back = NULL;
+        struct fk_error err = {0};
+        struct vmm_agent_pipe *pp;
+
+        assert_non_null(data);
+        for (size_t i = 0; i < n; i++)
+                data[i] = (char)(i * 13);
+        snprintf(a, sizeof(a), "%s/a", e->dir);
+        snprintf(b, sizeof(b), "%s/b", e->dir);
+        snprintf(c, sizeof(c), "%s/c", e->dir);
+
+        pp = vmm_agent_pipe_new(e->a);
+        vmm_agent_pipe_write_file(pp, a, "first", 5, 0600);
+        vmm_agent_pipe_write_file(pp, b, data, n, 0600);
+        assert_int_equal(vmm_agent_pipe_run(pp, 5000, &err, NULL), 0);
+        assert_int_equal(vmm_agent_read_file(e->a, b, n, (void **)&back, &size, 5000, &err), 0);
+        assert_int_equal(size, n);
+        assert_memory_equal(back, data, n);
+        free(back);
+
+        pp = vmm_agent_pipe_new(e->a);
+        vmm_agent_pipe_write_file(pp, a, "second", 6, 0600);
+        vmm_agent_pipe_set_identity(pp, "f", "x", 1); /* refused in local mode */
+        vmm_agent_pipe_write_file(pp, c, "after", 5, 0600);
+        assert_int_equal(vmm_agent_pipe_run(pp, 5000, &err, NULL), -ENOTSUP);
+        assert_non_null(strstr(err.msg, "set identity"));
+        assert_int_equal(vmm_agent_read_file(e->a, a, 64, (void **)&back, &size, 5000, &err), 0);
+        assert_int_equal(size, 6);
+        assert_memory_equal(back, "second", 6);
+        free(back);
+        assert_int_equal(vmm_agent_ping(e->a, 5000, &err), 0);
+
+        /* empty, and NULL (out of memory at new) */
+        assert_int_equal(vmm_agent_pipe_run(vmm_agent_pipe_new(e->a), 5000, &err, NULL), 0);
+        assert_int_equal(vmm_agent_pipe_run(NULL, 5000, &err, NULL), -ENOMEM);
+        free(data);
+        /* the agent handled c before the ping: the dir is left empty for teardown */
+        assert_int_equal(unlink(c), 0);
+        unlink(b);
+        unlink(a);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -385,6 +435,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_concurrent_reconnect, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_orphaned_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files_refusals_poweroff, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pipeline, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -274,6 +274,18 @@ int vmm_agent_fsfreeze(struct vmm_agent *a, const char *path, bool freeze, unsig
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
+/* The write of data's chunk at off (the first truncates the file). */
+static struct guest_msg_file_write file_chunk(const char *path, const void *data, size_t size,
+                                              unsigned mode, size_t off)
+{
+        return (struct guest_msg_file_write){.path = (char *)path,
+                                             .mode = mode,
+                                             .flags = off == 0 ? GUEST_FILE_TRUNCATE : 0,
+                                             .offset = off,
+                                             .data = (const uint8_t *)data + off,
+                                             .size = FK_MIN(size - off, (size_t)GUEST_PROTO_CHUNK)};
+}
+
 int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data, size_t size,
                          unsigned mode, unsigned timeout_ms, struct fk_error *err)
 {
@@ -282,13 +294,7 @@ int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data
 
         /* One request per chunk: each is acknowledged, so a failure stops at once. */
         do {
-                size_t n = FK_MIN(size - off, (size_t)GUEST_PROTO_CHUNK);
-                struct guest_msg_file_write m = {.path = (char *)path,
-                                                 .mode = mode,
-                                                 .flags = off == 0 ? GUEST_FILE_TRUNCATE : 0,
-                                                 .offset = off,
-                                                 .data = (const uint8_t *)data + off,
-                                                 .size = n};
+                struct guest_msg_file_write m = file_chunk(path, data, size, mode, off);
                 struct guest_buf b = {0};
                 struct agent_pending *p =
                         vmm_agent_pending_begin(a, FK_MIN(timeout_ms, AGENT_CONNECT_WAIT_MS), &r);
@@ -299,7 +305,7 @@ int vmm_agent_write_file(struct vmm_agent *a, const char *path, const void *data
                 r = r < 0 ? call_error(err, r, "write file")
                           : ok_call(a, p, &b, timeout_ms, err, "write file");
                 vmm_agent_pending_end(a, p);
-                off += n;
+                off += m.size;
         } while (r == 0 && off < size);
         return r;
 }
@@ -361,4 +367,156 @@ int vmm_agent_read_file(struct vmm_agent *a, const char *path, size_t max, void 
         if (ret_size)
                 *ret_size = out.size - 1;
         return 0;
+}
+
+/* ---- a pipeline of requests ---------------------------------------------------------------- */
+
+struct pipe_item {
+        struct agent_pending *p;
+        const char *what;
+        bool best_effort; /* the clock: its failure goes to clock_err */
+};
+
+struct vmm_agent_pipe {
+        struct vmm_agent *a;
+        struct guest_buf b; /* every request's frame, in order */
+        struct pipe_item *items;
+        size_t n, alloc;
+        int r; /* the first failure to encode or register, its message in err */
+        struct fk_error err;
+};
+
+struct vmm_agent_pipe *vmm_agent_pipe_new(struct vmm_agent *a)
+{
+        struct vmm_agent_pipe *pp = calloc(1, sizeof(*pp));
+
+        if (pp)
+                pp->a = a;
+        return pp;
+}
+
+/* Registers one more request; NULL (the failure kept) when it cannot be. */
+static struct agent_pending *pipe_add(struct vmm_agent_pipe *pp, const char *what, bool best_effort)
+{
+        struct agent_pending *p;
+        int r = 0;
+
+        if (!pp || pp->r < 0)
+                return NULL;
+        if (pp->n == pp->alloc) {
+                size_t alloc = pp->alloc ? 2 * pp->alloc : 8;
+                struct pipe_item *v = realloc(pp->items, alloc * sizeof(*v));
+
+                if (!v) {
+                        pp->r = call_error(&pp->err, -ENOMEM, what);
+                        return NULL;
+                }
+                pp->items = v;
+                pp->alloc = alloc;
+        }
+        p = vmm_agent_pending_begin(pp->a, AGENT_CONNECT_WAIT_MS, &r);
+        if (!p) {
+                pp->r = call_error(&pp->err, r, what);
+                return NULL;
+        }
+        pp->items[pp->n++] = (struct pipe_item){p, what, best_effort};
+        return p;
+}
+
+static void pipe_encoded(struct vmm_agent_pipe *pp, int r, const char *what)
+{
+        if (r < 0 && pp->r == 0)
+                pp->r = call_error(&pp->err, r, what);
+}
+
+void vmm_agent_pipe_write_file(struct vmm_agent_pipe *pp, const char *path, const void *data,
+                               size_t size, unsigned mode)
+{
+        size_t off = 0;
+
+        do {
+                struct guest_msg_file_write m = file_chunk(path, data, size, mode, off);
+                struct agent_pending *p = pipe_add(pp, "write file", false);
+
+                if (!p)
+                        return;
+                pipe_encoded(pp, guest_proto_put_file_write(&pp->b, p->id, &m), "write file");
+                off += m.size;
+        } while (off < size);
+}
+
+void vmm_agent_pipe_set_identity(struct vmm_agent_pipe *pp, const char *fork_id,
+                                 const void *entropy, size_t entropy_size)
+{
+        struct guest_msg_identity m = {.fork_id = (char *)(fork_id ? fork_id : ""),
+                                       .hostname = (char *)"",
+                                       .entropy = entropy,
+                                       .entropy_size = entropy_size};
+        struct agent_pending *p = pipe_add(pp, "set identity", false);
+
+        if (p)
+                pipe_encoded(pp, guest_proto_put_identity(&pp->b, p->id, &m), "set identity");
+}
+
+void vmm_agent_pipe_set_time(struct vmm_agent_pipe *pp, uint64_t realtime_ns)
+{
+        struct agent_pending *p = pipe_add(pp, "set time", true);
+
+        if (p)
+                pipe_encoded(pp,
+                             guest_proto_put_u64(&pp->b, GUEST_MSG_SET_TIME, p->id, realtime_ns),
+                             "set time");
+}
+
+/* The answer to one request of the pipeline: 0 for OK. */
+static int pipe_answer(struct vmm_agent *a, const struct pipe_item *it, uint64_t deadline,
+                       struct fk_error *err)
+{
+        struct agent_frame *f;
+        int r = 0;
+
+        f = vmm_agent_pending_next(a, it->p, deadline, &r);
+        if (!f)
+                return call_error(err, r, it->what);
+        if (f->type == GUEST_MSG_ERROR)
+                r = guest_error(a, it->p, f, err, it->what);
+        else if (f->type != GUEST_MSG_OK)
+                r = protocol_violation(a, it->p, err, it->what);
+        free(f);
+        return r;
+}
+
+int vmm_agent_pipe_run(struct vmm_agent_pipe *pp, unsigned timeout_ms, struct fk_error *err,
+                       struct fk_error *clock_err)
+{
+        uint64_t deadline = after_ms(timeout_ms);
+        int r;
+
+        if (!pp)
+                return fk_error_set(err, -ENOMEM, "guest agent requests: out of memory");
+        r = pp->r;
+        if (r < 0)
+                *err = pp->err;
+        else if (pp->n > 0 && (r = vmm_agent_send(pp->a, pp->items[0].p, &pp->b)) < 0)
+                r = call_error(err, r, pp->items[0].what);
+        /* the answers in order, up to the first failure of a request that must succeed: the
+         * rest are not awaited (their late answers are dropped with their ids) */
+        for (size_t i = 0; r >= 0 && i < pp->n; i++) {
+                struct fk_error e = {0};
+                int k = pipe_answer(pp->a, &pp->items[i], deadline, &e);
+
+                if (k < 0 && pp->items[i].best_effort) {
+                        if (clock_err)
+                                *clock_err = e;
+                } else if (k < 0) {
+                        *err = e;
+                        r = k;
+                }
+        }
+        for (size_t i = 0; i < pp->n; i++)
+                vmm_agent_pending_end(pp->a, pp->items[i].p);
+        guest_buf_free(&pp->b);
+        free(pp->items);
+        free(pp);
+        return r;
 }

@@ -90,6 +90,27 @@ int vmm_agent_add_entropy(struct vmm_agent *a, const void *entropy, size_t entro
 int vmm_agent_set_time(struct vmm_agent *a, uint64_t realtime_ns, unsigned timeout_ms,
                        struct fk_error *err);
 
+/* A pipeline: requests sent together and answered in order (the guest agent handles frames one
+ * after the other), so a restore's setup is one round trip into the guest instead of one per
+ * request; each wake of a restored guest's vCPU waits for a CPU when many forks start at once.
+ * Every request's only good answer is OK. Adding never fails: the first failure to encode or
+ * register is kept and returned by vmm_agent_pipe_run. */
+struct vmm_agent_pipe;
+struct vmm_agent_pipe *vmm_agent_pipe_new(struct vmm_agent *a);
+/* As vmm_agent_write_file: one request per chunk. */
+void vmm_agent_pipe_write_file(struct vmm_agent_pipe *pp, const char *path, const void *data,
+                               size_t size, unsigned mode);
+/* As vmm_agent_set_identity. */
+void vmm_agent_pipe_set_identity(struct vmm_agent_pipe *pp, const char *fork_id,
+                                 const void *entropy, size_t entropy_size);
+/* As vmm_agent_set_time, best effort: its failure goes to run's *clock_err, not its result. */
+void vmm_agent_pipe_set_time(struct vmm_agent_pipe *pp, uint64_t realtime_ns);
+/* Sends every request at once and waits for each answer in turn, timeout_ms in all; frees pp
+ * (NULL: -ENOMEM). Returns the first failure of a request other than the clock's, with its
+ * message in err; clock_err (may be NULL) gets the clock's. */
+int vmm_agent_pipe_run(struct vmm_agent_pipe *pp, unsigned timeout_ms, struct fk_error *err,
+                       struct fk_error *clock_err);
+
 /* FIFREEZE / FITHAW the filesystem mounted at path (e.g. "/workspace"). Idempotent. */
 int vmm_agent_fsfreeze(struct vmm_agent *a, const char *path, bool freeze, unsigned timeout_ms,
                        struct fk_error *err);

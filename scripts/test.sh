@@ -12,6 +12,10 @@ cd "$(dirname "$0")/.."
 jobs=${FORKLET_TEST_JOBS:-$(($(nproc) + 1))}
 times=$(mktemp /tmp/fk-test-times.XXXXXX)
 trap 'rm -f "$times"' EXIT
+# a signal ends the script through exit, which runs the EXIT trap (sh runs none of its own)
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 t_all=$(date +%s)
 t0=$t_all
 phase() { # phase NAME: ends the running phase (its time goes to the table), starts NAME

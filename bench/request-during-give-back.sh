@@ -5,16 +5,18 @@
 # new forkletd against a baseline one in the same run, turns taken. Each forkletd boots its own
 # MIB MiB session; per round: a live checkpoint (--wait: Ready), DELAY s for the give-back due
 # after it to start, then `forklet checkpoint create` timed (request to the source running
-# again). Through a real forkletd (tests/lib/harness.sh: tmpfs runDir, disk stateDir; no jail
+# again; REQUEST=pause: `forklet pause` timed, request to Paused, then a resume). Through a real
+# forkletd (tests/lib/harness.sh: tmpfs runDir, disk stateDir; no jail
 # and root's capabilities kept, so QEMU 7.2 takes live checkpoints by background snapshot).
 # Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/request-during-give-back.sh \
-#   FORKLETD FORKLET BASE_FORKLETD   [MIB=1024 REPS=3 DELAY=0.5]
+#   FORKLETD FORKLET BASE_FORKLETD   [MIB=1024 REPS=3 DELAY=0.5 REQUEST=checkpoint|pause]
 FORKLETD_NEW=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 FORKLETD_BASE=${3:?baseline forkletd path}
 MIB=${MIB:-1024}
 REPS=${REPS:-3}
 DELAY=${DELAY:-0.5}
+REQUEST=${REQUEST:-checkpoint}
 FK_TAG=bench-rgb
 . "$(dirname "$0")/../tests/lib/harness.sh"
 . "$(dirname "$0")/lib.sh"
@@ -36,8 +38,15 @@ round() {
         mode=$("$FORKLET" checkpoint inspect "s$1" "$ck" -o json | jq -r .mode)
         sleep "$DELAY"
         t0=$(date +%s%N)
-        "$FORKLET" checkpoint create "s$1" >/dev/null || fail "s$1: checkpoint during the give-back"
-        ms=$((($(date +%s%N) - t0) / 1000000))
+        if [ "$REQUEST" = pause ]; then
+                "$FORKLET" pause "s$1" >/dev/null || fail "s$1: pause during the give-back"
+                ms=$((($(date +%s%N) - t0) / 1000000))
+                "$FORKLET" resume "s$1" >/dev/null || fail "s$1: resume"
+        else
+                "$FORKLET" checkpoint create "s$1" >/dev/null ||
+                        fail "s$1: checkpoint during the give-back"
+                ms=$((($(date +%s%N) - t0) / 1000000))
+        fi
         # the second checkpoint's own give-back: done before this forkletd stops
         sleep 1
         echo "$1 $ms $mode" >>"$OUT"
@@ -52,5 +61,5 @@ for _ in $(seq "$REPS"); do
 done
 
 bench_turns_table "$OUT" \
-        "checkpoint request $DELAY s after a live checkpoint's Ready (its give-back running), ms;" \
+        "$REQUEST request $DELAY s after a live checkpoint's Ready (its give-back running), ms;" \
         "guest $MIB MiB, $REPS each, forkletds taking turns; notes: the first checkpoint's mode"

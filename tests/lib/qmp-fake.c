@@ -52,6 +52,8 @@ static void *fake_run(void *arg)
                 }
                 if (s->delay_ms)
                         usleep(s->delay_ms * 1000);
+                if (f->flag && i == f->flag_step)
+                        *f->flag = true;
                 if (s->reply && fk_write_all(f->fd, s->reply, strlen(s->reply)) < 0)
                         break;
                 if (s->close_after)
@@ -66,15 +68,26 @@ static void *fake_run(void *arg)
         return NULL;
 }
 
-int qmp_fake_start(struct qmp_fake *f, const struct qmp_fake_step *steps, size_t n,
-                   bool record_rest)
+int qmp_fake_start_flag(struct qmp_fake *f, const struct qmp_fake_step *steps, size_t n,
+                        bool record_rest, volatile bool *flag, size_t flag_step)
 {
         int sv[2];
 
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-        *f = (struct qmp_fake){.fd = sv[1], .steps = steps, .n = n, .record_rest = record_rest};
+        *f = (struct qmp_fake){.fd = sv[1],
+                               .steps = steps,
+                               .n = n,
+                               .record_rest = record_rest,
+                               .flag = flag,
+                               .flag_step = flag_step};
         assert_int_equal(pthread_create(&f->thread, NULL, fake_run, f), 0);
         return sv[0];
+}
+
+int qmp_fake_start(struct qmp_fake *f, const struct qmp_fake_step *steps, size_t n,
+                   bool record_rest)
+{
+        return qmp_fake_start_flag(f, steps, n, record_rest, NULL, 0);
 }
 
 void qmp_fake_finish(struct qmp_fake *f)

@@ -38,14 +38,20 @@ struct qmp_fake {
          * hangs up (else the fake hangs up at once) */
         bool record_rest;
         pthread_t thread;
-        char failure[512]; /* the first step that went wrong, "" if none */
-        char rest[512];    /* with record_rest: the commands after the steps (truncated) */
+        char failure[512];   /* the first step that went wrong, "" if none */
+        char rest[512];      /* with record_rest: the commands after the steps (truncated) */
+        volatile bool *flag; /* qmp_fake_start_flag: set to true before step flag_step's reply */
+        size_t flag_step;
 };
 
 /* Starts the fake's thread on one end of a socketpair and returns the other end (the client's:
  * hand it to qmp_client_new_fd, which takes it). Fails the test (cmocka) when it cannot. */
 int qmp_fake_start(struct qmp_fake *f, const struct qmp_fake_step *steps, size_t n,
                    bool record_rest);
+/* As qmp_fake_start, and *flag is set to true just before step flag_step replies: for code
+ * that polls a flag between its commands (a yield, a cancel). */
+int qmp_fake_start_flag(struct qmp_fake *f, const struct qmp_fake_step *steps, size_t n,
+                        bool record_rest, volatile bool *flag, size_t flag_step);
 /* Joins the thread (with record_rest the client must have hung up first) and fails the test
  * with f->failure when a step went wrong. */
 void qmp_fake_finish(struct qmp_fake *f);

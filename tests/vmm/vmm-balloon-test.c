@@ -294,13 +294,52 @@ static void test_yield_before_stats(void **state)
         assert_false(st.deflating);
 }
 
+/* A request that comes while the guest deflates (the inflation was not cut short): the target
+ * is back to the whole RAM, and the wait for the guest ends at the next look. */
+static void test_yield_while_deflating(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                SHARE_ON,
+                POLL(1),
+                STATS(157286400),
+                POLL(0),
+                {"\"balloon\",\"id\":6,\"arguments\":{\"value\":127926272}", RET_EMPTY, 0, false},
+                ACTUAL(127926272),
+                {"\"value\":268435456", RET_EMPTY, 0, false},
+                ACTUAL(200000000), /* step 9: the request comes as it is answered */
+        };
+        volatile bool yield = false;
+        struct vmm_give_back_stats st = {0};
+        struct vmm_give_back_opts o = opts;
+        struct qmp_client *c = NULL;
+        struct fk_error err = {};
+        struct qmp_fake f;
+        int fd = qmp_fake_start_flag(&f, steps, ARRAY_SIZE(steps), true, &yield, 9);
+
+        (void)state;
+        assert_int_equal(qmp_client_new_fd(fd, 2000, &c, &err), 0);
+        o.yield = &yield;
+        assert_int_equal(vmm_balloon_give_back(c, &o, &st, &err), 0);
+        assert_false(st.yielded);
+        assert_true(st.deflating);
+        assert_int_equal(st.ballooned, 134 * MIB);
+        fake_finish(&f, c);
+        assert_string_equal(f.rest, "");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_plan),      cmocka_unit_test(test_refuses_private),
-                cmocka_unit_test(test_no_device), cmocka_unit_test(test_give_back),
-                cmocka_unit_test(test_skipped),   cmocka_unit_test(test_inflate_fails_deflates),
-                cmocka_unit_test(test_yield),     cmocka_unit_test(test_yield_before_stats),
+                cmocka_unit_test(test_plan),
+                cmocka_unit_test(test_refuses_private),
+                cmocka_unit_test(test_no_device),
+                cmocka_unit_test(test_give_back),
+                cmocka_unit_test(test_skipped),
+                cmocka_unit_test(test_inflate_fails_deflates),
+                cmocka_unit_test(test_yield),
+                cmocka_unit_test(test_yield_before_stats),
+                cmocka_unit_test(test_yield_while_deflating),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,13 @@ static void fake_finish(struct qmp_fake *f, struct qmp_client *c)
                 "query-balloon", "{\"return\": {\"actual\": " #bytes "}}\r\n", 0, false            \
         }
 
+/* The steps up to the inflation's target: 150 MiB free, 134 MiB into the balloon (6 steps). */
+#define INFLATE_134_MIB                                                                            \
+        QMP_FAKE_HANDSHAKE, SHARE_ON, POLL(1), STATS(157286400), POLL(0),                          \
+        {                                                                                          \
+                "\"balloon\",\"id\":6,\"arguments\":{\"value\":127926272}", RET_EMPTY, 0, false    \
+        }
+
 static const struct vmm_give_back_opts opts = {.ram_bytes = 256 * MIB,
                                                .host_bytes = 256 * MIB,
                                                .margin_bytes = 16 * MIB,
@@ -253,12 +260,7 @@ static void give_back_yielding(const struct qmp_fake_step *steps, size_t n,
 static void test_yield(void **state)
 {
         const struct qmp_fake_step steps[] = {
-                QMP_FAKE_HANDSHAKE,
-                SHARE_ON,
-                POLL(1),
-                STATS(157286400),
-                POLL(0),
-                {"\"balloon\",\"id\":6,\"arguments\":{\"value\":127926272}", RET_EMPTY, 0, false},
+                INFLATE_134_MIB,
                 ACTUAL(200000000),
                 {"\"value\":268435456", RET_EMPTY, 0, false},
         };
@@ -299,12 +301,7 @@ static void test_yield_before_stats(void **state)
 static void test_yield_while_deflating(void **state)
 {
         const struct qmp_fake_step steps[] = {
-                QMP_FAKE_HANDSHAKE,
-                SHARE_ON,
-                POLL(1),
-                STATS(157286400),
-                POLL(0),
-                {"\"balloon\",\"id\":6,\"arguments\":{\"value\":127926272}", RET_EMPTY, 0, false},
+                INFLATE_134_MIB,
                 ACTUAL(127926272),
                 {"\"value\":268435456", RET_EMPTY, 0, false},
                 ACTUAL(200000000), /* step 9: the request comes as it is answered */

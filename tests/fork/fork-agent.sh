@@ -5,8 +5,8 @@
 # PID, HTTP 200, same bytes, different /dev/urandom, own fork id); checkpoints belong to their
 # session; a fork's own (materialized) checkpoint, its rollback and a fork of it; checkpoint
 # delete refused while forks depend on it, then --cascade; two concurrent checkpoint creates;
-# the rollback test from the field (kill the server, delete its dir, roll back). Restored QEMUs
-# are given no kernel.
+# the rollback test from the field (kill the server, delete its dir, roll back; the guest's
+# clock caught up with the host's). Restored QEMUs are given no kernel.
 # Usage: fork-agent.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}

@@ -260,7 +260,14 @@ struct n_result {
         char exec_line[2][840]; /* fork, base: idle CPU, memory before and after the exec */
         struct bench_smaps smaps[2][MAX_N];
         unsigned n_smaps[2];
+        /* before the cold boots, the forks, the baseline's forks: the wait for an idle host
+         * (bench_settle: the last phase's teardown ends in the background) and its idle % */
+        double settle_ms[3];
+        int settle_idle[3];
 };
+
+#define SETTLE_IDLE_PCT 90
+#define SETTLE_MAX_MS   20000
 
 static struct n_result results[16];
 
@@ -360,9 +367,11 @@ static int exec_all(const char *prefix, unsigned n, const pid_t *pids, unsigned 
 static int bench_cold(struct n_result *res)
 {
         char name[48];
-        uint64_t t0 = fk_now_mono_ns();
+        uint64_t t0;
         int r = 0;
 
+        res->settle_ms[0] = bench_settle(SETTLE_IDLE_PCT, SETTLE_MAX_MS, &res->settle_idle[0]);
+        t0 = fk_now_mono_ns();
         for (unsigned i = 0; i < res->n && r >= 0; i++) {
                 snprintf(name, sizeof(name), "cold%u", i);
                 r = call("POST", SESSIONS, session_json(name), NULL);
@@ -385,6 +394,8 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
         int r;
 
         snprintf(body, sizeof(body), "{\"from\":\"%s\",\"count\":%u}", ck, res->n);
+        res->settle_ms[1 + base] =
+                bench_settle(SETTLE_IDLE_PCT, SETTLE_MAX_MS, &res->settle_idle[1 + base]);
         res->cpu[base] = cpu_ticks(daemon_pid);
         t0 = fk_now_mono_ns();
         r = call("POST", SESSIONS "/p/forks", body, NULL);
@@ -424,6 +435,17 @@ static void print_result(const struct n_result *res)
         if (res->nb && res->cpu[1] >= 0)
                 printf(" (baseline forkletd: %.0f ms)",
                        (double)res->cpu[1] * 1000.0 / (double)sysconf(_SC_CLK_TCK));
+        printf("\nthe host settled (%u%% idle over 500 ms, at most %u s) before", SETTLE_IDLE_PCT,
+               SETTLE_MAX_MS / 1000);
+        for (unsigned k = 0; k < 3; k++) {
+                static const char *const what[] = {"the cold boots", "the forks",
+                                                   "the baseline's forks"};
+
+                if ((k == 0 && !res->nc) || (k == 2 && !res->nb))
+                        continue;
+                printf("%s %s in %.0f ms (idle %d%%)", k ? "," : "", what[k], res->settle_ms[k],
+                       res->settle_idle[k]);
+        }
         printf("\n\nper step, ms, median/p90 over the N boots (preExec is part of spawn; total: "
                "request to Running)\n\n");
         print_header();

@@ -40,6 +40,42 @@ double bench_ms_since(uint64_t t0)
         return (double)(fk_now_mono_ns() - t0) / 1e6;
 }
 
+/* The first line of /proc/stat: all jiffies and the idle ones (idle + iowait). */
+static int cpu_jiffies(unsigned long long *all, unsigned long long *idle)
+{
+        unsigned long long v[8] = {0};
+        cleanup_fclose FILE *f = fopen("/proc/stat", "re");
+
+        if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                         &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+                return -EIO;
+        *all = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+        *idle = v[3] + v[4];
+        return 0;
+}
+
+double bench_settle(unsigned min_idle_pct, unsigned max_ms, int *ret_idle)
+{
+        uint64_t t0 = fk_now_mono_ns();
+        int idle = -1;
+
+        while (bench_ms_since(t0) < max_ms) {
+                unsigned long long a0, i0, a1, i1;
+
+                if (cpu_jiffies(&a0, &i0) < 0)
+                        break;
+                usleep(500 * 1000);
+                if (cpu_jiffies(&a1, &i1) < 0)
+                        break;
+                idle = a1 > a0 ? (int)(100 * (i1 - i0) / (a1 - a0)) : 100;
+                if (idle >= (int)min_idle_pct)
+                        break;
+        }
+        if (ret_idle)
+                *ret_idle = idle;
+        return bench_ms_since(t0);
+}
+
 int bench_forkletd_start(const char *forkletd, const char *dir, const char *config,
                          const char *const *env, unsigned tries, struct cli *cli, pid_t *pid)
 {

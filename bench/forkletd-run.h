@@ -15,6 +15,12 @@ double bench_pct(double *v, size_t n, double p);
 /* Milliseconds since t0 (fk_now_mono_ns). */
 double bench_ms_since(uint64_t t0);
 
+/* Waits until the host's CPUs were at least min_idle_pct idle over 500 ms (/proc/stat), at most
+ * max_ms: a phase measured right after another one's teardown (30 QEMUs ending, their netns
+ * freed by the kernel in the background) would pay for it. Returns the ms waited; *ret_idle (may
+ * be NULL) the idle share of the last window, -1 when /proc/stat could not be read. */
+double bench_settle(unsigned min_idle_pct, unsigned max_ms, int *ret_idle);
+
 /* Writes config to dir/node.yaml and starts forkletd on it, its stdout and stderr to
  * dir/forkletd.log, with env ("NAME=VALUE", NULL-terminated; may be NULL) added to its
  * environment; *pid is set once it is forked, so teardown stops it also when it never answers.

@@ -295,23 +295,6 @@ static void pss_line(const char *what, const pid_t *pids, unsigned npids, struct
                  bench_pct(other, npids, 0.5), bench_pct(other, npids, 0.9));
 }
 
-/* A process's user+system CPU time in clock ticks from /proc/PID/stat; -1 if unreadable. */
-static long cpu_ticks(pid_t pid)
-{
-        cleanup_free char *buf = NULL;
-        char path[64], *p;
-        unsigned long ut, st;
-
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        if (fk_read_file(path, 4096, &buf, NULL) < 0)
-                return -1;
-        /* after the command's closing parenthesis: state is field 3, utime 14, stime 15 */
-        if (!(p = strrchr(buf, ')')) ||
-            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-                return -1;
-        return (long)(ut + st);
-}
-
 /* The idle forks' CPU over CPU_S, as a share of one host core per QEMU: median, p90 and sum. */
 static void cpu_line(const pid_t *pids, unsigned npids, char *line, size_t size)
 {
@@ -320,10 +303,10 @@ static void cpu_line(const pid_t *pids, unsigned npids, char *line, size_t size)
         unsigned n = 0;
 
         for (unsigned i = 0; i < npids; i++)
-                t0[i] = cpu_ticks(pids[i]);
+                t0[i] = bench_cpu_ticks(pids[i]);
         sleep(CPU_S);
         for (unsigned i = 0; i < npids; i++) {
-                long t1 = cpu_ticks(pids[i]);
+                long t1 = bench_cpu_ticks(pids[i]);
 
                 if (t0[i] < 0 || t1 < t0[i])
                         continue;
@@ -396,13 +379,13 @@ static int bench_fork(const char *ck, struct n_result *res, bool base, bool exec
         snprintf(body, sizeof(body), "{\"from\":\"%s\",\"count\":%u}", ck, res->n);
         res->settle_ms[1 + base] =
                 bench_settle(SETTLE_IDLE_PCT, SETTLE_MAX_MS, &res->settle_idle[1 + base]);
-        res->cpu[base] = cpu_ticks(daemon_pid);
+        res->cpu[base] = bench_cpu_ticks(daemon_pid);
         t0 = fk_now_mono_ns();
         r = call("POST", SESSIONS "/p/forks", body, NULL);
         if (r >= 0)
                 r = wait_running("p-fork-", res->n, &res->failed[base]);
         *(base ? &res->base_wall : &res->fork_wall) = bench_ms_since(t0);
-        cpu1 = cpu_ticks(daemon_pid);
+        cpu1 = bench_cpu_ticks(daemon_pid);
         res->cpu[base] = res->cpu[base] >= 0 && cpu1 >= 0 ? cpu1 - res->cpu[base] : -1;
         *(base ? &res->nb : &res->nf) = collect("p-fork-", base ? res->base : res->fork, pids);
         if (r >= 0 && exec && !res->failed[base]) {
@@ -437,14 +420,14 @@ static void print_result(const struct n_result *res)
                        (double)res->cpu[1] * 1000.0 / (double)sysconf(_SC_CLK_TCK));
         printf("\nthe host settled (%u%% idle over 500 ms, at most %u s) before", SETTLE_IDLE_PCT,
                SETTLE_MAX_MS / 1000);
-        for (unsigned k = 0; k < 3; k++) {
+        for (unsigned k = 0, shown = 0; k < 3; k++) {
                 static const char *const what[] = {"the cold boots", "the forks",
                                                    "the baseline's forks"};
 
                 if ((k == 0 && !res->nc) || (k == 2 && !res->nb))
                         continue;
-                printf("%s %s in %.0f ms (idle %d%%)", k ? "," : "", what[k], res->settle_ms[k],
-                       res->settle_idle[k]);
+                printf("%s %s in %.0f ms (idle %d%%)", shown++ ? "," : "", what[k],
+                       res->settle_ms[k], res->settle_idle[k]);
         }
         printf("\n\nper step, ms, median/p90 over the N boots (preExec is part of spawn; total: "
                "request to Running)\n\n");

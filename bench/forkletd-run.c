@@ -40,6 +40,22 @@ double bench_ms_since(uint64_t t0)
         return (double)(fk_now_mono_ns() - t0) / 1e6;
 }
 
+long bench_cpu_ticks(pid_t pid)
+{
+        cleanup_free char *buf = NULL;
+        char path[64], *p;
+        unsigned long ut, st;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        if (fk_read_file(path, 4096, &buf, NULL) < 0)
+                return -1;
+        /* after the command's closing parenthesis: state is field 3, utime 14, stime 15 */
+        if (!(p = strrchr(buf, ')')) ||
+            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+                return -1;
+        return (long)(ut + st);
+}
+
 /* The first line of /proc/stat: all jiffies and the idle ones (idle + iowait). */
 static int cpu_jiffies(unsigned long long *all, unsigned long long *idle)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* What the benches that drive a real forkletd through its API share (bench/lifecycle,
- * bench/fork-steps): nearest-rank percentiles, a private forkletd started on a node config and
- * waited for, and its teardown (the daemon, leftover QEMUs, its guest RAM tmpfs, the dir). */
+ * bench/fork-steps): nearest-rank percentiles, a process's CPU time, the wait for an idle host,
+ * a private forkletd started on a node config and waited for, and its teardown (the daemon,
+ * leftover QEMUs, its guest RAM tmpfs, the dir). */
 #pragma once
 
 #include <stddef.h>
@@ -15,6 +16,8 @@ double bench_pct(double *v, size_t n, double p);
 /* Milliseconds since t0 (fk_now_mono_ns). */
 double bench_ms_since(uint64_t t0);
 
+/* A process's user+system CPU time in clock ticks from /proc/PID/stat; -1 if unreadable. */
+long bench_cpu_ticks(pid_t pid);
 /* Waits until the host's CPUs were at least min_idle_pct idle over 500 ms (/proc/stat), at most
  * max_ms: a phase measured right after another one's teardown (30 QEMUs ending, their netns
  * freed by the kernel in the background) would pay for it. Returns the ms waited; *ret_idle (may

@@ -15,21 +15,24 @@
  * more than 5 s for SET_IDENTITY (the guest translates each new code path first). */
 #define VM_GUEST_STEP_TIMEOUT_MS 60000
 
-/* spec.secrets into the guest's tmpfs; messages name the path, never the value. */
-static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
+/* spec.secrets into the guest's tmpfs, queued on pp; messages name the path, never the value. */
+static void queue_secrets(struct vmm_agent_pipe *pp, const struct agent_boot_params *p)
 {
         char path[sizeof(AGENT_SECRETS_DIR) + MANIFEST_SECRET_NAME_MAX + 2];
 
         for (size_t i = 0; i < p->n_secrets; i++) {
-                int r;
-
                 snprintf(path, sizeof(path), AGENT_SECRETS_DIR "/%s", p->secrets[i].name);
-                r = vmm_agent_write_file(q->agent, path, p->secrets[i].value, p->secrets[i].size,
-                                         0400, VM_GUEST_STEP_TIMEOUT_MS, err);
-                if (r < 0)
-                        return r;
+                vmm_agent_pipe_write_file(pp, path, p->secrets[i].value, p->secrets[i].size, 0400);
         }
-        return 0;
+}
+
+/* A cold boot's secrets, in one pipeline. */
+static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
+{
+        struct vmm_agent_pipe *pp = vmm_agent_pipe_new(q->agent);
+
+        queue_secrets(pp, p);
+        return vmm_agent_pipe_run(pp, VM_GUEST_STEP_TIMEOUT_MS, err, NULL);
 }
 
 /* After a restore the guest is a copy: the session's secrets (minted anew), then fresh entropy
@@ -39,7 +42,6 @@ static int give_secrets(struct qemu_vm *q, const struct agent_boot_params *p, st
  * runs before this boot returns. A restore without a fork id (none minted) gets no identity. */
 static int restore_setup(struct qemu_vm *q, const struct agent_boot_params *p, struct fk_error *err)
 {
-        char path[sizeof(AGENT_SECRETS_DIR) + MANIFEST_SECRET_NAME_MAX + 2];
         struct fk_error clock_err = {0};
         struct vmm_agent_pipe *pp;
         unsigned char entropy[64];
@@ -48,10 +50,7 @@ static int restore_setup(struct qemu_vm *q, const struct agent_boot_params *p, s
         if (p->fork_id && (r = fk_random_bytes(entropy, sizeof(entropy))) < 0)
                 return fk_error_set(err, r, "getrandom: %s", strerror(-r));
         pp = vmm_agent_pipe_new(q->agent);
-        for (size_t i = 0; i < p->n_secrets; i++) {
-                snprintf(path, sizeof(path), AGENT_SECRETS_DIR "/%s", p->secrets[i].name);
-                vmm_agent_pipe_write_file(pp, path, p->secrets[i].value, p->secrets[i].size, 0400);
-        }
+        queue_secrets(pp, p);
         if (p->fork_id)
                 vmm_agent_pipe_set_identity(pp, p->fork_id, entropy, sizeof(entropy));
         vmm_agent_pipe_set_time(pp, fk_now_real_ns());

@@ -61,19 +61,15 @@ static int guest_error(struct vmm_agent *a, struct agent_pending *p, const struc
         return r;
 }
 
-/* Sends the frame(s) in b (already encoded with p->id) and waits for one reply frame that is
- * not an ERROR. Returns the frame (caller frees) in *ret. */
-static int request(struct vmm_agent *a, struct agent_pending *p, struct guest_buf *b,
-                   unsigned timeout_ms, struct agent_frame **ret, struct fk_error *err,
-                   const char *what)
+/* Waits until deadline_ns for p's next reply frame; an ERROR frame is the guest's error. Returns
+ * the frame (caller frees) in *ret. */
+static int reply(struct vmm_agent *a, struct agent_pending *p, uint64_t deadline_ns,
+                 struct agent_frame **ret, struct fk_error *err, const char *what)
 {
         struct agent_frame *f;
-        int r = vmm_agent_send(a, p, b);
+        int r = 0;
 
-        guest_buf_free(b);
-        if (r < 0)
-                return call_error(err, r, what);
-        f = vmm_agent_pending_next(a, p, after_ms(timeout_ms), &r);
+        f = vmm_agent_pending_next(a, p, deadline_ns, &r);
         if (!f)
                 return call_error(err, r, what);
         if (f->type == GUEST_MSG_ERROR) {
@@ -83,6 +79,20 @@ static int request(struct vmm_agent *a, struct agent_pending *p, struct guest_bu
         }
         *ret = f;
         return 0;
+}
+
+/* Sends the frame(s) in b (already encoded with p->id) and waits for one reply frame that is
+ * not an ERROR. Returns the frame (caller frees) in *ret. */
+static int request(struct vmm_agent *a, struct agent_pending *p, struct guest_buf *b,
+                   unsigned timeout_ms, struct agent_frame **ret, struct fk_error *err,
+                   const char *what)
+{
+        int r = vmm_agent_send(a, p, b);
+
+        guest_buf_free(b);
+        if (r < 0)
+                return call_error(err, r, what);
+        return reply(a, p, after_ms(timeout_ms), ret, err, what);
 }
 
 /* ---- ready ------------------------------------------------------------------------------- */
@@ -472,15 +482,10 @@ void vmm_agent_pipe_set_time(struct vmm_agent_pipe *pp, uint64_t realtime_ns)
 static int pipe_answer(struct vmm_agent *a, const struct pipe_item *it, uint64_t deadline,
                        struct fk_error *err)
 {
-        struct agent_frame *f;
-        int r = 0;
+        struct agent_frame *f = NULL;
+        int r = reply(a, it->p, deadline, &f, err, it->what);
 
-        f = vmm_agent_pending_next(a, it->p, deadline, &r);
-        if (!f)
-                return call_error(err, r, it->what);
-        if (f->type == GUEST_MSG_ERROR)
-                r = guest_error(a, it->p, f, err, it->what);
-        else if (f->type != GUEST_MSG_OK)
+        if (r == 0 && f->type != GUEST_MSG_OK)
                 r = protocol_violation(a, it->p, err, it->what);
         free(f);
         return r;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The forklet CLI: the command table, per-verb argument parsers (pure, unit-tested) and the
- * HTTP client that talks to forkletd over its unix socket (libcurl). */
+ * HTTP client that talks to forkletd over its unix socket (native) or HTTPS (libcurl). */
 #pragma once
 
 #include <stdbool.h>
@@ -38,13 +38,6 @@ struct cli {
         const char *cert, *key; /* --cert/--key, $FORKLET_CERT/KEY: client cert (mutual TLS) */
 };
 
-typedef void CURL; /* libcurl */
-struct curl_slist;
-/* Points h at path on c's target: the unix socket, or c->server over TLS with the bearer token
- * from c->token_file (appended to *hdr) and the server verified by c->ca, else c->pin, else
- * the system CA store. errbuf (CURL_ERROR_SIZE) receives curl's detail. */
-int cli_transport_setup(const struct cli *c, CURL *h, const char *path, struct curl_slist **hdr,
-                        char *errbuf, struct fk_error *err);
 /* Where requests go, for messages: the socket path or the server URL. */
 const char *cli_target(const struct cli *c);
 /* Fills the TLS options left NULL from $FORKLET_SERVER, $FORKLET_TOKEN_FILE, $FORKLET_CA,

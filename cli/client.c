@@ -1,30 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* The CLI's HTTP client: libcurl over forkletd's unix socket or HTTPS (remote.c), whole
- * replies or a line-by-line stream (exec), and printing of the API's error replies. */
+/* The CLI's HTTP client: requests over forkletd's unix socket (http-unix.c, native) or HTTPS
+ * (remote.c, libcurl), whole replies or a line-by-line stream (exec), and printing of the API's
+ * error replies. */
 #include "cli/cli.h"
+#include "cli/http-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define CLI_MAX_REPLY (64u * 1024 * 1024)
-
-struct sink {
-        struct cli_response *resp;
-        int (*line_fn)(const char *line, void *ud);
-        void *ud;
-        long status;
-        CURL *curl;
-        int error;       /* from line_fn or ENOMEM */
-        size_t consumed; /* scratch: bytes of resp->body handed to line_fn */
-};
 
 void cli_response_done(struct cli_response *r)
 {
@@ -49,119 +38,65 @@ static int append(struct cli_response *r, const char *data, size_t n)
         return 0;
 }
 
-/* Hands complete lines to line_fn once the status says the stream is a success. */
-static void drain_lines(struct sink *s)
+/* Hands complete lines to line_fn and keeps only the unfinished one. */
+static void drain_lines(struct cli_sink *s)
 {
+        struct cli_response *r = s->resp;
+        size_t consumed = 0;
         char *start, *nl;
 
-        while (!s->error && s->resp->body &&
-               (nl = memchr((start = s->resp->body + s->consumed), '\n',
-                            s->resp->size - s->consumed))) {
+        while (!s->error && r->body &&
+               (nl = memchr((start = r->body + consumed), '\n', r->size - consumed))) {
                 *nl = '\0';
-                s->consumed = (size_t)(nl - s->resp->body) + 1;
+                consumed = (size_t)(nl - r->body) + 1;
                 if (nl > start)
                         s->error = s->line_fn(start, s->ud);
         }
-        if (s->consumed > 0) {
-                memmove(s->resp->body, s->resp->body + s->consumed, s->resp->size - s->consumed);
-                s->resp->size -= s->consumed;
-                s->resp->body[s->resp->size] = '\0';
-                s->consumed = 0;
+        if (consumed > 0) {
+                memmove(r->body, r->body + consumed, r->size - consumed);
+                r->size -= consumed;
+                r->body[r->size] = '\0';
         }
 }
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+int cli_sink_body(struct cli_sink *s, const char *data, size_t n)
 {
-        struct sink *s = userdata;
-        size_t n = size * nmemb;
-        long status = 0;
+        int r;
 
-        if (append(s->resp, data, n) < 0) {
-                s->error = -ENOMEM;
-                return 0;
-        }
-        curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
-        if (s->line_fn && status >= 200 && status < 300)
+        if (s->error)
+                return s->error;
+        r = append(s->resp, data, n);
+        if (r < 0)
+                return (s->error = r);
+        if (s->line_fn && s->resp->status >= 200 && s->resp->status < 300)
                 drain_lines(s);
-        return s->error ? 0 : n;
+        return s->error;
 }
 
-static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+int cli_sink_header(struct cli_sink *s, const char *name, const char *value)
 {
-        struct sink *s = userdata;
-        size_t n = size * nmemb;
-        const char *key = "X-Forklet-Apply:";
-        size_t k = strlen(key);
-
-        if (n > k && strncasecmp(data, key, k) == 0 && !s->resp->apply) {
-                const char *v = data + k;
-                size_t len = n - k;
-
-                while (len > 0 && (*v == ' ' || *v == '\t'))
-                        v++, len--;
-                while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n'))
-                        len--;
-                s->resp->apply = strndup(v, len);
-        }
-        return n;
+        if (strcasecmp(name, "X-Forklet-Apply") != 0 || s->resp->apply)
+                return 0;
+        s->resp->apply = strdup(value);
+        return s->resp->apply ? 0 : -ENOMEM;
 }
 
 static int perform(const struct cli *c, const char *method, const char *path, const void *body,
-                   size_t body_size, bool raw, struct sink *s, struct fk_error *err)
+                   size_t body_size, bool raw, struct cli_sink *s, struct fk_error *err)
 {
-        char errbuf[CURL_ERROR_SIZE];
-        struct curl_slist *hdr = NULL, *l;
-        CURLcode cc;
-        CURL *h;
-        int r;
+        const struct cli_http_request rq = {
+                .method = method, .path = path, .body = body, .body_size = body_size, .raw = raw};
 
-        if (!(h = curl_easy_init()))
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        s->curl = h;
-        l = curl_slist_append(hdr, raw ? "Content-Type: application/octet-stream"
-                                       : "Content-Type: application/json");
-        r = l ? cli_transport_setup(c, h, path, &l, errbuf, err)
-              : fk_error_set(err, -ENOMEM, "out of memory");
-        hdr = l;
-        if (r < 0) {
-                curl_easy_cleanup(h);
-                curl_slist_free_all(hdr);
-                return r;
-        }
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        if (body) {
-                curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_size);
-        }
-        cc = curl_easy_perform(h);
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
-        curl_easy_cleanup(h);
-        curl_slist_free_all(hdr); /* holds the bearer token: gone with the request */
-        if (s->error)
-                return fk_error_set(err, s->error < 0 ? s->error : -EIO, "%s %s: %s", method, path,
-                                    s->error < 0 ? strerror(-s->error) : "aborted");
-        if (cc != CURLE_OK)
-                return fk_error_set(err, -ECONNREFUSED,
-                                    "cannot reach forkletd at %s: %s (is it running? %s)",
-                                    cli_target(c), errbuf[0] ? errbuf : curl_easy_strerror(cc),
-                                    c->server ? "--server, --ca and --token-file select the "
-                                                "server and its credentials"
-                                              : "--socket or FORKLET_SOCKET selects the socket");
-        s->resp->status = s->status;
-        return 0;
+        if (c->server)
+                return cli_tls_perform(c, &rq, s, err);
+        return cli_unix_perform(c, &rq, s, err);
 }
 
 int cli_request(const struct cli *c, const char *method, const char *path, const char *body,
                 struct cli_response *ret, struct fk_error *err)
 {
         struct cli_response resp = {0};
-        struct sink s = {.resp = &resp};
+        struct cli_sink s = {.resp = &resp};
         int r;
 
         r = perform(c, method, path, body, body ? strlen(body) : 0, false, &s, err);
@@ -177,7 +112,7 @@ int cli_request_raw(const struct cli *c, const char *method, const char *path, c
                     size_t size, struct cli_response *ret, struct fk_error *err)
 {
         struct cli_response resp = {0};
-        struct sink s = {.resp = &resp};
+        struct cli_sink s = {.resp = &resp};
         int r;
 
         r = perform(c, method, path, body ? body : "", size, true, &s, err);
@@ -189,17 +124,26 @@ int cli_request_raw(const struct cli *c, const char *method, const char *path, c
         return 0;
 }
 
+/* Percent-encodes all but the unreserved characters (RFC 3986 2.3), as curl_easy_escape. */
 int cli_url_escape(const char *s, char **ret)
 {
-        char *e = curl_easy_escape(NULL, s, 0), *copy;
+        static const char hex[] = "0123456789ABCDEF";
+        char *out = malloc(strlen(s) * 3 + 1), *o = out;
 
-        if (!e)
+        if (!out)
                 return -ENOMEM;
-        copy = strdup(e);
-        curl_free(e);
-        if (!copy)
-                return -ENOMEM;
-        *ret = copy;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                    (*p >= '0' && *p <= '9') || strchr("-._~", *p)) {
+                        *o++ = (char)*p;
+                } else {
+                        *o++ = '%';
+                        *o++ = hex[*p >> 4];
+                        *o++ = hex[*p & 15];
+                }
+        }
+        *o = '\0';
+        *ret = out;
         return 0;
 }
 
@@ -208,7 +152,7 @@ int cli_request_lines(const struct cli *c, const char *method, const char *path,
                       struct cli_response *ret, struct fk_error *err)
 {
         struct cli_response resp = {0};
-        struct sink s = {.resp = &resp, .line_fn = line_fn, .ud = ud};
+        struct cli_sink s = {.resp = &resp, .line_fn = line_fn, .ud = ud};
         int r;
 
         r = perform(c, method, path, body, body ? strlen(body) : 0, false, &s, err);
@@ -216,6 +160,9 @@ int cli_request_lines(const struct cli *c, const char *method, const char *path,
                 /* A last line without a newline. */
                 if (append(&resp, "\n", 1) >= 0)
                         drain_lines(&s);
+                if (s.error)
+                        r = fk_error_set(err, s.error < 0 ? s.error : -EIO, "%s %s: %s", method,
+                                         path, s.error < 0 ? strerror(-s.error) : "aborted");
         }
         if (r < 0) {
                 cli_response_done(&resp);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The CLI's transports: forkletd's unix socket, or its TCP listener over HTTPS with a bearer
- * token (--server, --token-file, and the server verified by --ca, a public-key pin or the
- * system CA store; --cert/--key for mutual TLS). */
+/* The CLI's HTTPS transport: forkletd's TCP listener with a bearer token (--server,
+ * --token-file, and the server verified by --ca, a public-key pin or the system CA store;
+ * --cert/--key for mutual TLS), over libcurl. The unix socket has its own transport
+ * (http-unix.c). */
 #include "cli/cli.h"
+#include "cli/http-internal.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 
@@ -106,27 +108,119 @@ static int setup_tls(const struct cli *c, CURL *h, struct curl_slist **hdr, stru
         return 0;
 }
 
-int cli_transport_setup(const struct cli *c, CURL *h, const char *path, struct curl_slist **hdr,
-                        char *errbuf, struct fk_error *err)
+/* Points h at path on c->server with the bearer token from c->token_file (appended to *hdr)
+ * and the server verified by c->ca, else c->pin, else the system CA store. errbuf
+ * (CURL_ERROR_SIZE) receives curl's detail. */
+static int transport_setup(const struct cli *c, CURL *h, const char *path, struct curl_slist **hdr,
+                           char *errbuf, struct fk_error *err)
 {
         cleanup_free char *url = NULL;
-        const char *base = c->server ? c->server : "http://localhost";
-        size_t n = strlen(base);
+        size_t n = strlen(c->server);
         int r;
 
-        while (n > 0 && base[n - 1] == '/')
+        while (n > 0 && c->server[n - 1] == '/')
                 n--;
-        if (fk_asprintf(&url, "%.*s%s", (int)n, base, path) < 0)
+        if (fk_asprintf(&url, "%.*s%s", (int)n, c->server, path) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        if (c->server) {
-                r = setup_tls(c, h, hdr, err);
-                if (r < 0)
-                        return r;
-        } else {
-                curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket);
-        }
+        r = setup_tls(c, h, hdr, err);
+        if (r < 0)
+                return r;
         errbuf[0] = '\0';
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(h, CURLOPT_URL, url); /* curl copies it */
+        return 0;
+}
+
+struct tls_reading {
+        struct cli_sink *s;
+        CURL *curl;
+};
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        struct tls_reading *x = userdata;
+        long status = 0;
+
+        curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+        x->s->resp->status = status;
+        return cli_sink_body(x->s, data, size * nmemb) ? 0 : size * nmemb;
+}
+
+/* One header line "Name: value\r\n" (also the status line and the blank one, skipped). */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        struct tls_reading *x = userdata;
+        size_t n = size * nmemb;
+        const char *colon = memchr(data, ':', n);
+        cleanup_free char *name = NULL, *value = NULL;
+        const char *v;
+        size_t len;
+
+        if (!colon)
+                return n;
+        v = colon + 1;
+        len = n - (size_t)(v - data);
+        while (len > 0 && (*v == ' ' || *v == '\t'))
+                v++, len--;
+        while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+                len--;
+        name = strndup(data, (size_t)(colon - data));
+        value = strndup(v, len);
+        if (!name || !value || cli_sink_header(x->s, name, value) < 0)
+                return 0;
+        return n;
+}
+
+static void request_setup(CURL *h, const struct cli_http_request *rq, struct curl_slist *hdr,
+                          struct tls_reading *x)
+{
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        if (rq->body) {
+                curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
+                curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_size);
+        }
+}
+
+int cli_tls_perform(const struct cli *c, const struct cli_http_request *rq, struct cli_sink *s,
+                    struct fk_error *err)
+{
+        char errbuf[CURL_ERROR_SIZE];
+        struct curl_slist *hdr = NULL;
+        struct tls_reading x = {.s = s};
+        long status = 0;
+        CURLcode cc = CURLE_OK;
+        int r;
+
+        if (!(x.curl = curl_easy_init()))
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        hdr = curl_slist_append(NULL, rq->raw ? "Content-Type: application/octet-stream"
+                                              : "Content-Type: application/json");
+        r = hdr ? transport_setup(c, x.curl, rq->path, &hdr, errbuf, err)
+                : fk_error_set(err, -ENOMEM, "out of memory");
+        if (r >= 0) {
+                request_setup(x.curl, rq, hdr, &x);
+                cc = curl_easy_perform(x.curl);
+                curl_easy_getinfo(x.curl, CURLINFO_RESPONSE_CODE, &status);
+        }
+        curl_easy_cleanup(x.curl);
+        curl_slist_free_all(hdr); /* holds the bearer token: gone with the request */
+        if (r < 0)
+                return r;
+        if (s->error)
+                return fk_error_set(err, s->error < 0 ? s->error : -EIO, "%s %s: %s", rq->method,
+                                    rq->path, s->error < 0 ? strerror(-s->error) : "aborted");
+        if (cc != CURLE_OK)
+                return fk_error_set(err, -ECONNREFUSED,
+                                    "cannot reach forkletd at %s: %s (is it running? --server, "
+                                    "--ca and --token-file select the server and its "
+                                    "credentials)",
+                                    c->server, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        s->resp->status = status;
         return 0;
 }

@@ -2,7 +2,6 @@
 /* forklet: parses the global options and runs the verb from the command table. */
 #include "cli/cli.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +39,7 @@ int main(int argc, char **argv)
         const struct cli_command *cmd;
         struct fk_error err = {0};
         struct cli c;
-        int verb, r;
+        int verb;
 
         if (cli_parse_global(argc, argv, getenv("FORKLET_SOCKET"), &c, &verb, &err) < 0) {
                 fprintf(stderr, "forklet: %s\n", err.msg);
@@ -65,7 +64,6 @@ int main(int argc, char **argv)
                         argv[verb]);
                 return CLI_EXIT_USAGE;
         }
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         /* cluster mode (cli/cluster.c) */
         if (!c.etcd)
                 c.etcd = getenv("FORKLET_ETCD");
@@ -73,9 +71,6 @@ int main(int argc, char **argv)
                 c.etcd_prefix = getenv("FORKLET_ETCD_PREFIX");
         cli_global_env(&c);
         if (c.etcd && *c.etcd)
-                r = cli_cluster_run(&c, cmd, argc - verb, argv + verb);
-        else
-                r = cmd->run(&c, argc - verb, argv + verb);
-        curl_global_cleanup();
-        return r;
+                return cli_cluster_run(&c, cmd, argc - verb, argv + verb);
+        return cmd->run(&c, argc - verb, argv + verb);
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The CLI's HTTPS transport: forkletd's TCP listener with a bearer token (--server,
  * --token-file, and the server verified by --ca, a public-key pin or the system CA store;
- * --cert/--key for mutual TLS), over libcurl. The unix socket has its own transport
- * (http-unix.c). */
+ * --cert/--key for mutual TLS), over libcurl, which the forklet binary loads only here
+ * (common/curl-load.h). The unix socket has its own transport (http-unix.c). */
 #include "cli/cli.h"
 #include "cli/http-internal.h"
 #include "common/cleanup.h"
+#include "common/curl-load.h"
 #include "common/util.h"
 
 #include <curl/curl.h>
@@ -193,10 +194,14 @@ int cli_tls_perform(const struct cli *c, const struct cli_http_request *rq, stru
         char errbuf[CURL_ERROR_SIZE];
         struct curl_slist *hdr = NULL;
         struct tls_reading x = {.s = s};
+        struct fk_error load = {0};
         long status = 0;
         CURLcode cc = CURLE_OK;
         int r;
 
+        r = fk_curl_load(&load);
+        if (r < 0)
+                return fk_error_set(err, r, "--server needs libcurl: %s", load.msg);
         if (!(x.curl = curl_easy_init()))
                 return fk_error_set(err, -ENOMEM, "out of memory");
         hdr = curl_slist_append(NULL, rq->raw ? "Content-Type: application/octet-stream"

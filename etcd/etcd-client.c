@@ -3,6 +3,7 @@
  * backoff between rounds, a pool of libcurl handles so connections are reused across threads. */
 #include "etcd/etcd-internal.h"
 #include "common/cleanup.h"
+#include "common/curl-load.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -16,14 +17,6 @@
 #define POOL_MAX            8
 #define REPLY_MAX           (64u << 20)
 #define ETCD_DEFAULTS(v, d) ((v) ? (v) : (d))
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_result;
-
-static void curl_init(void)
-{
-        curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 uint32_t etcd_random32(void)
 {
@@ -77,9 +70,9 @@ int etcd_client_new(const char *const *endpoints, const struct etcd_options *opt
                 n++;
         if (n == 0)
                 return fk_error_set(reterr, -EINVAL, "etcd: no endpoints given");
-        pthread_once(&curl_once, curl_init);
-        if (curl_init_result != CURLE_OK)
-                return fk_error_set(reterr, -EIO, "etcd: curl_global_init failed");
+        r = fk_curl_load(reterr);
+        if (r < 0)
+                return r;
         c = calloc(1, sizeof(*c));
         if (!c)
                 return fk_error_set(reterr, -ENOMEM, "etcd: out of memory");

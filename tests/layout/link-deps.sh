@@ -5,7 +5,11 @@
 # they were linked against (ELF NEEDED). GnuTLS alone may show up in ldd, and only when the
 # system libcurl itself loads it (Debian's libcurl4 reaches it through librtmp and libldap);
 # the script says so when it does. forkletd, which does link them, must be flagged (control).
-# Usage: link-deps.sh FORKLETD BIN...   Exit 0, 1 (a forbidden library), 77 (no ldd/readelf).
+# The binaries after --lazy-curl also must not need libcurl: they load it on first use
+# (common/curl-lazy.c), so that starting them loads none of it; forkletd, which links it, is
+# the control of that check too.
+# Usage: link-deps.sh FORKLETD BIN... [--lazy-curl BIN...]
+# Exit 0, 1 (a forbidden library), 77 (no ldd/readelf).
 set -eu
 
 FORBIDDEN='libmicrohttpd|libgnutls|libnl-|libnftnl|libmnl'
@@ -60,6 +64,19 @@ check() {
         return $bad
 }
 
+# 0 when $1 neither needs libcurl (ELF NEEDED) nor loads it at start (ldd).
+no_curl() {
+        bad=0
+        if readelf -d "$1" | grep -q '(NEEDED).*\[libcurl\.so'; then
+                echo "link-deps: $1: linked against libcurl (ELF NEEDED); it should load it lazily"
+                bad=1
+        elif loaded "$1" | grep -q '^libcurl\.so'; then
+                echo "link-deps: $1: loads libcurl at start"
+                bad=1
+        fi
+        return $bad
+}
+
 daemon=$1
 shift
 if check "$daemon" >/dev/null; then
@@ -67,9 +84,20 @@ if check "$daemon" >/dev/null; then
         exit 1
 fi
 status=0
+lazy=false
+note=
 for bin in "$@"; do
-        if check "$bin"; then
-                echo "link-deps: $bin: ok"
+        if [ "$bin" = --lazy-curl ]; then
+                lazy=true
+                note=" (libcurl loaded on first use)"
+                if no_curl "$daemon" >/dev/null; then
+                        echo "link-deps: control: $daemon needs no libcurl, so the check sees nothing"
+                        exit 1
+                fi
+                continue
+        fi
+        if check "$bin" && { ! $lazy || no_curl "$bin"; }; then
+                echo "link-deps: $bin: ok$note"
         else
                 status=1
         fi

@@ -2,9 +2,9 @@
 /* libcurl bound on first use: defines the curl_* functions the CLI and the etcd client call,
  * dlopen()s libcurl.so.4 the first time one is called and forwards to it. Linked instead of
  * libcurl into executables that mostly do without it (forklet: only --server and the cluster
- * verbs need it), so their start does not pay for libcurl's ~35 libraries and constructors.
- * The symbols defined here must be the curl_* functions the linked modules call: a missing one
- * fails the link, and tests/layout/link-deps.sh checks that forklet does not need libcurl. */
+ * verbs need it), so their start does not pay for the ~30 libraries libcurl brings. A curl_*
+ * function the linked modules call but not defined here fails the link;
+ * tests/layout/link-deps.sh checks that forklet does not need libcurl. */
 #define CURL_DISABLE_TYPECHECK /* the typecheck macros would rename the definitions below */
 #include "common/curl-load.h"
 #include "common/error.h"

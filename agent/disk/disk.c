@@ -204,37 +204,86 @@ static int overlay_new(const char *path, char *name, bool qcow2, uint64_t bytes,
  * 25 ms of CPU each): a thread that finds no template waits here for one that makes it. */
 static pthread_mutex_t template_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* What an overlay of backing at path is made of (the backing name as written, its format and
+ * size) and, with template_dir, the template of that kind there. */
+struct overlay_kind {
+        char *name, *tpl;
+        bool qcow2;
+        uint64_t bytes;
+};
+
+static void overlay_kind_done(struct overlay_kind *k)
+{
+        free(k->name);
+        free(k->tpl);
+}
+
+static int overlay_kind(const char *path, const char *backing, const char *template_dir,
+                        struct overlay_kind *k, struct fk_error *err)
+{
+        char magic[4] = "";
+        cleanup_close int fd = -1;
+        int r;
+
+        r = agent_disk_virtual_size(backing, &k->bytes);
+        if (r < 0)
+                return fk_error_set(err, r, "disk layer %s: %s", backing, strerror(-r));
+        fd = open(backing, O_RDONLY | O_CLOEXEC);
+        k->qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
+        if (agent_disk_backing_name(path, backing, &k->name) < 0 ||
+            (template_dir && template_path(template_dir, k->name, k->qcow2, k->bytes, &k->tpl) < 0))
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        return 0;
+}
+
 int agent_disk_create_overlay_from(const char *path, const char *backing, const char *template_dir,
                                    struct fk_error *err)
 {
-        cleanup_free char *name = NULL, *tpl = NULL;
-        uint64_t bytes;
-        bool qcow2;
+        _cleanup_(overlay_kind_done) struct overlay_kind k = {0};
         int r;
 
-        r = agent_disk_virtual_size(backing, &bytes);
+        r = overlay_kind(path, backing, template_dir, &k, err);
         if (r < 0)
-                return fk_error_set(err, r, "disk layer %s: %s", backing, strerror(-r));
-        {
-                char magic[4] = "";
-                cleanup_close int fd = open(backing, O_RDONLY | O_CLOEXEC);
-
-                qcow2 = fd >= 0 && read(fd, magic, 4) == 4 && memcmp(magic, QCOW2_MAGIC, 4) == 0;
-        }
-        if (agent_disk_backing_name(path, backing, &name) < 0 ||
-            (template_dir && template_path(template_dir, name, qcow2, bytes, &tpl) < 0))
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        if (tpl && copy_small(tpl, path) == 0)
+                return r;
+        if (k.tpl && copy_small(k.tpl, path) == 0)
                 return 0;
-        if (tpl) {
+        if (k.tpl) {
                 pthread_mutex_lock(&template_lock);
                 /* made by the thread that held the lock before */
-                r = copy_small(tpl, path) == 0 ? 0
-                                               : overlay_new(path, name, qcow2, bytes, tpl, err);
+                r = copy_small(k.tpl, path) == 0
+                            ? 0
+                            : overlay_new(path, k.name, k.qcow2, k.bytes, k.tpl, err);
                 pthread_mutex_unlock(&template_lock);
                 return r;
         }
-        return overlay_new(path, name, qcow2, bytes, NULL, err);
+        return overlay_new(path, k.name, k.qcow2, k.bytes, NULL, err);
+}
+
+int agent_disk_overlay_template(const char *layer, const char *template_dir, struct fk_error *err)
+{
+        _cleanup_(overlay_kind_done) struct overlay_kind k = {0};
+        cleanup_free char *model = NULL, *scratch = NULL;
+        const char *slash = strrchr(layer, '/');
+        int r;
+
+        /* a restore makes its overlay beside the layer (a rollback in the session's disk dir,
+         * a fork beside its links): the backing is named by its bare file name */
+        if (!slash || fk_asprintf(&model, "%.*s/overlay.qcow2", (int)(slash - layer), layer) < 0)
+                return fk_error_set(err, -EINVAL, "disk layer %s: not a path", layer);
+        r = overlay_kind(model, layer, template_dir, &k, err);
+        if (r < 0)
+                return r;
+        if (access(k.tpl, F_OK) == 0)
+                return 0;
+        if (fk_asprintf(&scratch, "%s.new", k.tpl) < 0)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        pthread_mutex_lock(&template_lock);
+        (void)unlink(scratch); /* a killed forkletd's */
+        r = access(k.tpl, F_OK) == 0 ? 0
+                                     : overlay_new(scratch, k.name, k.qcow2, k.bytes, k.tpl, err);
+        (void)unlink(scratch);
+        pthread_mutex_unlock(&template_lock);
+        return r;
 }
 
 int agent_disk_create_overlay(const char *path, const char *backing, struct fk_error *err)

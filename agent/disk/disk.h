@@ -31,6 +31,10 @@ int agent_disk_create_overlay(const char *path, const char *backing, struct fk_e
  * and rollback of one checkpoint (template_dir: the checkpoint's dir). */
 int agent_disk_create_overlay_from(const char *path, const char *backing, const char *template_dir,
                                    struct fk_error *err);
+/* Makes the template agent_disk_create_overlay_from keeps in template_dir for overlays of
+ * layer made beside it (what every fork and rollback of a checkpoint makes), unless it is
+ * there: so that the first of them copies it too instead of running qemu-img. err set. */
+int agent_disk_overlay_template(const char *layer, const char *template_dir, struct fk_error *err);
 /* Depth of the backing chain of a qcow2 (1: no backing) and its bottom file (heap, may be NULL
  * when not wanted). Reads the headers, no qemu-img. */
 int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);

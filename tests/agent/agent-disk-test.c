@@ -117,6 +117,35 @@ static void test_template(void **state)
         assert_int_equal(system(cmd), 0);
 }
 
+/* The template made ahead (a checkpoint's Writing phase) is the one the first overlay of its
+ * layer made beside the layer copies: no qemu-img for it, the same bytes qemu-img writes. */
+static void test_template_ahead(void **state)
+{
+        cleanup_free char *tpl = path_in("tpl"), *a = path_in("layer-a.qcow2"),
+                          *o1 = path_in("o1.qcow2"), *o2 = path_in("o2.qcow2"), *t1 = NULL,
+                          *t2 = NULL;
+        struct fk_error err = {0};
+        size_t n1 = 0, n2 = 0;
+
+        (void)state;
+        assert_int_equal(agent_disk_overlay_template(a, tpl, &err), 0);
+        assert_int_equal(templates(), 1);
+        assert_int_equal(agent_disk_overlay_template(a, tpl, &err), 0); /* there: kept */
+        assert_int_equal(templates(), 1);
+        setenv("PATH", dir, 1);
+        assert_int_equal(agent_disk_create_overlay_from(o1, a, tpl, &err), 0);
+        setenv("PATH", saved_path, 1);
+        /* what qemu-img makes without a template */
+        assert_int_equal(agent_disk_create_overlay(o2, a, &err), 0);
+        t1 = slurp(o1, &n1);
+        t2 = slurp(o2, &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(t1, t2, n1);
+        /* nothing left beside the template */
+        assert_int_equal(templates(), 1);
+        assert_true(agent_disk_overlay_template("no-slash", tpl, &err) < 0);
+}
+
 static void test_damaged_template(void **state)
 {
         cleanup_free char *tpl = path_in("tpl"), *a = path_in("layer-a.qcow2"),
@@ -199,6 +228,7 @@ static void test_concurrent(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_template_ahead, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_template, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_damaged_template, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),

@@ -289,9 +289,9 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
         }
         if (c->tap) {
                 arg(b, "-netdev");
-                argf(b, "tap,id=net0,ifname=%s,script=no,downscript=no", c->tap);
+                argf(b, "tap,id=" VMM_NETDEV_ID ",ifname=%s,script=no,downscript=no", c->tap);
                 arg(b, "-device");
-                argf(b, "virtio-net-device,netdev=net0,mac=%s", c->mac);
+                argf(b, "virtio-net-device,netdev=" VMM_NETDEV_ID ",mac=%s", c->mac);
         }
         if (c->vmgenid) {
                 arg(b, "-device");

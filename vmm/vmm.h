@@ -210,5 +210,16 @@ int qmp_query_status(struct qmp_client *c, unsigned timeout_ms, char **ret, stru
 int vmm_stop(struct vmm_process *p, struct vmm_agent *agent, struct qmp_client *qmp,
              unsigned step_timeout_ms);
 
+/* The tap's netdev id (vmm_config.tap). */
+#define VMM_NETDEV_ID "net0"
+
+/* Ends a VM whose state nobody keeps (a rollback replaces it) without waiting for the kernel
+ * to free its memory: with has_tap, QEMU lets go of its tap first (QMP netdev_del, within
+ * step_timeout_ms), then SIGKILL. Returns once the tap is free for another QEMU, usually before
+ * the process is gone: vmm_stop or vmm_process_wait reaps it later. A failed netdev_del falls
+ * back to vmm_stop without the agent (waits). */
+int vmm_discard(struct vmm_process *p, struct qmp_client *qmp, bool has_tap,
+                unsigned step_timeout_ms);
+
 /* The balloon device's id (vmm_config.balloon); QOM path /machine/peripheral/VMM_BALLOON_ID. */
 #define VMM_BALLOON_ID "balloon0"

@@ -20,6 +20,8 @@ struct run_ops {
         int (*prepare)(struct run_job *j);
         int (*run)(struct run_job *j);
         void (*finish)(struct run_job *j, int r);
+        /* without the lock, once the job ended (the session may run its next job): NULL */
+        void (*release)(struct run_job *j);
 };
 
 struct run_job {
@@ -142,12 +144,24 @@ static int rb_run(struct run_job *j)
         /* As a stop does: relays to the old VM go; the netns and cgroup stay for the new one. */
         agent_fwd_close_key(j->d, j->key);
         /* Nothing of the old machine is kept (RAM and disk go back to the checkpoint's), so
-         * it is ended at once (QMP quit) instead of powered off through the guest. */
-        if (j->vm && j->d->ops.kill)
+         * it is ended at once instead of powered off through the guest, and the new one starts
+         * as soon as the tap is free: the kernel frees the old one's memory (all the RAM the
+         * guest wrote since its restore) meanwhile, and rb_release reaps it. */
+        if (j->vm && j->d->ops.discard)
+                (void)j->d->ops.discard(j->d->ops.userdata, j->vm->vm, 500);
+        else if (j->vm && j->d->ops.kill)
                 (void)j->d->ops.kill(j->d->ops.userdata, j->vm->vm, 500);
         else if (j->vm)
                 (void)j->d->ops.stop(j->d->ops.userdata, j->vm->vm, 500);
         return 0;
+}
+
+static void rb_release(struct run_job *j)
+{
+        /* SIGKILLed by rb_run: gone once the kernel has freed its memory */
+        if (j->vm && j->d->ops.discard && j->d->ops.kill &&
+            j->d->ops.kill(j->d->ops.userdata, j->vm->vm, 10000) < 0)
+                log_warning("session %s: the replaced QEMU did not end", j->key);
 }
 
 static void rb_finish(struct run_job *j, int r)
@@ -169,8 +183,11 @@ static void rb_finish(struct run_job *j, int r)
                 agent_runner_boot_done(j->d, s);
 }
 
-static const struct run_ops rb_ops = {
-        .op = _AGENT_OP_MAX, .prepare = rb_prepare, .run = rb_run, .finish = rb_finish};
+static const struct run_ops rb_ops = {.op = _AGENT_OP_MAX,
+                                      .prepare = rb_prepare,
+                                      .run = rb_run,
+                                      .finish = rb_finish,
+                                      .release = rb_release};
 
 /* ---- afterStart and the declared checkpoints (after a cold boot) ---------------------------- */
 
@@ -276,7 +293,11 @@ static void run_body(void *userdata)
 
 static void run_release(void *userdata)
 {
-        job_free(userdata);
+        struct run_job *j = userdata;
+
+        if (j->ops->release)
+                j->ops->release(j);
+        job_free(j);
 }
 
 static const struct run_ops *ops_for(enum core_action_kind k)

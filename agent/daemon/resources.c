@@ -40,17 +40,27 @@ void agent_resources_limits(const struct node_config *cfg, const struct size_cla
         };
 }
 
-/* The first process in the cgroup that is not ours, 0 when none (or no cgroup). */
-static pid_t foreign_pid(struct agent_daemon *d, const char *key)
+/* The first process in the cgroup that is not ours, 0 when none (or no cgroup); ret_live
+ * (may be NULL): whether one of ours is there and not exiting. A process in its exit is
+ * neither: a QEMU a rollback discarded stays in the cgroup until the kernel has freed its
+ * memory, without its command line. */
+static pid_t foreign_pid(struct agent_daemon *d, const char *key, bool *ret_live)
 {
         cleanup_free pid_t *pids = NULL;
         size_t n = 0;
 
+        if (ret_live)
+                *ret_live = false;
         if (cg_pids(d->cg, key, &pids, &n, NULL) < 0)
                 return 0;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+                if (agent_runfs_pid_exiting(pids[i]))
+                        continue;
                 if (!agent_runfs_pid_is_ours(pids[i], d->cfg->run_dir))
                         return pids[i];
+                if (ret_live)
+                        *ret_live = true;
+        }
         return 0;
 }
 
@@ -58,20 +68,22 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
                             struct cg_join **ret, struct fk_error *err)
 {
         struct cg_limits l;
+        bool live;
         pid_t other;
         int r;
 
         *ret = NULL;
         if (!d->cg)
                 return 0;
-        other = foreign_pid(d, key);
+        other = foreign_pid(d, key, &live);
         if (other > 0)
                 return fk_error_set(err, -EBUSY,
                                     "cgroup %s/%s holds pid %d, which is not a VM of this node "
                                     "(another forkletd with the same cgroupParent?)",
                                     cg_manager_parent_path(d->cg), key, (int)other);
-        /* a QEMU of a crashed boot may linger: the new one must start alone */
-        r = cg_kill_all(d->cg, key, err);
+        /* A QEMU of a crashed boot may linger: the new one must start alone. One in its exit
+         * (a rollback's) is not waited for. */
+        r = live ? cg_kill_all(d->cg, key, err) : 0;
         if (r < 0 && r != -ENOENT)
                 return r;
         agent_resources_limits(d->cfg, sc, &l);
@@ -110,7 +122,7 @@ void agent_resources_teardown(struct agent_daemon *d, const char *key)
                 return;
         /* v1: a frozen task does not die of SIGKILL until thawed */
         (void)cg_thaw(d->cg, key, NULL);
-        if (foreign_pid(d, key) > 0) {
+        if (foreign_pid(d, key, NULL) > 0) {
                 kill_ours(d, key);
                 return;
         }
@@ -215,7 +227,7 @@ static void remove_leftover(struct agent_daemon *d, const char *key, uint64_t no
 
         if (cg_pids(d->cg, key, &pids, &n, NULL) < 0)
                 return;
-        if ((other = foreign_pid(d, key)) > 0) {
+        if ((other = foreign_pid(d, key, NULL)) > 0) {
                 log_info("cgroup %s/%s: pid %d is not a VM of this node; left alone",
                          cg_manager_parent_path(d->cg), key, (int)other);
                 return;

@@ -360,3 +360,19 @@ bool agent_runfs_pid_is_ours(pid_t pid, const char *run_dir)
                         return true;
         return false;
 }
+
+bool agent_runfs_pid_exiting(pid_t pid)
+{
+        cleanup_free char *path = NULL, *buf = NULL;
+        unsigned long flags = 0;
+        const char *p;
+        size_t n = 0;
+
+        if (fk_asprintf(&path, "/proc/%d/stat", (int)pid) < 0 ||
+            fk_read_file(path, 4096, &buf, &n) < 0 || !(p = strrchr(buf, ')')))
+                return false;
+        /* after "(comm)": state ppid pgrp session tty_nr tpgid flags */
+        if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+                return false;
+        return (flags & 0x4) != 0; /* PF_EXITING, include/linux/sched.h */
+}

@@ -52,3 +52,7 @@ int agent_runfs_release(const struct node_config *cfg);
 /* True when pid is a process of the node whose runDir is run_dir: a QEMU forkletd started
  * names "<run_dir>/sessions/" on its command line. Reads /proc/PID/cmdline; does not log. */
 bool agent_runfs_pid_is_ours(pid_t pid, const char *run_dir);
+/* A process in its exit (PF_EXITING in /proc/PID/stat), e.g. a QEMU a rollback discarded
+ * while the kernel frees its memory: it needs no signal and holds no command line any more.
+ * False when it cannot be read (gone, or never there). */
+bool agent_runfs_pid_exiting(pid_t pid);

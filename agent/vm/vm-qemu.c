@@ -570,6 +570,7 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .health_fd = qemu_health_fd,
         .ping = qemu_ping,
         .kill = qemu_kill,
+        .discard = qemu_discard,
         .disk_free = qemu_disk_free,
         .ram_bytes = qemu_ram_bytes,
         .give_back = qemu_give_back,

@@ -76,6 +76,7 @@ int qemu_health(void *userdata, void *vm, struct agent_vm_health *ret);
 int qemu_health_fd(void *vm);
 int qemu_ping(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
 int qemu_kill(void *userdata, void *vm, unsigned timeout_ms);
+int qemu_discard(void *userdata, void *vm, unsigned timeout_ms);
 int qemu_disk_free(void *userdata, void *vm, uint64_t *ret);
 
 /* Memory back to the host (vm-qemu-balloon.c), see agent_vm_ops. */

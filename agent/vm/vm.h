@@ -227,11 +227,15 @@ struct agent_vm_ops {
          * no job uses (its QMP client is the job's). health_fd: readable when QEMU sent
          * something (poll), or -1. ping: one round trip to the guest agent; thread-safe.
          * kill: ends a VM whose guest cannot power off (QMP quit, SIGTERM, SIGKILL).
+         * discard: ends a VM nobody keeps (rollback) as soon as its tap is free for the next
+         * QEMU, without waiting for its memory to be freed (private RAM; a VM with a RAM file of
+         * its own is waited for, as kill does); kill then reaps it.
          * disk_free: free bytes on the filesystem holding the VM's disk (-ENOENT: no disk). */
         int (*health)(void *userdata, void *vm, struct agent_vm_health *ret);
         int (*health_fd)(void *vm);
         int (*ping)(void *userdata, void *vm, unsigned timeout_ms, struct fk_error *err);
         int (*kill)(void *userdata, void *vm, unsigned timeout_ms);
+        int (*discard)(void *userdata, void *vm, unsigned timeout_ms);
         int (*disk_free)(void *userdata, void *vm, uint64_t *ret);
         /* Memory back to the host (give-back.c); each NULL in a backend without it.
          * ram_bytes: what the VM's RAM file holds on the host (allocated bytes), cheap.

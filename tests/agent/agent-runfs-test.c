@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* The node's filesystems without root: mountinfo lines (escapes, optional fields, malformed
- * ones), statfs magics (memory or disk), the start-log text, and a real directory's mount. */
+ * ones), statfs magics (memory or disk), the start-log text, and a real directory's mount;
+ * a process in its exit. */
 #include "agent/runfs/runfs.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -121,6 +125,38 @@ static void test_describe_real_dir(void **state)
         assert_false(fi.memory);
 }
 
+/* A zombie is in its exit (PF_EXITING), a sleeping child is not, nor a pid that is gone; a
+ * command name with ") " in it does not fool the parse. */
+static void test_pid_exiting(void **state)
+{
+        pid_t sleeper, zombie;
+        int st;
+
+        (void)state;
+        sleeper = fork();
+        assert_true(sleeper >= 0);
+        if (sleeper == 0) {
+                prctl(PR_SET_NAME, "a) b 1 2 3");
+                pause();
+                _exit(0);
+        }
+        zombie = fork();
+        assert_true(zombie >= 0);
+        if (zombie == 0)
+                _exit(0);
+        /* until the kernel made it a zombie */
+        for (int i = 0; i < 200 && !agent_runfs_pid_exiting(zombie); i++)
+                usleep(5000);
+        assert_true(agent_runfs_pid_exiting(zombie));
+        usleep(20000); /* the sleeper renamed itself */
+        assert_false(agent_runfs_pid_exiting(sleeper));
+        assert_false(agent_runfs_pid_exiting(getpid()));
+        kill(sleeper, SIGKILL);
+        assert_int_equal(waitpid(sleeper, &st, 0), sleeper);
+        assert_int_equal(waitpid(zombie, &st, 0), zombie);
+        assert_false(agent_runfs_pid_exiting(zombie)); /* reaped: no /proc entry */
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -129,6 +165,7 @@ int main(void)
                 cmocka_unit_test(test_magics),
                 cmocka_unit_test(test_format),
                 cmocka_unit_test(test_describe_real_dir),
+                cmocka_unit_test(test_pid_exiting),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

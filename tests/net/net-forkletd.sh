@@ -238,6 +238,15 @@ expect "after restart: the re-attached resolver answers" "203.0.113.20" "$(looku
 expect "after restart: still REFUSED for unlisted names" "REFUSED" "$(lookup web api.github.test)"
 expect_not "after restart: policy still closed for 203.0.113.10" "200" "$(fetch web 203.0.113.10)"
 expect "after restart: port-forward works again" guest-page "$(get 127.0.0.1)"
+# Rollbacks: the QEMU replaced lets go of the tap before it is killed, and the second one (a
+# restored QEMU: private RAM) is not waited for; the new QEMU has the network at once.
+ck=$("$FORKLET" checkpoint create web --wait) || bad "checkpoint of web"
+for i in 1 2; do
+        "$FORKLET" rollback web "$ck" >/dev/null || bad "rollback $i of web"
+        lookup web other.test >/dev/null
+        expect "after rollback $i: an allowed host answers" "200 OK" "$(fetch web 203.0.113.20)"
+        expect "after rollback $i: port-forward reaches the guest" guest-page "$(get 127.0.0.1)"
+done
 manifest_stop() { sed -i 's/^spec:/spec:\n  state: Stopped/' "$T/web.yaml" && "$FORKLET" apply -f "$T/web.yaml" >/dev/null; }
 manifest_stop
 for _ in $(seq 120); do kill -0 $PF 2>/dev/null || break; sleep 0.5; done

@@ -10,7 +10,10 @@
 # start, so both the daemon (how it ends the old QEMU) and the guest agent (how soon it sees the
 # new host) show.
 # Usage (root): bench/rollback.sh FORKLETD FORKLET IMAGE_DIR BASE_FORKLETD BASE_IMAGE_DIR
-#   [REPS=5 ROUNDS=2]; e.g. a baseline built from the previous commit in another directory.
+#   [REPS=5 ROUNDS=2 MIB=256 FILL=0]; e.g. a baseline built from the previous commit in another
+#   directory. MIB: the guests' RAM. FILL: MiB each guest writes (into its /run tmpfs, so at most
+#   about MIB/2) before every rollback, so that the QEMU replaced holds that much RAM of its own
+#   (after the first rollback: private pages over the checkpoint's file).
 FORKLETD_NEW=${1:?forkletd path}
 FORKLET=${2:?forklet path}
 IMG_NEW=$(realpath "${3:?image dir}")
@@ -18,12 +21,15 @@ FORKLETD_BASE=${4:?baseline forkletd path}
 IMG_BASE=$(realpath "${5:?baseline image dir}")
 REPS=${REPS:-5}
 ROUNDS=${ROUNDS:-2}
+MIB=${MIB:-256}
+FILL=${FILL:-0}
 FK_TAG=bench-rb
 IMG=$IMG_NEW
 . "$(dirname "$0")/../tests/lib/harness.sh"
 . "$(dirname "$0")/lib.sh"
 fk_setup
 FK_IMAGES=("{name: new, dir: $IMG_NEW}" "{name: base, dir: $IMG_BASE}")
+FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: $MIB, cpu: 1.0, pids: 1024}")
 fk_node_config >"$T/node.yaml"
 OUT=$T/results
 : >"$OUT"
@@ -52,6 +58,9 @@ for round in $(seq "$ROUNDS"); do
                 start_daemon
                 for g in base new; do
                         for i in $(seq "$REPS"); do
+                                [ "$FILL" = 0 ] || gsh "g$g" "head -c 1048576 /dev/urandom >/run/r1m &&
+                                        i=0 && while [ \$i -lt $FILL ]; do cat /run/r1m; i=\$((i + 1)); done >/run/fill" ||
+                                        fail "fill $FILL MiB in g$g"
                                 t0=$(date +%s%N)
                                 "$FORKLET" rollback "g$g" "$(cat "$T/ck.$g")" >/dev/null ||
                                         fail "rollback of g$g (forkletd $d, round $round)"
@@ -63,7 +72,7 @@ for round in $(seq "$ROUNDS"); do
         done
 done
 
-echo "rollback to agent-ready (ms), $((REPS * ROUNDS)) each, forkletds taking turns"
+echo "rollback to agent-ready (ms), $((REPS * ROUNDS)) each, forkletds taking turns, $MIB MiB guests, $FILL MiB written before each"
 printf "%-9s %-6s | %-13s | %-5s %-7s %-8s %-7s %-9s %-7s | %s\n" forkletd guest "wall p50/p90" \
         disk qemu restore agent identity total "wall vs baseline pair"
 b50=$(awk '$1 == "base" && $2 == "base" {print $3}' "$OUT" | pct 0.5)

@@ -83,35 +83,38 @@ int vmm_stop(struct vmm_process *p, struct vmm_agent *agent, struct qmp_client *
         return -ETIMEDOUT;
 }
 
+/* QEMU closes its tap now (QMP netdev_del) rather than as it ends. 0, or -errno. */
+static int release_tap(struct vmm_process *p, struct qmp_client *qmp, unsigned step_ms)
+{
+        json_t *args = json_pack("{s:s}", "id", VMM_NETDEV_ID);
+        struct fk_error err = {};
+        int r;
+
+        r = !qmp   ? -ENOTCONN
+            : args ? qmp_execute(qmp, "netdev_del", args, step_ms, NULL, &err)
+                   : -ENOMEM;
+        json_decref(args);
+        if (r < 0)
+                log_debug("discard pid %d: netdev_del: %s", (int)vmm_process_pid(p),
+                          qmp ? err.msg : "no QMP");
+        return r;
+}
+
 int vmm_discard(struct vmm_process *p, struct qmp_client *qmp, bool has_tap,
                 unsigned step_timeout_ms)
 {
         unsigned step = step_timeout_ms ? step_timeout_ms : VMM_STOP_DEFAULT_STEP_MS;
-        struct fk_error err = {};
-        json_t *args;
         int r;
 
         if (!p)
                 return -EINVAL;
-        r = vmm_process_poll(p, NULL, NULL);
-        if (r != 0)
-                return r < 0 ? r : 0;
         /* An exiting process closes its files only after its memory is freed (do_exit:
          * exit_mm, then exit_files): 80-100 ms for 600 MiB of a guest's private pages here,
          * during which the tap is still attached and another QEMU's open of it fails EBUSY.
-         * netdev_del makes QEMU close it now; the NIC stays, without a peer. */
-        if (has_tap) {
-                args = json_pack("{s:s}", "id", VMM_NETDEV_ID);
-                r = !qmp   ? -ENOTCONN
-                    : args ? qmp_execute(qmp, "netdev_del", args, step, NULL, &err)
-                           : -ENOMEM;
-                json_decref(args);
-                if (r < 0) {
-                        log_debug("discard pid %d: netdev_del: %s", (int)vmm_process_pid(p),
-                                  qmp ? err.msg : "no QMP");
-                        return vmm_stop(p, NULL, qmp, step);
-                }
-        }
+         * netdev_del makes QEMU close it now; the NIC stays, without a peer. A QEMU that
+         * already ended (its QMP socket closed) is only reaped, by vmm_stop. */
+        if (has_tap && release_tap(p, qmp, step) < 0)
+                return vmm_stop(p, NULL, qmp, step);
         /* not quit: QEMU's own clean-up would unlink its socket paths, which a QEMU started in
          * the same run dir meanwhile may have bound again */
         r = vmm_process_kill(p, SIGKILL);

@@ -141,8 +141,12 @@ static int rb_prepare(struct run_job *j)
 
 static int rb_run(struct run_job *j)
 {
-        /* As a stop does: relays to the old VM go; the netns and cgroup stay for the new one. */
+        /* As a stop does: relays to the old VM go; the netns and cgroup stay for the new one.
+         * A Paused session's QEMU is frozen: thawed, it answers QMP and dies of SIGKILL (frozen,
+         * every step of its end timed out: 11.5 s). The planner pauses the new one again while
+         * spec.state says Paused. */
         agent_fwd_close_key(j->d, j->key);
+        (void)agent_resources_freeze(j->d, j->key, false, NULL);
         /* Nothing of the old machine is kept (RAM and disk go back to the checkpoint's), so
          * it is ended at once instead of powered off through the guest, and the new one starts
          * as soon as the tap is free: the kernel frees the old one's memory (all the RAM the
@@ -169,6 +173,7 @@ static void rb_finish(struct run_job *j, int r)
         struct agent_session *s = j->s;
 
         (void)r;
+        s->res.frozen = false; /* thawed by rb_run */
         log_info("session %s: rolling back to %s", s->key, s->rollback_to);
         s->busy = false; /* the boot marks it again */
         r = agent_executor_run(j->d, s, CORE_ACTION_BOOT);

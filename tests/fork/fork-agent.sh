@@ -6,7 +6,8 @@
 # session; a fork's own (materialized) checkpoint, its rollback and a fork of it; checkpoint
 # delete refused while forks depend on it, then --cascade; two concurrent checkpoint creates;
 # the rollback test from the field (kill the server, delete its dir, roll back; the guest's
-# clock caught up with the host's). Restored QEMUs are given no kernel.
+# clock caught up with the host's), also of a Paused session. Restored QEMUs are given no
+# kernel.
 # Usage: fork-agent.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -172,6 +173,20 @@ id=$(field web forkId)
 ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"
 "$FORKLET" checkpoint list web | grep "^$ck3 " | grep -q "$ck" || fail "parent of $ck3 is not $ck"
 "$FORKLET" rollback web ck_00000000 2>&1 | grep -q "not found" || fail "rollback to unknown id"
+
+# ---- a Paused session: its frozen QEMU is thawed to end (not every step of vmm_stop timing out,
+# 11.5 s), the session comes back at the checkpoint and stays Paused (spec.state) -------------
+gsh web "kill $pid; rm -rf /workspace/www; sync" || fail "kill + rm in web before the pause"
+"$FORKLET" pause web >/dev/null || fail "pause web"
+old=$(field web pid)
+t0=$(date +%s%N)
+"$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback of Paused web"
+echo "rollback of a Paused session: $((($(date +%s%N) - t0) / 1000000)) ms"
+! grep -E "(discard|stop) pid $old: " "$T/forkletd.log" ||
+        fail "the Paused session's QEMU $old did not end at once"
+[ "$(field web phase)" = Paused ] || fail "web is $(field web phase) after its rollback, not Paused"
+"$FORKLET" resume web >/dev/null || fail "resume web"
+check_server web "$pid" "$sum"
 
 # ---- forkletd restart: forks are adopted (same QEMU) and keep their identity ----------------
 qpid=$(field web-fork-1 pid)

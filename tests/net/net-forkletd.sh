@@ -240,9 +240,38 @@ expect_not "after restart: policy still closed for 203.0.113.10" "200" "$(fetch 
 expect "after restart: port-forward works again" guest-page "$(get 127.0.0.1)"
 # Rollbacks: the QEMU replaced lets go of the tap before it is killed, and the second one (a
 # restored QEMU: private RAM) is not waited for; the new QEMU has the network at once.
+# A restored copy keeps its MAC behind its own tap, so neither QEMU (RARP, ethertype 0x8035) nor
+# the guest (gratuitous ARP: sender IP = target IP) announces it: frames on tap0 counted from
+# before the rollback until 3 s after it (QEMU's 5 rounds take about a second).
+announce_frames() { # NETNS STOPFILE: counts until STOPFILE exists (60 s at most), prints it
+        ip netns exec "$1" python3 - "$2" <<'PY'
+import os, socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind(("tap0", 0))
+s.settimeout(0.1)
+print("listening", flush=True)
+end, n = time.monotonic() + 60, 0
+while time.monotonic() < end and not os.path.exists(sys.argv[1]):
+    try:
+        f = s.recv(2048)
+    except socket.timeout:
+        continue
+    kind = struct.unpack("!H", f[12:14])[0]
+    if kind == 0x8035 or (kind == 0x0806 and len(f) >= 42 and f[28:32] == f[38:42]):
+        n += 1
+print(n, flush=True)
+PY
+}
 ck=$("$FORKLET" checkpoint create web --wait) || bad "checkpoint of web"
 for i in 1 2; do
+        announce_frames "$netns" "$T/announce.$i.stop" >"$T/announce.$i" &
+        cap=$!
+        fk_wait 5 grep -q listening "$T/announce.$i" || bad "capture on tap0 of $netns started"
         "$FORKLET" rollback web "$ck" >/dev/null || bad "rollback $i of web"
+        sleep 3
+        touch "$T/announce.$i.stop"
+        wait "$cap"
+        expect "rollback $i: no RARP or gratuitous ARP on tap0" '^listening 0$' "$(tr '\n' ' ' <"$T/announce.$i" | sed 's/ $//')"
         lookup web other.test >/dev/null
         expect "after rollback $i: an allowed host answers" "200 OK" "$(fetch web 203.0.113.20)"
         expect "after rollback $i: port-forward reaches the guest" guest-page "$(get 127.0.0.1)"

@@ -32,6 +32,26 @@ static int set_ignore_shared(struct qmp_client *qmp, bool on, unsigned timeout_m
         return r;
 }
 
+/* After an incoming migration QEMU announces the VM's NICs to the network: its own RARP for
+ * each, and virtio-net asks the guest (VIRTIO_NET_F_GUEST_ANNOUNCE) to send gratuitous ARP
+ * and IPv6 neighbour advertisements, 5 rounds over about a second. That is for a VM that moved
+ * to another host's switch port. A checkpoint's copy keeps its MAC behind a tap of its own (a
+ * fork: a new netns; a rollback: the same one), where the host side resolves it on demand, so
+ * the rounds only cost the restored guest: network code it translates anew under TCG and the
+ * pages it writes. announce-rounds 0 turns them off (QEMU 7.2: virtio-net's post-load and the
+ * RARP timer both take it from the incoming side's parameters). */
+static int no_announce(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
+{
+        json_t *args = json_pack("{s:i}", "announce-rounds", 0);
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(qmp, "migrate-set-parameters", args, timeout_ms, NULL, err);
+        json_decref(args);
+        return r;
+}
+
 /* Polls query-migrate until "completed" (0), "failed"/"cancelled" (-EIO), or the timeout. */
 static int wait_migration(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
 {
@@ -189,7 +209,9 @@ int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, un
 
         if (fk_asprintf(&state, "%s/state", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = migrate_file(qmp, "migrate-incoming", state, true, timeout_ms, err);
+        r = no_announce(qmp, timeout_ms, err);
+        if (r >= 0)
+                r = migrate_file(qmp, "migrate-incoming", state, true, timeout_ms, err);
         if (r < 0)
                 return r;
         /* The source was stopped when saved, so the loaded VM is paused. */

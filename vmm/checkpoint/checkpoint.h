@@ -28,7 +28,8 @@ int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char
                         unsigned timeout_ms, struct vmm_checkpoint_stats *ret,
                         struct fk_error *err);
 /* Loads dir/state into a QEMU started with incoming_defer whose RAM is dir/ram mapped
- * share=off (copy-on-write), then resumes it when resume is true. */
+ * share=off (copy-on-write), then resumes it when resume is true. The copy does not announce
+ * its NICs (announce-rounds 0). */
 int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
                         struct fk_error *err);
 enum {

@@ -92,6 +92,11 @@ void ga_inject_read(struct ga *a);
 int ga_init_main(void);
 /* init-root.c: the virtio disk with this ext4 label ("/dev/vdX" into dev), -ENOENT if none. */
 int ga_init_find_label(const char *label, char *dev, size_t size);
+/* The workspace disk's ext4 mount options. no_prefetch_block_bitmaps: the kernel's lazyinit
+ * thread would otherwise read every group's block bitmap in the background after the mount,
+ * seconds into a boot, so every fork of a checkpoint taken early did it again (guest pages it
+ * writes); a workspace's few groups gain nothing from it. */
+#define GA_WORKSPACE_MOUNT_OPTS "no_prefetch_block_bitmaps"
 /* The root overlay's writable layer on the workspace disk (a directory at its top). */
 #define GA_ROOT_UPPER_DIR ".forklet-root"
 /* Mounts the disk labelled label read-only under an overlay whose writable layer is on the

@@ -102,7 +102,7 @@ static int prepare_upper(char *upper, char *work, size_t size)
 
         (void)mkdir(WSMNT, 0755);
         if (ga_init_find_label("workspace", dev, sizeof(dev)) == 0 &&
-            mount(dev, WSMNT, "ext4", MS_NOATIME, NULL) == 0) {
+            mount(dev, WSMNT, "ext4", MS_NOATIME, GA_WORKSPACE_MOUNT_OPTS) == 0) {
                 /* What a previous boot wrote is discarded, as a tmpfs layer would be. */
                 if (nftw(UPPER, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 &&
                     errno != ENOENT)

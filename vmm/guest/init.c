@@ -147,7 +147,7 @@ static void mount_workspace(void)
         (void)mkdir("/workspace", 0755);
         /* By label first: with a root disk attached, /dev/vda need not be the workspace. */
         if (ga_init_find_label("workspace", dev, sizeof(dev)) == 0) {
-                if (mount(dev, "/workspace", "ext4", MS_NOATIME, NULL) < 0)
+                if (mount(dev, "/workspace", "ext4", MS_NOATIME, GA_WORKSPACE_MOUNT_OPTS) < 0)
                         say(errno, "mount %s on /workspace", dev);
                 else if ((r = ga_init_hide_upper("/workspace")) < 0)
                         say(-r, "cover /workspace/%s", GA_ROOT_UPPER_DIR);
@@ -156,7 +156,8 @@ static void mount_workspace(void)
         /* virtio_blk probes synchronously on load, but give devtmpfs a moment. */
         for (int i = 0; i < 20 && stat("/sys/class/block/vda", &st) == 0; i++) {
                 if (stat("/dev/vda", &st) == 0) {
-                        if (mount("/dev/vda", "/workspace", "ext4", MS_NOATIME, NULL) < 0)
+                        if (mount("/dev/vda", "/workspace", "ext4", MS_NOATIME,
+                                  GA_WORKSPACE_MOUNT_OPTS) < 0)
                                 say(errno, "mount %s on /workspace", "/dev/vda");
                         return;
                 }
@@ -165,6 +166,19 @@ static void mount_workspace(void)
 }
 
 /* Runs a busybox applet and waits for it (before the agent starts, nothing else to reap). */
+/* Writes text into an existing file (a sysctl). 0 or -1 with errno. */
+static int write_text(const char *path, const char *text)
+{
+        int fd = open(path, O_WRONLY | O_CLOEXEC), r = -1;
+
+        if (fd < 0)
+                return -1;
+        if (write(fd, text, strlen(text)) == (ssize_t)strlen(text))
+                r = 0;
+        close(fd);
+        return r;
+}
+
 static int run(const char *const argv[])
 {
         int status;
@@ -195,6 +209,13 @@ static void setup_network(const char *cmdline)
                 return;
         for (int i = 0; i < 20 && stat("/sys/class/net/eth0", &st) < 0; i++)
                 usleep(50 * 1000);
+        /* The session's network carries IPv4 only (IPv6 is dropped at its egress), so eth0
+         * gets no IPv6: no link-local address, duplicate address detection, router
+         * solicitations or multicast listener reports, which the guest would send in its
+         * first seconds for nothing, and every fork of a checkpoint taken then again. A
+         * program that tries IPv6 fails at once instead of timing out. lo keeps ::1. */
+        if (write_text("/proc/sys/net/ipv6/conf/eth0/disable_ipv6", "1") < 0 && errno != ENOENT)
+                say(errno, "%s", "disable IPv6 on eth0"); /* ENOENT: a kernel without IPv6 */
         (void)run((const char *const[]){"ip", "link", "set", "eth0", "up", NULL});
         if (run((const char *const[]){"ip", "addr", "add", ip, "dev", "eth0", NULL}) < 0)
                 return;

@@ -10,17 +10,23 @@
 #include "agent/obs/obs.h"
 #include "agent/cluster/cluster.h"
 #include "cgroups/cgroups.h"
+#include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "manifest/manifest.h"
 #include "vmm/vmm.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 struct args {
         const char *config;
@@ -208,6 +214,45 @@ static int serve(const struct node_config *cfg, enum vmm_accel accel, sigset_t *
         return r;
 }
 
+/* One forkletd per node. A second one on the same stateDir would adopt the first's VMs
+ * before it finds the API socket taken, and fail to while the first holds their QMP
+ * connections: it would kill them as unadoptable and mark their sessions Failed (seen when a
+ * restart overlapped the old process's shutdown). So stateDir/forkletd.lock is taken first,
+ * and held (flock, released when the process ends however it ends); it holds the holder's
+ * pid for the message. Returns the fd, or -errno after logging why. */
+static int lock_node(const struct node_config *cfg)
+{
+        cleanup_free char *path = NULL;
+        char pid[24] = "";
+        ssize_t n;
+        int fd, r;
+
+        if ((r = fk_mkdir_p(cfg->state_dir, 0700)) < 0)
+                return log_error_errno(r, "stateDir %s: %m", cfg->state_dir);
+        if (fk_asprintf(&path, "%s/forkletd.lock", cfg->state_dir) < 0)
+                return log_error_errno(-ENOMEM, "out of memory");
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return log_error_errno(-errno, "open %s: %m", path);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                r = -errno;
+                n = pread(fd, pid, sizeof(pid) - 1, 0);
+                pid[n > 0 ? strcspn(pid, "\n") : 0] = '\0';
+                close(fd);
+                if (r != -EWOULDBLOCK)
+                        return log_error_errno(r, "lock %s: %m", path);
+                return log_error_errno(-EBUSY,
+                                       "another forkletd%s%s runs on stateDir %s (it holds %s): "
+                                       "stop it first; a forkletd started after it adopts its "
+                                       "VMs",
+                                       pid[0] ? " pid " : "", pid, cfg->state_dir, path);
+        }
+        snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, strlen(pid), 0) < 0)
+                log_warning("%s: cannot record this pid: %m", path);
+        return fd;
+}
+
 static int run(const struct node_config *cfg, sigset_t *mask)
 {
         struct fk_error err = {0};
@@ -255,7 +300,7 @@ int main(int argc, char **argv)
         struct node_config *cfg = NULL;
         struct args a = {0};
         sigset_t mask;
-        int r;
+        int r, lock;
 
         r = parse_args(argc, argv, &a);
         if (r >= 0)
@@ -280,12 +325,17 @@ int main(int argc, char **argv)
                 node_config_free(cfg);
                 return 1;
         }
-        if (a.remove_networks) {
-                r = remove_node_leftovers(cfg, a.decommission);
+        /* before anything touches the node's files, runDir's mount or a VM */
+        lock = lock_node(cfg);
+        if (lock < 0) {
                 node_config_free(cfg);
-                return r < 0 ? 1 : 0;
+                return 1;
         }
-        r = run(cfg, &mask);
+        if (a.remove_networks)
+                r = remove_node_leftovers(cfg, a.decommission);
+        else
+                r = run(cfg, &mask);
+        close(lock);
         node_config_free(cfg);
         return r < 0 ? 1 : 0;
 }

@@ -28,6 +28,18 @@ session $N
 QPID=$(field $N pid)
 [ -n "$QPID" ] && kill -0 "$QPID" || fail "status.vm.pid '$QPID' not alive"
 
+step "a second forkletd on the same node refuses to start and touches nothing"
+# (it used to adopt the running VMs first, fail to while this forkletd held their QMP
+# connections, kill them and mark their sessions Failed, and only then find the API taken)
+timeout 60 "$FORKLETD" --config "$T/node.yaml" >"$T/second.out" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "second forkletd: exit $rc, expected 1: $(tail -n3 "$T/second.out")"
+grep -q "another forkletd pid $DPID runs on stateDir $T/state" "$T/second.out" ||
+        fail "second forkletd does not name the running one: $(tail -n3 "$T/second.out")"
+kill -0 "$QPID" && [ "$(field $N pid)" = "$QPID" ] || fail "the second forkletd ended QEMU $QPID"
+[ "$(field $N phase)" = Running ] || fail "$N is $(field $N phase) after a second forkletd"
+[ "$(gx -- echo still)" = still ] || fail "$N does not answer after a second forkletd"
+
 step "exec: binary output"
 gx -- sh -c 'head -c 1048576 /dev/urandom >/tmp/b.bin' || fail "make /tmp/b.bin"
 want=$(gx -- sha256sum /tmp/b.bin | cut -d' ' -f1)

@@ -214,8 +214,8 @@ static int job_secrets(struct agent_job *j, struct agent_secret_set *ret,
 }
 
 /* status.identity after a successful boot (under the lock). A restore succeeds only once the
- * guest took the new identity and fresh entropy, on a QEMU with a new vmgenid; a cold boot's
- * kernel seeded itself and copied nothing. */
+ * guest took the new identity and fresh entropy (the reseed: a microvm guest never sees its
+ * QEMU's vmgenid); a cold boot's kernel seeded itself and copied nothing. */
 static void job_ledger(struct agent_job *j, const struct agent_secret_set *secrets)
 {
         struct fk_error err = {0};

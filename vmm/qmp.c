@@ -263,6 +263,18 @@ int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigne
         return execute(c, command, args, -1, timeout_ms, ret_return, err);
 }
 
+int qmp_execute_take(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
+                     json_t **ret_return, struct fk_error *err)
+{
+        int r;
+
+        if (!args)
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        r = qmp_execute(c, command, args, timeout_ms, ret_return, err);
+        json_decref(args);
+        return r;
+}
+
 int qmp_arm(struct qmp_client *c, const char *command, json_t *args, struct fk_error *err)
 {
         cleanup_free char *line = NULL;

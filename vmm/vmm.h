@@ -168,6 +168,10 @@ struct qmp_client *qmp_client_free(struct qmp_client *c);
  * thread-safe: one caller at a time per client. */
 int qmp_execute(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
                 json_t **ret_return, struct fk_error *err);
+/* qmp_execute that takes args (a json_pack result: NULL, its failure, is -ENOMEM) and drops
+ * it, whatever the outcome. */
+int qmp_execute_take(struct qmp_client *c, const char *command, json_t *args, unsigned timeout_ms,
+                     json_t **ret_return, struct fk_error *err);
 /* qmp_execute, passing fd (borrowed; QEMU gets a copy) with the command over the unix socket
  * (SCM_RIGHTS), as `getfd` and `add-fd` expect. -EBADF for fd < 0. */
 int qmp_execute_with_fd(struct qmp_client *c, const char *command, json_t *args, int fd,

@@ -66,14 +66,9 @@ static int no_device(int r, struct fk_error *err)
 static int qom_get(struct qmp_client *qmp, const char *path, const char *prop, json_t **ret,
                    struct fk_error *err)
 {
-        json_t *args = json_pack("{s:s, s:s}", "path", path, "property", prop);
-        int r;
-
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "qom-get", args, BALLOON_QMP_MS, ret, err);
-        json_decref(args);
-        return r;
+        return qmp_execute_take(qmp, "qom-get",
+                                json_pack("{s:s, s:s}", "path", path, "property", prop),
+                                BALLOON_QMP_MS, ret, err);
 }
 
 static int set_poll_interval(struct qmp_client *qmp, int seconds, struct fk_error *err)

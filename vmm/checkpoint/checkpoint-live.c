@@ -30,18 +30,14 @@ int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, unsigned timeout
 {
         /* x-ignore-shared off: the stream carries the RAM, so the guest may keep writing it;
          * events: MIGRATION events say when the switch-over and the completion happen */
-        json_t *args = json_pack("{s:[{s:s,s:b},{s:s,s:b},{s:s,s:b},{s:s,s:b}]}", "capabilities",
-                                 "capability", "x-ignore-shared", "state", 0, "capability",
-                                 "pause-before-switchover", "state", (int)(on && !bg), "capability",
-                                 "background-snapshot", "state", (int)(on && bg), "capability",
-                                 "events", "state", (int)(on && !bg));
-        int r;
-
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate-set-capabilities", args, timeout_ms, NULL, err);
-        json_decref(args);
-        return r;
+        return qmp_execute_take(qmp, "migrate-set-capabilities",
+                                json_pack("{s:[{s:s,s:b},{s:s,s:b},{s:s,s:b},{s:s,s:b}]}",
+                                          "capabilities", "capability", "x-ignore-shared", "state",
+                                          0, "capability", "pause-before-switchover", "state",
+                                          (int)(on && !bg), "capability", "background-snapshot",
+                                          "state", (int)(on && bg), "capability", "events", "state",
+                                          (int)(on && !bg)),
+                                timeout_ms, NULL, err);
 }
 
 /* -EOPNOTSUPP with "what: QEMU's reason" (err->msg is the reason: copied, not read in place) */
@@ -55,15 +51,11 @@ static int refused(struct fk_error *err, const char *what)
 
 static int set_params(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
 {
-        json_t *args = json_pack("{s:I, s:I}", "downtime-limit", (json_int_t)LIVE_DOWNTIME_MS,
-                                 "max-bandwidth", (json_int_t)LIVE_BANDWIDTH_MAX);
-        int r;
-
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate-set-parameters", args, timeout_ms, NULL, err);
-        json_decref(args);
-        return r;
+        return qmp_execute_take(qmp, "migrate-set-parameters",
+                                json_pack("{s:I, s:I}", "downtime-limit",
+                                          (json_int_t)LIVE_DOWNTIME_MS, "max-bandwidth",
+                                          (json_int_t)LIVE_BANDWIDTH_MAX),
+                                timeout_ms, NULL, err);
 }
 
 /* query-migrate's status into buf; *ret_info keeps the reply (new reference) when asked. */

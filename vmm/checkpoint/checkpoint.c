@@ -21,15 +21,10 @@
 static int set_ignore_shared(struct qmp_client *qmp, bool on, unsigned timeout_ms,
                              struct fk_error *err)
 {
-        json_t *args = json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability", "x-ignore-shared",
-                                 "state", on);
-        int r;
-
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate-set-capabilities", args, timeout_ms, NULL, err);
-        json_decref(args);
-        return r;
+        return qmp_execute_take(qmp, "migrate-set-capabilities",
+                                json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability",
+                                          "x-ignore-shared", "state", on),
+                                timeout_ms, NULL, err);
 }
 
 /* After an incoming migration QEMU announces the VM's NICs to the network: its own RARP for
@@ -42,14 +37,8 @@ static int set_ignore_shared(struct qmp_client *qmp, bool on, unsigned timeout_m
  * RARP timer both take it from the incoming side's parameters). */
 static int no_announce(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
 {
-        json_t *args = json_pack("{s:i}", "announce-rounds", 0);
-        int r;
-
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate-set-parameters", args, timeout_ms, NULL, err);
-        json_decref(args);
-        return r;
+        return qmp_execute_take(qmp, "migrate-set-parameters",
+                                json_pack("{s:i}", "announce-rounds", 0), timeout_ms, NULL, err);
 }
 
 /* Polls query-migrate until "completed" (0), "failed"/"cancelled" (-EIO), or the timeout. */

@@ -27,14 +27,8 @@
 static int set_bandwidth(struct qmp_client *qmp, json_int_t bw, unsigned timeout_ms,
                          struct fk_error *err)
 {
-        json_t *args = json_pack("{s:I}", "max-bandwidth", bw);
-        int r;
-
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(qmp, "migrate-set-parameters", args, timeout_ms, NULL, err);
-        json_decref(args);
-        return r;
+        return qmp_execute_take(qmp, "migrate-set-parameters",
+                                json_pack("{s:I}", "max-bandwidth", bw), timeout_ms, NULL, err);
 }
 
 /* Polls query-migrate while its status is one of busy (NULL-terminated); the last status in st,

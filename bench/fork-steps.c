@@ -5,8 +5,9 @@
  * Running) and their ratio; with --exec, 5 s after all ran the idle forks' CPU over 10 s, their
  * QEMU PSS and guest-RAM PSS, then every fork answers an exec, then their PSS again. Root, QEMU
  * and the minimal image needed. Usage: bench-fork-steps FORKLETD IMAGE_DIR [--exec] [--no-cold]
- * [--baseline FORKLETD [--new-first]] N...   (N <= 128); the baseline's forks run first unless
- * --new-first. */
+ * [--baseline FORKLETD [--baseline-image DIR] [--new-first]] N...   (N <= 128); the baseline's
+ * forks run first unless --new-first; --baseline-image: the baseline boots and forks its own
+ * image (a guest change measured against the guest before it). */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -529,13 +530,13 @@ int main(int argc, char **argv)
         size_t count = 0;
         bool exec = false, cold = true, new_first = false;
         const char *baseline = NULL;
-        static char image_abs[4096];
+        static char image_abs[4096], base_image_abs[4096];
         int r = 0;
 
         if (argc < 4) {
                 fprintf(stderr,
                         "usage: %s FORKLETD IMAGE_DIR [--exec] [--no-cold] [--baseline "
-                        "FORKLETD [--new-first]] N...\n",
+                        "FORKLETD [--baseline-image DIR] [--new-first]] N...\n",
                         argv[0]);
                 return 2;
         }
@@ -554,7 +555,10 @@ int main(int argc, char **argv)
                         new_first = true;
                 else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc)
                         baseline = argv[++i];
-                else if (n >= 1 && n <= MAX_N && count < ARRAY_SIZE(results))
+                else if (strcmp(argv[i], "--baseline-image") == 0 && i + 1 < argc) {
+                        if (!realpath(argv[++i], base_image_abs))
+                                return fprintf(stderr, "%s: %s\n", argv[i], strerror(errno)), 2;
+                } else if (n >= 1 && n <= MAX_N && count < ARRAY_SIZE(results))
                         results[count++].n = (unsigned)n;
                 else
                         return fprintf(stderr, "N must be 1..%d\n", MAX_N), 2;
@@ -567,6 +571,8 @@ int main(int argc, char **argv)
         printf("# bench/fork-steps: fork of N vs N cold boots through forkletd (TCG, 1 vCPU, "
                "256 MiB, netns + cgroup + jail), image %s%s%s\n",
                image, baseline ? ", baseline forkletd " : "", baseline ? baseline : "");
+        if (baseline && base_image_abs[0])
+                printf("# the baseline's image: %s\n", base_image_abs);
         if (baseline)
                 printf("# order: %s\n", new_first ? "this forkletd first, then the baseline"
                                                   : "the baseline first, then this forkletd");
@@ -577,8 +583,12 @@ int main(int argc, char **argv)
          * QEMUs (an A/A run measured the second 0.83x of the first): --new-first swaps them */
         if (new_first)
                 r = run_daemon(argv[1], count, false, cold, exec);
-        if (baseline && !stopping && run_daemon(baseline, count, true, cold, exec) < 0)
-                fprintf(stderr, "the baseline run failed; the new forkletd runs anyway\n");
+        if (baseline && !stopping) {
+                image = base_image_abs[0] ? base_image_abs : image_abs;
+                if (run_daemon(baseline, count, true, cold, exec) < 0)
+                        fprintf(stderr, "the baseline run failed; the new forkletd runs anyway\n");
+                image = image_abs;
+        }
         if (!new_first)
                 r = stopping ? -EINTR : run_daemon(argv[1], count, false, cold, exec);
         if (stopping)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -204,6 +205,40 @@ static void reset_dirty_log(struct qemu_vm *q, const char *name)
                 log_debug("VM %s: migration dirty bitmap cleared (QEMU's sync %u ms)", name, ms);
 }
 
+/* QEMU binds its sockets about two thirds into its start, which is about 85 ms of CPU here: a
+ * host starting dozens of QEMUs at once, or busy with something else, can take longer than the
+ * 15 s a connect waits (seen: 22 of 30 forks failed with "connect to console socket: No such
+ * file or directory" under perf). So the console socket is waited for within the boot's own
+ * budget, as long as QEMU lives; a QEMU that exits is reported at once. */
+static int wait_started(struct qemu_vm *q, const struct agent_boot_params *p, const char *socket,
+                        struct fk_error *err)
+{
+        uint64_t t0 = fk_now_mono_ns(), deadline = t0 + (uint64_t)p->boot_timeout_ms * 1000000;
+        long wait_ns = 1000000;
+        const char *reason = NULL;
+        int status = 0;
+
+        while (access(socket, F_OK) < 0) {
+                if (vmm_process_poll(q->proc, &status, &reason) == 1)
+                        return fk_error_set(err, -ECHILD, "QEMU exited at its start: %s",
+                                            reason ? reason : "unknown");
+                if (p->cancel && *p->cancel)
+                        return fk_error_set(err, -ECANCELED, "boot cancelled");
+                if (fk_now_mono_ns() >= deadline)
+                        return fk_error_set(err, -ETIMEDOUT,
+                                            "QEMU pid %d did not create %s in %u s (is the host "
+                                            "overloaded?)",
+                                            (int)vmm_process_pid(q->proc), socket,
+                                            p->boot_timeout_ms / 1000);
+                nanosleep(&(struct timespec){.tv_nsec = wait_ns}, NULL);
+                wait_ns = FK_MIN(2 * wait_ns, 10000000L);
+        }
+        if (fk_now_mono_ns() - t0 > (uint64_t)VM_CONNECT_TIMEOUT_MS * 1000000)
+                log_warning("VM %s: QEMU took %.1f s to create its sockets (host overloaded?)",
+                            p->name, (double)(fk_now_mono_ns() - t0) / 1e9);
+        return 0;
+}
+
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *qmp2 = NULL, *agent = NULL, *console = NULL, *mem = NULL,
@@ -283,8 +318,10 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
         }
         /* First, so the log starts with the kernel's first line; a fresh boot rotates the
          * previous boot's log to console.log.1. */
-        r = vmm_console_start(console, q->console_log, AGENT_CONSOLE_MAX, true,
-                              VM_CONNECT_TIMEOUT_MS, &q->console, err);
+        r = wait_started(q, p, console, err);
+        if (r >= 0)
+                r = vmm_console_start(console, q->console_log, AGENT_CONSOLE_MAX, true,
+                                      VM_CONNECT_TIMEOUT_MS, &q->console, err);
         if (r >= 0)
                 r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
         lap(p, AGENT_BOOT_STEP_QEMU, &t);

@@ -9,7 +9,9 @@
 
 #include "agent/vm/vm.h"
 
-#define VM_QMP_TIMEOUT_MS 5000
+#define VM_QMP_TIMEOUT_MS     5000
+#define VM_CONNECT_TIMEOUT_MS 15000 /* a socket of a QEMU that has created it */
+#define VM_READY_STEP_MS      1000
 /* The second QMP socket in a session's run dir (vmm_config.qmp2_socket): a live checkpoint
  * connects to it for the switch-over and closes it after; QEMUs of older forkletds lack it. */
 #define VM_QMP2_SOCKET "qmp2.sock"
@@ -91,3 +93,13 @@ void qemu_balloon_adopted(struct qemu_vm *q);
 /* An adopted QEMU in runstate status: "io-error" is recorded as stopped by a disk error (1:
  * the guest cannot answer until it continues), "guest-panicked" refused (-ESRCH + err). */
 int qemu_health_adopt_status(struct qemu_vm *q, const char *status, struct fk_error *err);
+
+/* vm-qemu-wait.c: the waits of a QEMU's start. qemu_wait_started waits for socket (the first
+ * one QEMU binds) while QEMU lives, within the boot's timeout; qemu_wait_ready for the guest
+ * agent, giving up early if QEMU dies, a cold boot's guest lost its timer (-EAGAIN) or the boot
+ * is cancelled. qemu_explain_exit replaces err with QEMU's last stderr line when it ended. */
+int qemu_wait_started(struct qemu_vm *q, const struct agent_boot_params *p, const char *socket,
+                      struct fk_error *err);
+int qemu_wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, const char *qemu_log,
+                    struct fk_error *err);
+void qemu_explain_exit(struct qemu_vm *q, const char *run_dir, struct fk_error *err);

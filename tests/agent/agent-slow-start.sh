@@ -15,9 +15,12 @@ fk_setup
 
 QEMU=$(command -v qemu-system-x86_64)
 mkdir -p "$T/bin"
+mkfifo "$T/never"
+# The wait is bash's read on a FIFO nobody writes, not sleep(1): a child of the wrapper would
+# outlive it in the session's cgroup when forkletd kills the wrapper (a failing forkletd does).
 cat >"$T/bin/qemu-system-x86_64" <<EOF
-#!/bin/sh
-if [ -e "$T/slow" ]; then rm -f "$T/slow"; sleep 18; fi
+#!/bin/bash
+if [ -e "$T/slow" ]; then rm -f "$T/slow"; read -r -t 18 _ <>"$T/never"; fi
 if [ -e "$T/die" ]; then rm -f "$T/die"; echo "wrapper: dying at start" >&2; exit 1; fi
 exec "$QEMU" "\$@"
 EOF

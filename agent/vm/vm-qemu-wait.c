@@ -26,24 +26,38 @@ static bool lost_timer(struct qemu_vm *q)
         return rep.timer_lost > 0;
 }
 
+/* What ends a wait of a QEMU's start early, whatever it waits for: QEMU exited (when: at its
+ * start, during boot; extra: after the reason) or the boot was cancelled. 0: wait on. */
+static int start_ended(struct qemu_vm *q, const struct agent_boot_params *p, const char *when,
+                       const char *extra, struct fk_error *err)
+{
+        const char *reason = NULL;
+        int status = 0;
+
+        if (vmm_process_poll(q->proc, &status, &reason) == 1)
+                return fk_error_set(err, -ECHILD, "QEMU exited %s: %s%s", when,
+                                    reason ? reason : "unknown", extra);
+        if (p->cancel && *p->cancel)
+                return fk_error_set(err, -ECANCELED, "boot cancelled");
+        return 0;
+}
+
 /* Waits for the guest agent, giving up early if QEMU dies, the guest lost its timer (-EAGAIN)
  * or the session is deleted. */
 int qemu_wait_ready(struct qemu_vm *q, const struct agent_boot_params *p, const char *qemu_log,
                     struct fk_error *err)
 {
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)p->boot_timeout_ms * 1000000;
-        const char *reason = NULL;
-        int status = 0, r;
+        char see[300];
+        int r;
 
+        snprintf(see, sizeof(see), " (see %s)", qemu_log);
         for (;;) {
                 r = vmm_agent_wait_ready(q->agent, VM_READY_STEP_MS, err);
                 if (r >= 0)
                         return 0;
-                if (vmm_process_poll(q->proc, &status, &reason) == 1)
-                        return fk_error_set(err, -ECHILD, "QEMU exited during boot: %s (see %s)",
-                                            reason ? reason : "unknown", qemu_log);
-                if (p->cancel && *p->cancel)
-                        return fk_error_set(err, -ECANCELED, "boot cancelled");
+                if ((r = start_ended(q, p, "during boot", see, err)) < 0)
+                        return r;
                 if (!p->restore_dir && lost_timer(q))
                         return fk_error_set(err, -EAGAIN,
                                             "the guest kernel disabled its only timer (\"APIC "
@@ -70,15 +84,11 @@ int qemu_wait_started(struct qemu_vm *q, const struct agent_boot_params *p, cons
 {
         uint64_t t0 = fk_now_mono_ns(), deadline = t0 + (uint64_t)p->boot_timeout_ms * 1000000;
         long wait_ns = 1000000;
-        const char *reason = NULL;
-        int status = 0;
+        int r;
 
         while (access(socket, F_OK) < 0) {
-                if (vmm_process_poll(q->proc, &status, &reason) == 1)
-                        return fk_error_set(err, -ECHILD, "QEMU exited at its start: %s",
-                                            reason ? reason : "unknown");
-                if (p->cancel && *p->cancel)
-                        return fk_error_set(err, -ECANCELED, "boot cancelled");
+                if ((r = start_ended(q, p, "at its start", "", err)) < 0)
+                        return r;
                 if (fk_now_mono_ns() >= deadline)
                         return fk_error_set(err, -ETIMEDOUT,
                                             "QEMU pid %d did not create %s in %u s (is the host "

@@ -93,6 +93,15 @@ int agent_fork_create_many(struct agent_daemon *d, struct agent_session *p, cons
  * checkpoint, free space) and s->rollback_to set; then the boot restores from it. */
 int agent_rollback_prepare(struct agent_daemon *d, struct agent_session *s, const char *id,
                            struct fk_error *err);
+/* A rollback replacing a VM with a RAM file of its own (its run dir's mem.ram: a booted VM,
+ * whose QEMU it has just killed) moves that file to <runDir>/sessions/.replaced/KEY.ram (the
+ * same filesystem: runDir/sessions may be a tmpfs of its own), out of the new boot's way: its
+ * pages stay until agent_rollback_drop_ram, once the new VM runs, where the boot used to free
+ * them (or the killed QEMU's exit did) right before the new QEMU's start. forkletd's start
+ * empties the dir (daemon_make_dirs). Logged on failure; no lock needed. */
+#define AGENT_REPLACED_RAM_DIR "sessions/.replaced"
+void agent_rollback_set_aside_ram(struct agent_daemon *d, const char *key);
+void agent_rollback_drop_ram(struct agent_daemon *d, const char *key);
 /* Snapshot mechanics (the runner's run step, no lock): freezes vm's disk layer and exports
  * it with spec as snapshot id (<= 41 bytes) of session key whose state dir is sd. */
 int agent_snapshot_take(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,

@@ -157,6 +157,7 @@ static int rb_run(struct run_job *j)
                 (void)j->d->ops.kill(j->d->ops.userdata, j->vm->vm, 500);
         else if (j->vm)
                 (void)j->d->ops.stop(j->d->ops.userdata, j->vm->vm, 500);
+        agent_rollback_set_aside_ram(j->d, j->key);
         return 0;
 }
 
@@ -178,14 +179,17 @@ static void rb_finish(struct run_job *j, int r)
         s->busy = false; /* the boot marks it again */
         r = agent_executor_run(j->d, s, CORE_ACTION_BOOT);
         if (r < 0) {
+                agent_rollback_drop_ram(j->d, j->key);
                 fk_error_set(&j->err, r, "rollback: %s", strerror(-r));
                 return;
         }
-        /* the boot job ends the intent (agent_runner_boot_done); a boot that did not start
-         * (image gone, admission) ends it now */
+        /* the boot job ends the intent (agent_runner_boot_done) and drops the replaced VM's
+         * RAM; a boot that did not start (image gone, admission) does both now */
         j->chained = true;
-        if (!s->busy)
+        if (!s->busy) {
+                agent_rollback_drop_ram(j->d, j->key);
                 agent_runner_boot_done(j->d, s);
+        }
 }
 
 static const struct run_ops rb_ops = {.op = _AGENT_OP_MAX,

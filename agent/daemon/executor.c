@@ -221,6 +221,10 @@ static void job_release(void *userdata)
         struct agent_daemon *d = j->d;
         bool destroy = j->kind == CORE_ACTION_DESTROY;
 
+        /* a rollback's boot, or the session's end: the replaced VM's RAM goes now, not
+         * beside the new QEMU's start */
+        if (j->kind == CORE_ACTION_BOOT || destroy)
+                agent_rollback_drop_ram(d, j->key);
         agent_job_free(j);
         if (destroy) /* its image may be unused now */
                 agent_image_collect(d);

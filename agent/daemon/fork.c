@@ -306,3 +306,39 @@ void agent_restore_release(const char *key, const char *sd, const struct agent_r
                 (void)fk_rm_rf(mark);
         }
 }
+
+/* <runDir>/replaced, and in it KEY.ram (*ret_file, may be NULL) */
+static int replaced_ram_path(struct agent_daemon *d, const char *key, char **ret_dir,
+                             char **ret_file)
+{
+        if (fk_asprintf(ret_dir, "%s/" AGENT_REPLACED_RAM_DIR, d->cfg->run_dir) < 0 ||
+            (ret_file && fk_asprintf(ret_file, "%s/%s.ram", *ret_dir, key) < 0))
+                return -ENOMEM;
+        return 0;
+}
+
+void agent_rollback_set_aside_ram(struct agent_daemon *d, const char *key)
+{
+        cleanup_free char *run_dir = NULL, *mem = NULL, *dir = NULL, *dst = NULL;
+        int k;
+
+        if (agent_session_run_dir(d->cfg->run_dir, key, &run_dir) < 0 ||
+            fk_asprintf(&mem, "%s/mem.ram", run_dir) < 0 ||
+            replaced_ram_path(d, key, &dir, &dst) < 0)
+                return;
+        if (access(mem, F_OK) < 0) /* a restored VM's RAM is its checkpoint's */
+                return;
+        k = fk_mkdir_p(dir, 0700);
+        if (k >= 0 && rename(mem, dst) < 0)
+                k = -errno;
+        if (k < 0)
+                log_warning_errno(k, "session %s: set the replaced VM's RAM file aside: %m", key);
+}
+
+void agent_rollback_drop_ram(struct agent_daemon *d, const char *key)
+{
+        cleanup_free char *dir = NULL, *path = NULL;
+
+        if (replaced_ram_path(d, key, &dir, &path) >= 0 && unlink(path) < 0 && errno != ENOENT)
+                log_warning_errno(-errno, "session %s: remove %s: %m", key, path);
+}

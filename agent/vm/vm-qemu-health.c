@@ -138,11 +138,9 @@ int qemu_discard(void *userdata, void *vm, unsigned timeout_ms)
         struct qemu_vm *q = vm;
 
         (void)userdata;
-        /* A RAM file of its own (share=on, a booted VM) stays charged to the session's cgroup
-         * until the boot that replaces the VM removes it: the new QEMU would start beside all
-         * of it and the old one's own memory, over memory.high. Its end is waited for. */
-        if (!q->mem_private)
-                return vmm_stop(q->proc, NULL, q->qmp, timeout_ms);
+        /* A booted VM's RAM file (share=on, in the run dir) is not the QEMU's to free: the
+         * rollback sets it aside and removes it once the new VM runs
+         * (agent_rollback_set_aside_ram). */
         return vmm_discard(q->proc, q->qmp, q->tap != NULL, timeout_ms);
 }
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Crash recovery on real QEMU (TCG): kill -9 forkletd in the middle of a checkpoint and in the
-# middle of a fork of 5, restart it, and check: no duplicate QEMU for any session, every session
+# middle of a fork of 5 and of a rollback, restart it, and check: no duplicate QEMU for any session, every session
 # Running or Failed with a reason, the checkpoint list holds only complete checkpoints, the
 # interrupted session still runs (not left paused), and after deleting everything no QEMU,
 # netns, cgroup or session file of this node is left.
@@ -109,6 +109,23 @@ for d in "$T"/run/sessions/default.crash-fork-*; do
 done
 [ "$(qemu_count default.crash)" = 1 ] || fail "parent QEMU doubled or gone"
 echo "ok - kill -9 during a fork of 5: no duplicate QEMU, every fork settled"
+
+# ---- kill -9 during the first rollback of a booted session ----------------------------------
+# The rollback kills the booted QEMU and sets its RAM file aside (runDir/sessions/.replaced)
+# until the new VM runs; a forkletd killed in between must not leave those pages behind after
+# its restart.
+fk_check_ram crash # still the booted VM: its RAM file is its own
+"$FORKLET" rollback crash "$ck" >"$T/rb.out" 2>&1 &
+rpid=$!
+kill_daemon_when "$T/run/sessions/.replaced/default.crash.ram"
+wait "$rpid" 2>/dev/null
+start_daemon
+[ -e "$T/run/sessions/.replaced/default.crash.ram" ] && fail "the replaced VM's RAM file outlived forkletd's restart"
+st=$(settled crash)
+c=$(qemu_count default.crash)
+[ "$st" = Running ] && [ "$c" != 1 ] && fail "crash Running with $c QEMUs after a rollback's kill -9"
+[ "$st" = Failed ] && [ "$c" != 0 ] && fail "crash Failed but $c QEMU left after a rollback's kill -9"
+echo "ok - kill -9 during a rollback: crash $st, no duplicate QEMU, the replaced RAM file gone"
 
 # ---- delete everything: nothing of this node is left --------------------------------------
 for n in crash $names; do

@@ -163,6 +163,19 @@ check_server web "$pid" "$sum"
 [ "$(field web phase)" = Running ] || fail "web not Running after rollback"
 fk_check_ram web
 [ "$(field web pid)" != "$qemu_before" ] || fail "rollback kept the old QEMU"
+# The booted QEMU was killed, not waited for, and its RAM file set aside
+# (runDir/sessions/.replaced) for its pages to go once the new VM runs: soon after the rollback
+# nothing holds them, neither the file nor a process mapping it.
+aside=$T/run/sessions/.replaced/default.web.ram
+for _ in $(seq 100); do
+        held=$(grep -l -e "$T/run/sessions/default.web/mem.ram" -e "$aside" /proc/[0-9]*/maps 2>/dev/null)
+        [ -z "$held" ] && [ ! -e "$aside" ] && ! kill -0 "$qemu_before" 2>/dev/null && break
+        sleep 0.1
+done
+[ -z "$held" ] || fail "the booted VM's RAM file is still mapped after the rollback: $held"
+[ -e "$aside" ] && fail "the booted VM's RAM file $aside is still there after the rollback"
+kill -0 "$qemu_before" 2>/dev/null && fail "the replaced QEMU pid $qemu_before still runs"
+[ -e "$T/run/sessions/default.web/mem.ram" ] && fail "the booted VM's RAM file is still in the run dir"
 if [ "$(field web accel)" = tcg ]; then
         grep -q '^THP_enabled:[[:space:]]*0$' "/proc/$(field web pid)/status" ||
                 fail "web's rolled-back QEMU has transparent huge pages on"

@@ -24,11 +24,25 @@
 #define STATS_POLL_MS      100
 #define PAGE_MASK_4K       ((uint64_t)4095)
 
-static void sleep_ms(unsigned ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+#define STOP_CHECK_MS 2 /* how soon a wait between polls sees *yield or *cancel */
 
-        nanosleep(&ts, NULL);
+static bool asked_to_stop(const volatile bool *flag)
+{
+        return flag && *flag;
+}
+
+/* ms between two polls of QEMU, cut short once *o->yield or *o->cancel is set: a request
+ * waiting for the session (a pause, a rollback) used to wait out the rest of the interval,
+ * 25 ms on average for BALLOON_POLL_MS. Looking at a flag costs no QMP round trip. */
+static void wait_poll(const struct vmm_give_back_opts *o, unsigned ms)
+{
+        struct timespec ts = {.tv_nsec = STOP_CHECK_MS * 1000000L};
+
+        for (unsigned t = 0; t < ms; t += STOP_CHECK_MS) {
+                if (asked_to_stop(o->yield) || asked_to_stop(o->cancel))
+                        return;
+                nanosleep(&ts, NULL);
+        }
 }
 
 static uint64_t after_ms(unsigned ms)
@@ -151,11 +165,6 @@ static int read_free(struct qmp_client *qmp, int64_t since_s, uint64_t *ret, str
         return r;
 }
 
-static bool asked_to_stop(const volatile bool *flag)
-{
-        return flag && *flag;
-}
-
 /* Fresh stats from the guest's driver: QEMU asks for them while the polling interval is set
  * (at once when it is set, then every second, on the guest's clock), off again afterwards.
  * 1: none came before *o->yield or *o->cancel was set (nothing to plan with). */
@@ -180,7 +189,7 @@ static int guest_free(struct qmp_client *qmp, const struct vmm_give_back_opts *o
                                          o->timeout_ms);
                         break;
                 }
-                sleep_ms(STATS_POLL_MS);
+                wait_poll(o, STATS_POLL_MS);
         }
         if (r == -ENODEV)
                 return r;
@@ -220,7 +229,7 @@ static int wait_inflated(struct qmp_client *qmp, const struct vmm_give_back_opts
                 if (asked_to_stop(o->cancel) || fk_now_mono_ns() >= end ||
                     fk_now_mono_ns() - moved >= (uint64_t)BALLOON_STALL_MS * 1000000ull)
                         return 0;
-                sleep_ms(BALLOON_POLL_MS);
+                wait_poll(o, BALLOON_POLL_MS);
         }
 }
 
@@ -248,7 +257,7 @@ static int deflate(struct qmp_client *qmp, const struct vmm_give_back_opts *o, u
                                             "%u ms (it deflates on its own)",
                                             (unsigned long long)((o->ram_bytes - actual) >> 10),
                                             timeout_ms);
-                sleep_ms(BALLOON_POLL_MS);
+                wait_poll(o, BALLOON_POLL_MS);
         }
         return r;
 }

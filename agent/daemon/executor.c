@@ -222,9 +222,10 @@ static void job_release(void *userdata)
         bool destroy = j->kind == CORE_ACTION_DESTROY;
 
         /* a rollback's boot, or the session's end: the replaced VM's RAM goes now, not
-         * beside the new QEMU's start */
-        if (j->kind == CORE_ACTION_BOOT || destroy)
-                agent_rollback_drop_ram(d, j->key);
+         * beside the new QEMU's start, and with it the room the boot's limits made for it */
+        if ((j->kind == CORE_ACTION_BOOT || destroy) && agent_rollback_drop_ram(d, j->key) &&
+            !destroy)
+                agent_resources_reset_limits(d, j->key, j->sc);
         agent_job_free(j);
         if (destroy) /* its image may be unused now */
                 agent_image_collect(d);

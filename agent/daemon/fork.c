@@ -335,10 +335,22 @@ void agent_rollback_set_aside_ram(struct agent_daemon *d, const char *key)
                 log_warning_errno(k, "session %s: set the replaced VM's RAM file aside: %m", key);
 }
 
-void agent_rollback_drop_ram(struct agent_daemon *d, const char *key)
+uint64_t agent_rollback_ram_aside(struct agent_daemon *d, const char *key)
 {
         cleanup_free char *dir = NULL, *path = NULL;
 
-        if (replaced_ram_path(d, key, &dir, &path) >= 0 && unlink(path) < 0 && errno != ENOENT)
+        return replaced_ram_path(d, key, &dir, &path) < 0 ? 0 : agent_space_allocated(path);
+}
+
+bool agent_rollback_drop_ram(struct agent_daemon *d, const char *key)
+{
+        cleanup_free char *dir = NULL, *path = NULL;
+
+        if (replaced_ram_path(d, key, &dir, &path) < 0)
+                return false;
+        if (unlink(path) >= 0)
+                return true;
+        if (errno != ENOENT)
                 log_warning_errno(-errno, "session %s: remove %s: %m", key, path);
+        return false;
 }

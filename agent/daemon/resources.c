@@ -68,6 +68,7 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
                             struct cg_join **ret, struct fk_error *err)
 {
         struct cg_limits l;
+        uint64_t aside;
         bool live;
         pid_t other;
         int r;
@@ -87,6 +88,12 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
         if (r < 0 && r != -ENOENT)
                 return r;
         agent_resources_limits(d->cfg, sc, &l);
+        /* A rollback's boot: the replaced VM's RAM file is charged to this cgroup until the new
+         * VM runs (agent_rollback_set_aside_ram); the limits hold it beside the new QEMU until
+         * then (agent_resources_reset_limits), rather than throttle that QEMU's start. */
+        aside = agent_rollback_ram_aside(d, key);
+        l.memory_max += aside;
+        l.memory_high += aside;
         r = cg_create(d->cg, key, &l, err);
         if (r < 0)
                 return r;
@@ -94,6 +101,19 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
         if (r < 0)
                 (void)cg_destroy(d->cg, key, NULL);
         return r;
+}
+
+void agent_resources_reset_limits(struct agent_daemon *d, const char *key,
+                                  const struct size_class *sc)
+{
+        struct fk_error err = {0};
+        struct cg_limits l;
+
+        if (!d->cg || !sc)
+                return;
+        agent_resources_limits(d->cfg, sc, &l);
+        if (cg_update_limits(d->cg, key, &l, &err) < 0)
+                log_warning("session %s: cgroup limits: %s", key, err.msg);
 }
 
 /* Another forkletd shares the cgroup (same cgroupParent and session key): kill only this

@@ -150,9 +150,26 @@ grep -q '^THP_enabled:[[:space:]]*1$' "/proc/$qemu_before/status" ||
 # the guest's clock stood still since the checkpoint: at least 5 s for the restore to make up
 gap=$(($(date +%s) - ck_at))
 [ "$gap" -ge 5 ] || sleep $((5 - gap))
+# web's cgroup memory limit (v1 or v2), watched through the rollback: its boot makes room for
+# the replaced VM's RAM file, set aside until the new VM runs, and takes it back then
+memlim=$(ls /sys/fs/cgroup/memory/$FK_CGROUP/default.web/memory.limit_in_bytes \
+        /sys/fs/cgroup/$FK_CGROUP/default.web/memory.max 2>/dev/null | head -n1)
+[ -n "$memlim" ] || fail "no memory limit file for web's cgroup"
+read -r lim0 <"$memlim"
+(
+        most=$lim0
+        for _ in $(seq 3000); do
+                [ -e "$T/rb.done" ] && break
+                read -r v <"$memlim" && [ "$v" -gt "$most" ] && most=$v && echo "$most" >"$T/lim.most"
+                sleep 0.003
+        done
+) &
+watcher=$!
 t0=$(date +%s%N)
 "$FORKLET" rollback web "$ck" | grep -q "rolled back" || fail "rollback web"
 echo "rollback through forkletd: $((($(date +%s%N) - t0) / 1000000)) ms"
+touch "$T/rb.done"
+wait "$watcher"
 # the guest's clock between the host's before and after the exec (its latency is not skew)
 h0=$(date +%s)
 g=$(gsh web 'date +%s') || fail "date in web"
@@ -176,6 +193,14 @@ done
 [ -e "$aside" ] && fail "the booted VM's RAM file $aside is still there after the rollback"
 kill -0 "$qemu_before" 2>/dev/null && fail "the replaced QEMU pid $qemu_before still runs"
 [ -e "$T/run/sessions/default.web/mem.ram" ] && fail "the booted VM's RAM file is still in the run dir"
+[ -s "$T/lim.most" ] || fail "web's memory limit ($lim0) was not raised for the set-aside RAM file"
+echo "web's memory limit: $lim0, $(cat "$T/lim.most") during the rollback"
+for _ in $(seq 50); do # reset right after the file goes
+        read -r lim1 <"$memlim"
+        [ "$lim1" = "$lim0" ] && break
+        sleep 0.1
+done
+[ "$lim1" = "$lim0" ] || fail "web's memory limit is $lim1 after the rollback, not $lim0 again"
 if [ "$(field web accel)" = tcg ]; then
         grep -q '^THP_enabled:[[:space:]]*0$' "/proc/$(field web pid)/status" ||
                 fail "web's rolled-back QEMU has transparent huge pages on"

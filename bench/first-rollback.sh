@@ -27,18 +27,6 @@ fk_node_config >"$T/node.yaml"
 OUT=$T/results
 : >"$OUT"
 
-# steps NAME: "disk qemu restore agent identity total" (ms) of the last boot
-steps() {
-        "$FORKLET" get session "$1" -o json | jq -r '.status.bootTiming |
-                [.diskMs, .qemuMs, .restoreMs, .agentMs, .identityMs, .totalMs] | map(. // 0 | round) | @tsv'
-}
-
-fill() {
-        [ "$FILL" = 0 ] || gsh "$1" "head -c 1048576 /dev/urandom >/run/r1m &&
-                i=0 && while [ \$i -lt $FILL ]; do cat /run/r1m; i=\$((i + 1)); done >/run/fill" ||
-                fail "fill $FILL MiB in $1"
-}
-
 for round in $(seq "$ROUNDS"); do
         for d in base new; do
                 v=FORKLETD_${d^^}
@@ -50,10 +38,10 @@ for round in $(seq "$ROUNDS"); do
                         "$FORKLET" wait "$s" --for=Running --timeout=300 || fail "$s not Running"
                         ck=$("$FORKLET" checkpoint create "$s" --wait) || fail "checkpoint of $s"
                         for which in first second; do
-                                fill "$s"
+                                bench_fill "$s" "$FILL"
                                 t0=$(date +%s%N)
                                 "$FORKLET" rollback "$s" "$ck" >/dev/null || fail "$which rollback of $s"
-                                echo "$d $which $((($(date +%s%N) - t0) / 1000000)) $(steps "$s")" >>"$OUT"
+                                echo "$d $which $((($(date +%s%N) - t0) / 1000000)) $(bench_boot_steps "$s")" >>"$OUT"
                         done
                         "$FORKLET" delete "$s" >/dev/null || fail "delete $s"
                 done
@@ -62,16 +50,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "a session's first and second rollback to agent-ready (ms), $((REPS * ROUNDS)) each, forkletds taking turns, $MIB MiB guests, $FILL MiB written before each"
-printf "%-9s %-7s | %-13s | %-5s %-7s %-8s %-7s %-9s %-7s | %s\n" forkletd rollback "wall p50/p90" \
-        disk qemu restore agent identity total "wall vs baseline's"
+bench_steps_head rollback "baseline's"
 for which in first second; do
-        b50=$(awk -v w="$which" '$1 == "base" && $2 == w {print $3}' "$OUT" | pct 0.5)
         for d in base new; do
-                sel() { awk -v d="$d" -v w="$which" -v c="$1" '$1 == d && $2 == w {print $c}' "$OUT"; }
-                w50=$(sel 3 | pct 0.5)
-                printf "%-9s %-7s | %5s / %-5s | %-5s %-7s %-8s %-7s %-9s %-7s | %.2fx\n" "$d" "$which" \
-                        "$w50" "$(sel 3 | pct 0.9)" "$(sel 4 | pct 0.5)" "$(sel 5 | pct 0.5)" "$(sel 6 | pct 0.5)" \
-                        "$(sel 7 | pct 0.5)" "$(sel 8 | pct 0.5)" "$(sel 9 | pct 0.5)" \
-                        "$(awk -v a="$b50" -v b="$w50" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+                bench_steps_row "$OUT" "$d" "$which" "$which"
         done
 done

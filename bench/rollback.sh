@@ -34,12 +34,6 @@ fk_node_config >"$T/node.yaml"
 OUT=$T/results
 : >"$OUT"
 
-# steps NAME: "qemu restore agent identity total disk" (ms) of the last boot
-steps() {
-        "$FORKLET" get session "$1" -o json | jq -r '.status.bootTiming |
-                [.qemuMs, .restoreMs, .agentMs, .identityMs, .totalMs, .diskMs] | map(. // 0 | round) | @tsv'
-}
-
 # Each guest is booted by its own forkletd, which picks the guest's kernel command line and CPU
 # model (argv.c); a rollback keeps what the checkpoint's boot had.
 for g in base new; do
@@ -58,14 +52,12 @@ for round in $(seq "$ROUNDS"); do
                 start_daemon
                 for g in base new; do
                         for i in $(seq "$REPS"); do
-                                [ "$FILL" = 0 ] || gsh "g$g" "head -c 1048576 /dev/urandom >/run/r1m &&
-                                        i=0 && while [ \$i -lt $FILL ]; do cat /run/r1m; i=\$((i + 1)); done >/run/fill" ||
-                                        fail "fill $FILL MiB in g$g"
+                                bench_fill "g$g" "$FILL"
                                 t0=$(date +%s%N)
                                 "$FORKLET" rollback "g$g" "$(cat "$T/ck.$g")" >/dev/null ||
                                         fail "rollback of g$g (forkletd $d, round $round)"
                                 wall=$((($(date +%s%N) - t0) / 1000000))
-                                echo "$d $g $wall $(steps "g$g")" >>"$OUT"
+                                echo "$d $g $wall $(bench_boot_steps "g$g")" >>"$OUT"
                         done
                 done
                 stop_daemon
@@ -73,16 +65,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "rollback to agent-ready (ms), $((REPS * ROUNDS)) each, forkletds taking turns, $MIB MiB guests, $FILL MiB written before each"
-printf "%-9s %-6s | %-13s | %-5s %-7s %-8s %-7s %-9s %-7s | %s\n" forkletd guest "wall p50/p90" \
-        disk qemu restore agent identity total "wall vs baseline pair"
-b50=$(awk '$1 == "base" && $2 == "base" {print $3}' "$OUT" | pct 0.5)
+bench_steps_head guest "baseline pair"
 for d in base new; do
         for g in base new; do
-                sel() { awk -v d="$d" -v g="$g" -v c="$1" '$1 == d && $2 == g {print $c}' "$OUT"; }
-                w50=$(sel 3 | pct 0.5)
-                printf "%-9s %-6s | %5s / %-5s | %-5s %-7s %-8s %-7s %-9s %-7s | %.2fx\n" "$d" "$g" \
-                        "$w50" "$(sel 3 | pct 0.9)" "$(sel 9 | pct 0.5)" "$(sel 4 | pct 0.5)" "$(sel 5 | pct 0.5)" \
-                        "$(sel 6 | pct 0.5)" "$(sel 7 | pct 0.5)" "$(sel 8 | pct 0.5)" \
-                        "$(awk -v a="$b50" -v b="$w50" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+                bench_steps_row "$OUT" "$d" "$g" base
         done
 done

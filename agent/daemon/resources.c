@@ -112,7 +112,8 @@ void agent_resources_reset_limits(struct agent_daemon *d, const char *key,
         if (!d->cg || !sc)
                 return;
         agent_resources_limits(d->cfg, sc, &l);
-        if (cg_update_limits(d->cg, key, &l, &err) < 0)
+        /* a failed boot removed the cgroup: nothing to set back */
+        if (cg_update_limits(d->cg, key, &l, &err) < 0 && err.code != -ENOENT)
                 log_warning("session %s: cgroup limits: %s", key, err.msg);
 }
 

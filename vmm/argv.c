@@ -306,7 +306,13 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
          * checkpoints still restore). No free-page-reporting: QEMU 7.2 would punch what the
          * guest reports out of a fork's shared checkpoint file; forkletd inflates it only for
          * a VM whose RAM file is its own (balloon.c). */
-        if (c->balloon) {
+        if (c->balloon && c->balloon_hint) {
+                arg(b, "-object");
+                arg(b, "iothread,id=" VMM_BALLOON_IOTHREAD);
+                arg(b, "-device");
+                arg(b, "virtio-balloon-device,id=" VMM_BALLOON_ID ",deflate-on-oom=on,"
+                       "free-page-hint=on,iothread=" VMM_BALLOON_IOTHREAD);
+        } else if (c->balloon) {
                 arg(b, "-device");
                 arg(b, "virtio-balloon-device,id=" VMM_BALLOON_ID ",deflate-on-oom=on");
         }

@@ -62,6 +62,11 @@ struct vmm_config {
         /* a virtio-balloon-device (deflate-on-oom, id VMM_BALLOON_ID) after every other device:
          * a restore must have it exactly when the checkpoint's source had it */
         bool balloon;
+        /* with balloon: free page hinting (free-page-hint=on, on an iothread of its own,
+         * VMM_BALLOON_IOTHREAD): during a precopy migration the guest tells QEMU which pages it
+         * has free, and QEMU neither reads nor sends them. A restore must have it exactly when
+         * the checkpoint's source had it (the device's features and state differ). */
+        bool balloon_hint;
         /* VMM_RAM_TAIL_KIB more RAM than memory_mib (docs/fork-engine.md "Precopy and QEMU 7.2's
          * TCG dirty tracking"): a restore must have it exactly when its checkpoint's source had */
         bool ram_tail;
@@ -227,3 +232,5 @@ int vmm_discard(struct vmm_process *p, struct qmp_client *qmp, bool has_tap,
 
 /* The balloon device's id (vmm_config.balloon); QOM path /machine/peripheral/VMM_BALLOON_ID. */
 #define VMM_BALLOON_ID "balloon0"
+/* The iothread of a balloon with free page hinting (vmm_config.balloon_hint). */
+#define VMM_BALLOON_IOTHREAD "balloon-io"

@@ -147,8 +147,10 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
         if (m && res->fallback[0])
                 json_object_set_new(m, "fallback", json_string(res->fallback));
         /* forks and rollbacks start with the same devices (absent: an older checkpoint, none) */
-        if (m)
+        if (m) {
                 json_object_set_new(m, "balloon", json_boolean(res->balloon));
+                json_object_set_new(m, "balloonHint", json_boolean(res->balloon_hint));
+        }
         json_object_set_new(m, "ramTail", json_boolean(res->ram_tail));
         return m;
 }

@@ -311,6 +311,7 @@ void agent_job_boot(struct agent_job *j)
         /* every cold boot gets the balloon; a restore exactly when its checkpoint's source had
          * it (a virtio device must exist on both sides of the migration) */
         p.balloon = j->restore.ck_dir ? j->restore.balloon : true;
+        p.balloon_hint = j->restore.ck_dir ? j->restore.balloon_hint : true;
         /* a restore has its checkpoint's RAM size (a cold boot's is the backend's choice) */
         p.ram_tail = j->restore.ck_dir && j->restore.ram_tail;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;

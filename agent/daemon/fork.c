@@ -63,6 +63,7 @@ static int restore_from(const char *dir, const char *layer_dir, bool private_ram
         r->private_ram = private_ram;
         /* the device list must be the source's: checkpoints before the balloon have none */
         r->balloon = json_is_true(json_object_get(meta, "balloon"));
+        r->balloon_hint = json_is_true(json_object_get(meta, "balloonHint"));
         /* and the RAM size: checkpoints before the tail have none */
         r->ram_tail = json_is_true(json_object_get(meta, "ramTail"));
         json_decref(meta);

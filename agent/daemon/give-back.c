@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Memory back to the host: a booted session's RAM is its own share=on file in runDir, which
- * keeps every page the guest ever touched (and every page a live checkpoint read). A job on
+ * keeps every page the guest ever touched (and what a live checkpoint read of the guest's
+ * free memory before the guest hinted it free: vmm_config.balloon_hint). A job on
  * the idle session lets the balloon take the guest's free memory and give it back, which
  * leaves those pages as holes (agent_vm_ops.give_back): after a live checkpoint was written
  * and when a periodic check finds the RAM file grown. Never for a fork or a rolled-back

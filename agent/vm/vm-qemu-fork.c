@@ -176,7 +176,8 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 /* same devices as the fork (the stream has a vmgenid section) */
                 .vmgenid = "00000000-0000-4000-8000-000000000000",
                 .sandbox = q->jail_uid != 0,
-                .balloon = q->balloon,   /* the stream has its section when the VM has one */
+                .balloon = q->balloon, /* the stream has its section when the VM has one */
+                .balloon_hint = q->balloon_hint,
                 .ram_tail = q->ram_tail, /* the stream's RAM block is the VM's size */
         };
         r = hx.jail ? helper_jail(q, hdir, mem_path, disk, &jail, err) : 0;
@@ -400,6 +401,7 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
                 r = checkpoint_stopped(q, p, full, &res, err);
         }
         res.balloon = q->balloon;
+        res.balloon_hint = q->balloon_hint;
         res.ram_tail = q->ram_tail;
         *ret = res;
         return r;

@@ -70,7 +70,7 @@ static json_t *qemu_record(void *vm)
         const struct qemu_vm *q = vm;
 
         return json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
-                         "s:i, s:s?, s:s?, s:I, s:b, s:b}",
+                         "s:i, s:s?, s:s?, s:I, s:b, s:b, s:b}",
                          "pid", (int)vmm_process_pid(q->proc), "startTime",
                          (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
                          "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes,
@@ -78,7 +78,7 @@ static json_t *qemu_record(void *vm)
                          "mac", q->mac, "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB",
                          (int)q->memory_mib, "accel", q->accel, "consoleLog", q->console_log,
                          "rootfs", q->rootfs, "jailUid", (json_int_t)q->jail_uid, "balloon",
-                         q->balloon, "ramTail", q->ram_tail);
+                         q->balloon, "balloonHint", q->balloon_hint, "ramTail", q->ram_tail);
 }
 
 static int dup_str(char **dst, const char *src)
@@ -94,6 +94,7 @@ static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p,
 {
         q->mem_private = p->mem_private;
         q->balloon = p->balloon;
+        q->balloon_hint = p->balloon && p->balloon_hint;
         /* KVM tracks dirty pages itself; TCG's tracking needs the tail (vmm.h) */
         q->ram_tail = p->restore_dir ? p->ram_tail : p->accel == VMM_ACCEL_TCG;
         q->mem_bytes = p->mem_private && mem ? agent_space_allocated(mem) : 0;
@@ -199,6 +200,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .sandbox = p->jail_uid != 0,
                 .tb_size_mib = p->tb_size_mib,
                 .balloon = p->balloon,
+                .balloon_hint = q->balloon_hint,
                 .ram_tail = q->ram_tail,
         };
         uint64_t t;
@@ -299,7 +301,8 @@ static void read_vm_config(struct qemu_vm *q, const json_t *j)
         q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
         /* absent in the records of older forkletds, whose QEMUs have no balloon */
         q->balloon = json_is_true(json_object_get(j, "balloon"));
-        q->ram_tail = json_is_true(json_object_get(j, "ramTail")); /* absent: none */
+        q->balloon_hint = json_is_true(json_object_get(j, "balloonHint")); /* absent: none */
+        q->ram_tail = json_is_true(json_object_get(j, "ramTail"));         /* absent: none */
         q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
         q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
         q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));

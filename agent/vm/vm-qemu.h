@@ -36,6 +36,7 @@ struct qemu_vm {
         char *rootfs;      /* the image's read-only root disk or NULL */
         bool mem_private;
         bool balloon;       /* QEMU has the balloon device (vmm_config.balloon) */
+        bool balloon_hint;  /* ... with free page hinting (vmm_config.balloon_hint) */
         bool ram_tail;      /* its RAM has vmm's tail (vmm_config.ram_tail): precopy is exact */
         uint64_t mem_bytes; /* private RAM: allocated bytes of its file at boot (a fork's links
                              * go once it runs) */

@@ -79,6 +79,9 @@ struct agent_boot_params {
         /* A memory balloon device (give_back): every cold boot; a restore exactly when its
          * checkpoint's source had one (meta.json "balloon"), or the migration fails. */
         bool balloon;
+        /* ... with free page hinting (vmm_config.balloon_hint): every cold boot; a restore
+         * exactly when its checkpoint's source had it (meta.json "balloonHint"). */
+        bool balloon_hint;
         /* Restore only: its checkpoint's source had the RAM tail (vmm_config.ram_tail, meta.json
          * "ramTail"), so must it (or the RAM sizes differ). A cold boot's is the backend's: the
          * QEMU backend gives it to every cold boot under TCG (QEMU 7.2's precopy is exact then). */
@@ -108,6 +111,7 @@ struct agent_checkpoint_result {
         char pause_steps[192]; /* live precopy: the pause by step, "seen 2.1 switch 0.8 ... ms" */
         char fallback[256];    /* stop-and-copy because the live path was refused: why */
         bool balloon;          /* the VM has a balloon device: so must its restores */
+        bool balloon_hint;     /* ... with free page hinting: so must its restores */
         bool ram_tail;         /* the VM's RAM has the tail: so must its restores */
 };
 

@@ -209,6 +209,40 @@ static void test_balloon(void **state)
         fk_strv_free(without);
 }
 
+/* Free page hinting: the balloon, still last, with free-page-hint on its own iothread (an
+ * -object before it, which takes no virtio-mmio slot); hinting without a balloon is nothing. */
+static void test_balloon_hint(void **state)
+{
+        struct vmm_config c = base();
+        struct fk_error err = {};
+        char **with = NULL, **without = NULL, **none = NULL;
+        size_t n;
+
+        (void)state;
+        c.balloon = true;
+        c.balloon_hint = true;
+        assert_int_equal(vmm_build_argv(&c, &with, &err), 0);
+        c.balloon_hint = false;
+        assert_int_equal(vmm_build_argv(&c, &without, &err), 0);
+        n = fk_strv_length(without);
+        assert_int_equal(fk_strv_length(with), n + 2);
+        for (size_t i = 0; i < n - 2; i++)
+                assert_string_equal(with[i], without[i]);
+        assert_string_equal(with[n - 2], "-object");
+        assert_string_equal(with[n - 1], "iothread,id=" VMM_BALLOON_IOTHREAD);
+        assert_string_equal(with[n], "-device");
+        assert_string_equal(with[n + 1], "virtio-balloon-device,id=balloon0,deflate-on-oom=on,"
+                                         "free-page-hint=on,iothread=" VMM_BALLOON_IOTHREAD);
+        c.balloon = false;
+        c.balloon_hint = true;
+        assert_int_equal(vmm_build_argv(&c, &none, &err), 0);
+        for (size_t i = 0; none[i]; i++)
+                assert_null(strstr(none[i], "balloon"));
+        fk_strv_free(with);
+        fk_strv_free(without);
+        fk_strv_free(none);
+}
+
 /* The RAM tail: -m and the backend's size in KiB, 8 KiB over memory_mib; the rest unchanged. */
 static void test_ram_tail(void **state)
 {
@@ -320,13 +354,13 @@ static void test_errors(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_minimal_tcg),  cmocka_unit_test(test_tcg_tsc),
-                cmocka_unit_test(test_kvm),          cmocka_unit_test(test_fork),
-                cmocka_unit_test(test_disk),         cmocka_unit_test(test_tap),
-                cmocka_unit_test(test_vmgenid),      cmocka_unit_test(test_full_escaped),
-                cmocka_unit_test(test_sandbox),      cmocka_unit_test(test_errors),
-                cmocka_unit_test(test_balloon),      cmocka_unit_test(test_ram_tail),
-                cmocka_unit_test(test_start_paused),
+                cmocka_unit_test(test_minimal_tcg), cmocka_unit_test(test_tcg_tsc),
+                cmocka_unit_test(test_kvm),         cmocka_unit_test(test_fork),
+                cmocka_unit_test(test_disk),        cmocka_unit_test(test_tap),
+                cmocka_unit_test(test_vmgenid),     cmocka_unit_test(test_full_escaped),
+                cmocka_unit_test(test_sandbox),     cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_balloon),     cmocka_unit_test(test_balloon_hint),
+                cmocka_unit_test(test_ram_tail),    cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
 # to the source running again: the precopy's RAM pass is inside it), the guest RAM file's
 # allocated MiB before, right after and when the checkpoint is Ready, the time to Ready, and the
 # RAM file SETTLE s later (after the give-back a live checkpoint brings). Through a real forkletd
-# (tests/lib/harness.sh: tmpfs runDir, disk stateDir, jail: precopy under TCG).
+# (tests/lib/harness.sh: tmpfs runDir, disk stateDir, jail: precopy under TCG). The new
+# forkletd runs with FORKLET_BALLOON_HINT=on (free page hinting; BASE_FORKLETD may be the same
+# binary), the baseline without.
 # Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/checkpoint-ram.sh \
 #   FORKLETD FORKLET BASE_FORKLETD   [MIB=1024 TOUCH=100 REPS=3 SETTLE=20]
 FORKLETD_NEW=${1:?forkletd path}
@@ -32,10 +34,16 @@ ram() {
                 awk '{ printf "%d", $1 * $2 / 1048576 }'
 }
 
+# hint D: forkletd D's environment (free page hinting for the new one)
+hint() {
+        if [ "$1" = new ]; then export FORKLET_BALLOON_HINT=on; else unset FORKLET_BALLOON_HINT; fi
+}
+
 # round D: one checkpoint of session sD under forkletd D
 round() {
         local v=FORKLETD_${1^^} s=s$1 ck t0 create before right ready_ms ready later i st
         FORKLETD=${!v}
+        hint "$1"
         start_daemon
         "$FORKLET" wait "$s" --for=Running --timeout=60 || fail "$s not Running"
         before=$(ram "$s")
@@ -58,6 +66,7 @@ round() {
 }
 
 for d in base new; do
+        hint "$d"
         bench_boot "$d"
         FORKLETD=${FORKLETD_NEW}
         start_daemon

@@ -200,6 +200,17 @@ static int boot_in_cgroup(struct agent_daemon *d, struct agent_job *j, struct ag
         return r;
 }
 
+/* FORKLET_BALLOON_HINT=on in forkletd's environment gives cold boots the balloon's free page
+ * hinting (vmm_config.balloon_hint). Off by default: a precopy checkpoint with it holds the
+ * pages the guest hinted, and every fork of it gives them back to its guest's allocator as it
+ * starts, which writes about 2 MiB of each fork's guest memory (docs/fork-engine.md). */
+static bool balloon_hint_wanted(void)
+{
+        const char *v = getenv("FORKLET_BALLOON_HINT");
+
+        return v && strcmp(v, "on") == 0;
+}
+
 /* spec.secrets for this boot: minted with the session, its parent and the new fork id. */
 static int job_secrets(struct agent_job *j, struct agent_secret_set *ret,
                        struct agent_boot_params *p, struct fk_error *err)
@@ -311,7 +322,7 @@ void agent_job_boot(struct agent_job *j)
         /* every cold boot gets the balloon; a restore exactly when its checkpoint's source had
          * it (a virtio device must exist on both sides of the migration) */
         p.balloon = j->restore.ck_dir ? j->restore.balloon : true;
-        p.balloon_hint = j->restore.ck_dir ? j->restore.balloon_hint : true;
+        p.balloon_hint = j->restore.ck_dir ? j->restore.balloon_hint : balloon_hint_wanted();
         /* a restore has its checkpoint's RAM size (a cold boot's is the backend's choice) */
         p.ram_tail = j->restore.ck_dir && j->restore.ram_tail;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;

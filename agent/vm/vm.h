@@ -79,8 +79,9 @@ struct agent_boot_params {
         /* A memory balloon device (give_back): every cold boot; a restore exactly when its
          * checkpoint's source had one (meta.json "balloon"), or the migration fails. */
         bool balloon;
-        /* ... with free page hinting (vmm_config.balloon_hint): every cold boot; a restore
-         * exactly when its checkpoint's source had it (meta.json "balloonHint"). */
+        /* ... with free page hinting (vmm_config.balloon_hint): a cold boot when forkletd's
+         * environment asks (FORKLET_BALLOON_HINT=on); a restore exactly when its checkpoint's
+         * source had it (meta.json "balloonHint"). */
         bool balloon_hint;
         /* Restore only: its checkpoint's source had the RAM tail (vmm_config.ram_tail, meta.json
          * "ramTail"), so must it (or the RAM sizes differ). A cold boot's is the backend's: the

@@ -147,6 +147,9 @@ ns_before=$(field web netns)
 # a cold-booted QEMU keeps THP (its code buffer fills anyway); the rolled-back one runs lean
 grep -q '^THP_enabled:[[:space:]]*1$' "/proc/$qemu_before/status" ||
         fail "web's cold-booted QEMU has transparent huge pages off"
+# free page hinting is opt-in (FORKLET_BALLOON_HINT=on): its price is paid by every fork
+tr '\0' ' ' <"/proc/$qemu_before/cmdline" | grep -q 'free-page-hint' &&
+        fail "web's QEMU has free page hinting, which forkletd's environment did not ask for"
 # the guest's clock stood still since the checkpoint: at least 5 s for the restore to make up
 gap=$(($(date +%s) - ck_at))
 [ "$gap" -ge 5 ] || sleep $((5 - gap))

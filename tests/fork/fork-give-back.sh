@@ -28,6 +28,8 @@ FK_JAIL="{uidBase: $FK_UID_BASE, uidCount: 0}"
 FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: 384, cpu: 1.0, pids: 1024}")
 fk_node_config "memoryGiveBack: {intervalSeconds: $INTERVAL, thresholdMiB: 32, marginMiB: 16}" \
         "hardening: {dropCapabilities: false}" >"$T/node.yaml"
+# the balloon's free page hinting is off unless forkletd's environment asks for it
+export FORKLET_BALLOON_HINT=on
 
 # mib FILE: its allocated size in MiB (what it holds of the host's memory on a tmpfs)
 mib() { stat -c '%b %B' "$1" | awk '{ printf "%d", $1 * $2 / 1048576 }'; }

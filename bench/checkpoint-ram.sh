@@ -23,10 +23,7 @@ FK_TAG=bench-ckram
 . "$(dirname "$0")/../tests/lib/harness.sh"
 . "$(dirname "$0")/lib.sh"
 fk_setup
-FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: $MIB, cpu: 1.0, pids: 1024}")
-fk_node_config >"$T/node.yaml"
-OUT=$T/results
-: >"$OUT"
+bench_node "$MIB"
 
 # ram NAME: the allocated MiB of the session's guest RAM file
 ram() {

@@ -22,10 +22,7 @@ FK_TAG=bench-frb
 . "$(dirname "$0")/../tests/lib/harness.sh"
 . "$(dirname "$0")/lib.sh"
 fk_setup
-FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: $MIB, cpu: 1.0, pids: 1024}")
-fk_node_config >"$T/node.yaml"
-OUT=$T/results
-: >"$OUT"
+bench_node "$MIB"
 
 for round in $(seq "$ROUNDS"); do
         for d in base new; do

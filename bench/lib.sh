@@ -4,6 +4,8 @@
 # functions only):
 #   pct P [DECIMALS]  the P-quantile (0..1, nearest rank) of the numbers on stdin, "-" for none
 #   bench_boot D      forkletd $FORKLETD_<D> boots session sD (Running), then stops (VMs stay)
+#   bench_node MIB [LINES...]  after fk_setup: one size class "small" of MIB MiB and 1 vCPU,
+#                     the node config (with LINES) in $T/node.yaml, and an empty $OUT
 #   bench_turns_table OUT TITLE...  the p50/max of each forkletd's "D MS [NOTE]" lines in OUT
 #                     (base, then new) and the ratio of base's p50 to each
 #   bench_boot_steps NAME  "disk qemu restore agent identity total" (ms, tab-separated) of the
@@ -17,6 +19,14 @@
 pct() {
         sort -n | awk -v p="$1" -v f="%.${2:-0}f" '{v[NR] = $1} END {if (!NR) {print "-"; exit}
                 i = int((NR - 1) * p + 0.5) + 1; printf f, v[i]}'
+}
+
+bench_node() {
+        FK_CLASSES=("{name: small, vcpus: 1, memoryMiB: $1, cpu: 1.0, pids: 1024}")
+        shift
+        fk_node_config "$@" >"$T/node.yaml"
+        OUT=$T/results
+        : >"$OUT"
 }
 
 bench_boot() {

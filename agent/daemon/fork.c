@@ -308,12 +308,12 @@ void agent_restore_release(const char *key, const char *sd, const struct agent_r
         }
 }
 
-/* <runDir>/replaced, and in it KEY.ram (*ret_file, may be NULL) */
+/* <runDir>/sessions/.replaced, and in it KEY.ram */
 static int replaced_ram_path(struct agent_daemon *d, const char *key, char **ret_dir,
                              char **ret_file)
 {
         if (fk_asprintf(ret_dir, "%s/" AGENT_REPLACED_RAM_DIR, d->cfg->run_dir) < 0 ||
-            (ret_file && fk_asprintf(ret_file, "%s/%s.ram", *ret_dir, key) < 0))
+            fk_asprintf(ret_file, "%s/%s.ram", *ret_dir, key) < 0)
                 return -ENOMEM;
         return 0;
 }

@@ -99,13 +99,15 @@ int agent_rollback_prepare(struct agent_daemon *d, struct agent_session *s, cons
  * same filesystem: runDir/sessions may be a tmpfs of its own), out of the new boot's way: its
  * pages stay until agent_rollback_drop_ram, once the new VM runs, where the boot used to free
  * them (or the killed QEMU's exit did) right before the new QEMU's start. forkletd's start
- * empties the dir (daemon_make_dirs). Logged on failure; no lock needed. */
+ * empties the dir once it has adopted its VMs. Logged on failure; no lock needed. */
 #define AGENT_REPLACED_RAM_DIR "sessions/.replaced"
 void agent_rollback_set_aside_ram(struct agent_daemon *d, const char *key);
 /* The set-aside file's allocated bytes (0: none), which the boot's cgroup limits make room for
  * (agent_resources_prepare) until it is dropped; drop: true when there was one. */
 uint64_t agent_rollback_ram_aside(struct agent_daemon *d, const char *key);
 bool agent_rollback_drop_ram(struct agent_daemon *d, const char *key);
+/* At start, after adoption (which drops an adopted VM's own): every set-aside file left. */
+void agent_rollback_drop_all_ram(struct agent_daemon *d);
 /* Snapshot mechanics (the runner's run step, no lock): freezes vm's disk layer and exports
  * it with spec as snapshot id (<= 41 bytes) of session key whose state dir is sd. */
 int agent_snapshot_take(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,
@@ -446,10 +448,11 @@ void agent_resources_limits(const struct node_config *cfg, const struct size_cla
  * resource control (*ret NULL). Errors in err. */
 int agent_resources_prepare(struct agent_daemon *d, const char *key, const struct size_class *sc,
                             struct cg_join **ret, struct fk_error *err);
-/* The class limits again (no lock), once the room agent_resources_prepare made for a rollback's
- * set-aside RAM file is no longer needed. Logs a failure. */
+/* The class limits again, for a VM of memory_mib MiB (0: the class's), once the room
+ * agent_resources_prepare made for a rollback's set-aside RAM file is no longer needed. Logs a
+ * failure. */
 void agent_resources_reset_limits(struct agent_daemon *d, const char *key,
-                                  const struct size_class *sc);
+                                  const struct size_class *sc, unsigned memory_mib);
 /* After the processes are gone (or to force them): thaws, kills what is left, removes the
  * cgroup. Logs warnings. No-op without resource control. */
 void agent_resources_teardown(struct agent_daemon *d, const char *key);

@@ -106,19 +106,16 @@ void agent_daemon_remove(struct agent_daemon *d, struct agent_session *s)
 
 static int daemon_make_dirs(const struct node_config *cfg)
 {
-        cleanup_free char *state = NULL, *run = NULL, *stubs = NULL, *replaced = NULL;
+        cleanup_free char *state = NULL, *run = NULL, *stubs = NULL;
         int r;
 
         if (fk_asprintf(&state, "%s/sessions", cfg->state_dir) < 0 ||
             fk_asprintf(&run, "%s/sessions", cfg->run_dir) < 0 ||
-            fk_asprintf(&stubs, "%s/restore-kernels", cfg->run_dir) < 0 ||
-            fk_asprintf(&replaced, "%s/" AGENT_REPLACED_RAM_DIR, cfg->run_dir) < 0)
+            fk_asprintf(&stubs, "%s/restore-kernels", cfg->run_dir) < 0)
                 return -ENOMEM;
         /* Older releases started restored QEMUs on stub kernels kept here; a QEMU reads its
          * kernel at start, so the ones still running need them no more. */
         (void)fk_rm_rf(stubs);
-        /* RAM of VMs rollbacks replaced, which a killed forkletd did not remove */
-        (void)fk_rm_rf(replaced);
         r = fk_mkdir_p(state, 0700);
         if (r < 0)
                 return log_error_errno(r, "create state dir %s: %m", state);

@@ -162,6 +162,12 @@ static void adopt_one(struct agent_daemon *d, const char *key, const json_t *rec
                                     "re-attached to QEMU pid %d", (int)s->pid);
         log_info("session %s: adopted running VM (pid %d)%s", key, (int)s->pid,
                  s->spec ? "" : ", no manifest: will be deleted");
+        /* A rollback whose forkletd was killed after its boot started: the boot made room in
+         * the limits for the replaced VM's RAM file, which goes now, and the room with it once
+         * the cgroups are known (agent_daemon_set_cgroups). */
+        if (agent_rollback_drop_ram(d, key))
+                s->res.reset_limits_mib =
+                        (unsigned)json_integer_value(json_object_get(record, "memoryMiB"));
 }
 
 void agent_executor_adopt_all(struct agent_daemon *d)
@@ -180,4 +186,5 @@ void agent_executor_adopt_all(struct agent_daemon *d)
         }
         pthread_mutex_unlock(&d->lock);
         fk_strv_free(keys);
+        agent_rollback_drop_all_ram(d); /* of the VMs no one adopted */
 }

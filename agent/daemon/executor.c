@@ -225,7 +225,7 @@ static void job_release(void *userdata)
          * beside the new QEMU's start, and with it the room the boot's limits made for it */
         if ((j->kind == CORE_ACTION_BOOT || destroy) && agent_rollback_drop_ram(d, j->key) &&
             !destroy)
-                agent_resources_reset_limits(d, j->key, j->sc);
+                agent_resources_reset_limits(d, j->key, j->sc, j->memory_mib);
         agent_job_free(j);
         if (destroy) /* its image may be unused now */
                 agent_image_collect(d);

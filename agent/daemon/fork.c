@@ -343,6 +343,14 @@ uint64_t agent_rollback_ram_aside(struct agent_daemon *d, const char *key)
         return replaced_ram_path(d, key, &dir, &path) < 0 ? 0 : agent_space_allocated(path);
 }
 
+void agent_rollback_drop_all_ram(struct agent_daemon *d)
+{
+        cleanup_free char *dir = NULL;
+
+        if (fk_asprintf(&dir, "%s/" AGENT_REPLACED_RAM_DIR, d->cfg->run_dir) >= 0)
+                (void)fk_rm_rf(dir);
+}
+
 bool agent_rollback_drop_ram(struct agent_daemon *d, const char *key)
 {
         cleanup_free char *dir = NULL, *path = NULL;

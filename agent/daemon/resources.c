@@ -104,14 +104,20 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
 }
 
 void agent_resources_reset_limits(struct agent_daemon *d, const char *key,
-                                  const struct size_class *sc)
+                                  const struct size_class *sc, unsigned memory_mib)
 {
+        uint64_t overhead = (uint64_t)d->cfg->qemu_overhead_mib * MIB;
         struct fk_error err = {0};
         struct cg_limits l;
 
         if (!d->cg || !sc)
                 return;
         agent_resources_limits(d->cfg, sc, &l);
+        /* as agent_resources_resize: the RAM the VM runs with, whatever the class says now */
+        if (memory_mib) {
+                l.memory_max = (uint64_t)memory_mib * MIB + overhead;
+                l.memory_high = l.memory_max - overhead / 4;
+        }
         /* a failed boot removed the cgroup: nothing to set back */
         if (cg_update_limits(d->cg, key, &l, &err) < 0 && err.code != -ENOENT)
                 log_warning("session %s: cgroup limits: %s", key, err.msg);
@@ -283,6 +289,11 @@ void agent_daemon_set_cgroups(struct agent_daemon *d, struct cg_manager *cg)
                 if (s->vm && strv_has(names, s->key) &&
                     cg_manager_cgroup_path(cg, s->key, &s->res.cgroup_path) >= 0)
                         s->res.has_cgroup = true;
+                if (s->res.has_cgroup && s->res.reset_limits_mib && s->spec)
+                        agent_resources_reset_limits(
+                                d, s->key, node_config_find_size_class(d->cfg, s->spec->size_class),
+                                s->res.reset_limits_mib);
+                s->res.reset_limits_mib = 0;
         }
         pthread_mutex_unlock(&d->lock);
         fk_strv_free(names);

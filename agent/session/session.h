@@ -76,6 +76,10 @@ struct agent_session_res {
         struct core_charge charge; /* held while admitted; set at boot */
         /* The shape it booted with: vcpus and RAM change only with a restart. */
         unsigned vcpus, memory_mib;
+        /* adopted while the boot of a rollback had the limits raised for the replaced VM's RAM
+         * (agent_rollback_set_aside_ram): the RAM of the adopted VM, for the limits to be set
+         * back once the cgroups are known (agent_daemon_set_cgroups); 0: nothing to do */
+        unsigned reset_limits_mib;
         char class_name[64]; /* size class last applied to the cgroup */
         char last_short[32]; /* the Insufficient* reason last logged, "" when admitted */
         json_t *sample;      /* owned: the last cgroup figures with sampledAt, or NULL */

@@ -221,10 +221,11 @@ static void job_release(void *userdata)
         struct agent_daemon *d = j->d;
         bool destroy = j->kind == CORE_ACTION_DESTROY;
 
-        /* a rollback's boot, or the session's end: the replaced VM's RAM goes now, not
-         * beside the new QEMU's start, and with it the room the boot's limits made for it */
-        if ((j->kind == CORE_ACTION_BOOT || destroy) && agent_rollback_drop_ram(d, j->key) &&
-            !destroy)
+        /* a rollback's boot: the replaced VM's RAM goes now, not beside the new QEMU's start,
+         * and with it the room the boot's limits made for it; the session's end: the RAM */
+        if (destroy)
+                (void)agent_rollback_drop_ram(d, j->key);
+        else if (j->kind == CORE_ACTION_BOOT && agent_rollback_drop_ram(d, j->key))
                 agent_resources_reset_limits(d, j->key, j->sc, j->memory_mib);
         agent_job_free(j);
         if (destroy) /* its image may be unused now */

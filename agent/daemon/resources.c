@@ -64,6 +64,20 @@ static pid_t foreign_pid(struct agent_daemon *d, const char *key, bool *ret_live
         return 0;
 }
 
+/* The class's limits for a VM running with memory_mib of RAM (0: the class's): guest RAM cannot
+ * change under a running guest, so its memory limits follow the RAM it booted with. */
+static void limits_for_vm(const struct node_config *cfg, const struct size_class *sc,
+                          unsigned memory_mib, struct cg_limits *ret)
+{
+        uint64_t overhead = (uint64_t)cfg->qemu_overhead_mib * MIB;
+
+        agent_resources_limits(cfg, sc, ret);
+        if (!memory_mib)
+                return;
+        ret->memory_max = (uint64_t)memory_mib * MIB + overhead;
+        ret->memory_high = ret->memory_max - overhead / 4;
+}
+
 int agent_resources_prepare(struct agent_daemon *d, const char *key, const struct size_class *sc,
                             struct cg_join **ret, struct fk_error *err)
 {
@@ -106,18 +120,12 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
 void agent_resources_reset_limits(struct agent_daemon *d, const char *key,
                                   const struct size_class *sc, unsigned memory_mib)
 {
-        uint64_t overhead = (uint64_t)d->cfg->qemu_overhead_mib * MIB;
         struct fk_error err = {0};
         struct cg_limits l;
 
         if (!d->cg || !sc)
                 return;
-        agent_resources_limits(d->cfg, sc, &l);
-        /* as agent_resources_resize: the RAM the VM runs with, whatever the class says now */
-        if (memory_mib) {
-                l.memory_max = (uint64_t)memory_mib * MIB + overhead;
-                l.memory_high = l.memory_max - overhead / 4;
-        }
+        limits_for_vm(d->cfg, sc, memory_mib, &l);
         /* a failed boot removed the cgroup: nothing to set back */
         if (cg_update_limits(d->cg, key, &l, &err) < 0 && err.code != -ENOENT)
                 log_warning("session %s: cgroup limits: %s", key, err.msg);
@@ -189,11 +197,7 @@ void agent_resources_resize(struct agent_daemon *d, struct agent_session *s)
 
         if (!sc || !s->vm || !s->res.vcpus)
                 return;
-        agent_resources_limits(d->cfg, sc, &l);
-        /* guest RAM cannot change under a running guest: keep the memory it booted with */
-        l.memory_max =
-                (uint64_t)s->res.memory_mib * MIB + (uint64_t)d->cfg->qemu_overhead_mib * MIB;
-        l.memory_high = l.memory_max - (uint64_t)d->cfg->qemu_overhead_mib * MIB / 4;
+        limits_for_vm(d->cfg, sc, s->res.memory_mib, &l);
         if (d->cg && s->res.has_cgroup)
                 r = cg_update_limits(d->cg, s->key, &l, &err);
         if (r < 0)

@@ -98,6 +98,10 @@ static int phase_check(const struct agent_session *s, enum session_phase want, s
         if (s->phase == SESSION_PHASE_RUNNING && (s->post_start == CORE_POST_START_AFTER_START ||
                                                   s->post_start == CORE_POST_START_CHECKPOINTS))
                 return 0;
+        /* A guest seen dead (a panic, unanswered probes) still shows its phase until its VM
+         * is ended, which may take the seconds a panic report needs: no phase is reached yet. */
+        if (s->health.failing && s->vm)
+                return 0;
         if (s->phase == want)
                 return 1;
         if (s->phase == SESSION_PHASE_FAILED && want != SESSION_PHASE_FAILED &&

@@ -273,8 +273,8 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                  * durable state, and unsafe would drop what the guest already fsync'ed if
                  * the host crashes. discard=unmap lets deleted guest files shrink the qcow2. */
                 arg(b, "-drive");
-                argf(b, "file=%s,format=qcow2,if=none,id=disk0,cache=writeback,discard=unmap%s",
-                     e->disk, c->disk_io_uring ? ",aio=io_uring" : "");
+                argf(b, "file=%s,format=qcow2,if=none,id=disk0,cache=writeback,discard=unmap",
+                     e->disk);
                 arg(b, "-device");
                 arg(b, "virtio-blk-device,drive=disk0");
         }
@@ -283,8 +283,7 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                  * read-only (the guest puts an overlay on it). After disk0 so a VM without
                  * one keeps its device order. */
                 arg(b, "-drive");
-                argf(b, "file=%s,format=raw,if=none,id=root0,readonly=on%s", e->rootfs,
-                     c->disk_io_uring ? ",aio=io_uring" : "");
+                argf(b, "file=%s,format=raw,if=none,id=root0,readonly=on", e->rootfs);
                 arg(b, "-device");
                 arg(b, "virtio-blk-device,drive=root0");
         }

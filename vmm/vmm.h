@@ -70,11 +70,6 @@ struct vmm_config {
         /* VMM_RAM_TAIL_KIB more RAM than memory_mib (docs/fork-engine.md "Precopy and QEMU 7.2's
          * TCG dirty tracking"): a restore must have it exactly when its checkpoint's source had */
         bool ram_tail;
-        /* aio=io_uring for the disks (-drive): QEMU submits their reads and writes itself
-         * instead of handing each to a worker thread; what counts is the re-activation of the
-         * layers in the cont that ends a live checkpoint's pause. Only where
-         * vmm_io_uring_usable_at says so: QEMU fails to open the drive otherwise. */
-        bool disk_io_uring;
 };
 
 /* QEMU 7.2 syncs the migration dirty bitmap of a RAM block 64 pages at a time when the block's
@@ -91,11 +86,6 @@ int vmm_host_tsc_khz(unsigned *ret);
 /* Whether the host's TSC is invariant (CPUID 0x80000007 EDX bit 8: constant rate, runs in
  * every idle state), for vmm_config.tsc_reliable. false off x86. */
 bool vmm_host_tsc_invariant(void);
-
-/* Whether io_uring is there for a QEMU forkletd starts (vmm_config.disk_io_uring): sysctl is
- * kernel.io_uring_disabled's path (/proc/sys/kernel/io_uring_disabled; a missing file is an older
- * kernel, which has no such switch), then io_uring_setup is tried. why says what decided. */
-bool vmm_io_uring_usable_at(const char *sysctl, char *why, size_t size);
 
 #define VMM_TCG_TB_MIB 64 /* default TCG translation cache (QEMU's own default is 1 GiB) */
 

@@ -67,10 +67,9 @@ static int overlay_open(struct live_switch *ls, struct fk_error *err)
                                     ls->p->new_disk, strerror(-r));
         /* discard as -drive gave disk0 (blockdev-add's default ignores the guest's discards:
          * deleted files would no longer shrink the overlay) */
-        args = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:n, s:s}", "driver", "qcow2", "node-name",
-                         ls->node, "file", "driver", "file", "filename", ls->p->new_disk, "aio",
-                         qemu_disk_io_uring() ? "io_uring" : "threads", "backing", "discard",
-                         "unmap");
+        args = json_pack("{s:s, s:s, s:{s:s, s:s}, s:n, s:s}", "driver", "qcow2", "node-name",
+                         ls->node, "file", "driver", "file", "filename", ls->p->new_disk, "backing",
+                         "discard", "unmap");
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_execute(q->qmp, "blockdev-add", args, VM_QMP_TIMEOUT_MS, NULL, err);

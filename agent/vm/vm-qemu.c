@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,28 +141,6 @@ static void lap(const struct agent_boot_params *p, enum agent_boot_step step, ui
         *t = now;
 }
 
-static bool disk_io_uring;
-static pthread_once_t disk_aio_once = PTHREAD_ONCE_INIT;
-
-static void disk_aio_decide(void)
-{
-        const char *v = getenv("FORKLET_DISK_AIO");
-        char why[128];
-
-        if (v && strcmp(v, "threads") == 0) {
-                log_info("disks: aio=threads (FORKLET_DISK_AIO=threads)");
-                return;
-        }
-        disk_io_uring = vmm_io_uring_usable_at(QEMU_IO_URING_SYSCTL, why, sizeof(why));
-        log_info("disks: aio=%s (%s)", disk_io_uring ? "io_uring" : "threads", why);
-}
-
-bool qemu_disk_io_uring(void)
-{
-        pthread_once(&disk_aio_once, disk_aio_decide);
-        return disk_io_uring;
-}
-
 /* A booted guest's pages are all dirty for QEMU's migration bitmap: cleared now, while nobody
  * uses the session yet, rather than in its first live checkpoint's first sync (with the RAM
  * tail that sync stops QEMU's main loop for about 1.5 us a dirty page: 400 ms for 1 GiB). Not
@@ -225,7 +202,6 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .balloon = p->balloon,
                 .balloon_hint = q->balloon_hint,
                 .ram_tail = q->ram_tail,
-                .disk_io_uring = qemu_disk_io_uring(),
         };
         uint64_t t;
 

@@ -46,13 +46,6 @@ struct qemu_vm {
         struct qemu_health health;
 };
 
-#define QEMU_IO_URING_SYSCTL "/proc/sys/kernel/io_uring_disabled"
-/* Whether the session QEMUs do their disk I/O through io_uring (vmm_config.disk_io_uring), decided
- * once and logged: where vmm_io_uring_usable_at says so, unless forkletd's environment has
- * FORKLET_DISK_AIO=threads (benchmarks' baseline, and a way out for a QEMU built without it).
- * The overlays a live checkpoint opens get the same. */
-bool qemu_disk_io_uring(void);
-
 /* Builds a vmm_config for q's devices (strings borrowed from q) and spawns QEMU with it:
  * used for the materialize helper (incoming defer, RAM share=on at mem_path, disk, no tap);
  * its stderr goes to dir/helper-qemu.log (dir in stateDir, not the jail uid's run dir). */

@@ -41,21 +41,6 @@ if grep -q FK_PROBE_SECRET <<<"$qenv" || ! grep -q '^PATH=' <<<"$qenv"; then
         fail "the QEMU's environment: $(tr '\n' ' ' <<<"$qenv")"
 fi
 echo "ok - the QEMU got $(wc -l <<<"$qenv") variables of forkletd's environment, not FK_PROBE_SECRET"
-# its disks do their I/O through io_uring where the kernel lets an unprivileged process have it:
-# the drive says aio=io_uring and QEMU holds a ring for it (a QEMU with aio=threads holds none)
-qpid=$(field web pid)
-if [ "$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo 0)" = 0 ]; then
-        grep -q "disks: aio=io_uring (io_uring_setup works)" "$T/forkletd.log" ||
-                fail "forkletd did not choose io_uring: $(grep 'disks: aio' "$T/forkletd.log")"
-        tr '\0' '\n' <"/proc/$qpid/cmdline" | grep -q "id=disk0,.*,aio=io_uring$" ||
-                fail "disk0 without aio=io_uring: $(tr '\0' ' ' <"/proc/$qpid/cmdline")"
-        [ "$(find "/proc/$qpid/fd" -lname 'anon_inode:\[io_uring\]' | wc -l)" -ge 1 ] ||
-                fail "QEMU $qpid holds no io_uring"
-        ok "disks on io_uring"
-else
-        grep -q "disks: aio=threads (/proc/sys/kernel/io_uring_disabled is" "$T/forkletd.log" ||
-                fail "io_uring is disabled here, and forkletd said: $(grep 'disks: aio' "$T/forkletd.log")"
-fi
 
 # The counter stops in a copy: the guest agent writes a new fork id there before anything runs.
 COUNTER='orig=$(cat /run/forklet/fork-id 2>/dev/null); i=0; echo $$ > /run/counter.pid

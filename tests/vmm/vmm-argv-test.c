@@ -351,70 +351,16 @@ static void test_errors(void **state)
         expect_error(&c, "has a comma");
 }
 
-/* aio=io_uring: on both drives (the workspace and the image's root), nothing else changes;
- * the probe says no for a kernel.io_uring_disabled of 1 or 2 and names the file. */
-static void test_disk_io_uring(void **state)
-{
-        struct vmm_config c = base();
-        struct fk_error err = {};
-        char **with = NULL, **without = NULL;
-        char dir[] = "/tmp/fk-iouring-XXXXXX", path[64], why[128];
-        size_t n, drives = 0;
-
-        (void)state;
-        c.disk = "/var/lib/forklet/sessions/roastery/disk.qcow2";
-        c.rootfs = "/var/lib/forklet/images/minimal/rootfs.img";
-        c.disk_io_uring = true;
-        assert_int_equal(vmm_build_argv(&c, &with, &err), 0);
-        c.disk_io_uring = false;
-        assert_int_equal(vmm_build_argv(&c, &without, &err), 0);
-        n = fk_strv_length(without);
-        assert_int_equal(fk_strv_length(with), n);
-        for (size_t i = 0; i < n; i++) {
-                if (i > 0 && strcmp(without[i - 1], "-drive") == 0) {
-                        size_t k = strlen(without[i]);
-
-                        assert_int_equal(strncmp(with[i], without[i], k), 0);
-                        assert_string_equal(with[i] + k, ",aio=io_uring");
-                        drives++;
-                } else {
-                        assert_string_equal(with[i], without[i]);
-                }
-                assert_null(strstr(without[i], "aio="));
-        }
-        assert_int_equal(drives, 2);
-        fk_strv_free(with);
-        fk_strv_free(without);
-
-        assert_non_null(mkdtemp(dir));
-        snprintf(path, sizeof(path), "%s/io_uring_disabled", dir);
-        for (const char *v = "12"; *v; v++) {
-                FILE *f = fopen(path, "w");
-
-                assert_non_null(f);
-                fprintf(f, "%c\n", *v);
-                fclose(f);
-                assert_false(vmm_io_uring_usable_at(path, why, sizeof(why)));
-                assert_non_null(strstr(why, path));
-        }
-        /* 0, or no such file (an older kernel): io_uring_setup decides and is named */
-        unlink(path);
-        (void)vmm_io_uring_usable_at(path, why, sizeof(why));
-        assert_non_null(strstr(why, "io_uring_setup"));
-        rmdir(dir);
-}
-
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_minimal_tcg),   cmocka_unit_test(test_tcg_tsc),
-                cmocka_unit_test(test_kvm),           cmocka_unit_test(test_fork),
-                cmocka_unit_test(test_disk),          cmocka_unit_test(test_tap),
-                cmocka_unit_test(test_vmgenid),       cmocka_unit_test(test_full_escaped),
-                cmocka_unit_test(test_sandbox),       cmocka_unit_test(test_errors),
-                cmocka_unit_test(test_balloon),       cmocka_unit_test(test_balloon_hint),
-                cmocka_unit_test(test_ram_tail),      cmocka_unit_test(test_start_paused),
-                cmocka_unit_test(test_disk_io_uring),
+                cmocka_unit_test(test_minimal_tcg), cmocka_unit_test(test_tcg_tsc),
+                cmocka_unit_test(test_kvm),         cmocka_unit_test(test_fork),
+                cmocka_unit_test(test_disk),        cmocka_unit_test(test_tap),
+                cmocka_unit_test(test_vmgenid),     cmocka_unit_test(test_full_escaped),
+                cmocka_unit_test(test_sandbox),     cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_balloon),     cmocka_unit_test(test_balloon_hint),
+                cmocka_unit_test(test_ram_tail),    cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

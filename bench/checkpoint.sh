@@ -6,7 +6,8 @@
 # runDir, disk stateDir). Per checkpoint: QEMU's reported downtime (live only), forkletd's
 # stop-to-cont time, and from outside the longest gap between replies of a 5 ms ping to the guest
 # from its netns while the checkpoint is taken, against the same ping without one. The mode is
-# switched with FORKLET_CHECKPOINT_MODE=stop-copy (forkletd restarts; VMs are adopted).
+# switched with FORKLET_CHECKPOINT_MODE=stop-copy (forkletd restarts; VMs are adopted). After
+# each cell's rollbacks, the rolled-back session's first two checkpoints, pinged the same way.
 # Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/checkpoint.sh build/agent/forkletd \
 #   build/cli/forklet   [REPS=5 SIZES="256 1024" HIGH_256=150 HIGH_1024=700 (MiB written)]
 #   [BASELINE_FORKLETD=path: mode "base" is that forkletd's live default, on a session of each
@@ -104,6 +105,25 @@ cell() {
         done
 }
 
+# after_rollback SIZE TOUCH: the first and the second checkpoint of session bSIZE right after a
+# rollback (its VM restored, its RAM the checkpoint's mapped private); appends "SIZE TOUCH
+# first|second qemu_ms pause_ms gap_ms base_ms" to $OUT_RB
+after_rollback() {
+        local name=b$1 which ck j b g
+        for which in first second; do
+                pinged "$name" "$T/base.ping" sleep 1 || fail "baseline ping"
+                b=$(gap "$T/base.ping")
+                pinged "$name" "$T/ck.ping" "$FORKLET" checkpoint create "$name" --wait >"$T/ck.id" ||
+                        fail "checkpoint of $name after a rollback"
+                ck=$(cat "$T/ck.id")
+                g=$(gap "$T/ck.ping")
+                j=$(ck_json "$name" "$ck")
+                echo "$1 $2 $which $(echo "$j" | num downtimeMs) $(awk -v n="$(echo "$j" | num pauseNs)" 'BEGIN {printf "%.1f", n / 1e6}') $g $b" >>"$OUT_RB"
+        done
+}
+OUT_RB=$T/results-rb
+: >"$OUT_RB"
+
 start_daemon
 declare -A ROLL
 for size in $SIZES; do
@@ -141,6 +161,7 @@ for size in $SIZES; do
                         ROLL[$size.$touch]="${ROLL[$size.$touch]:-} $((($(date +%s%N) - t0) / 1000000))"
                 done
                 ram=$(ck_json "$name" "$ck_live" | num ramBytes)
+                after_rollback "$size" "$touch"
 
                 echo "# $size MiB, $touch: checkpoint RAM $((ram / 1048576)) MiB" >&2
                 for n in $names; do
@@ -186,6 +207,14 @@ echo "rollback to agent-ready (ms, 3 each, onto the live checkpoint's RAM, no co
 for k in "${!ROLL[@]}"; do
         printf "%-12s %s  p50 %s\n" "$k" "${ROLL[$k]}" "$(echo ${ROLL[$k]} | tr ' ' '\n' | pct 0.5 1)"
 done | sort
+echo
+echo "the first two checkpoints right after the last rollback (the restored VM's first migration"
+echo "syncs a dirty bitmap in which every page is dirty): QEMU's downtime, forkletd's pause, the"
+echo "longest gap of the 5 ms ping during it and without a checkpoint, in ms"
+echo
+echo "| guest | touched | checkpoint | QEMU downtime | pause | ping | no-ck ping | ping over no-ck |"
+echo "|---|---|---|---|---|---|---|---|"
+awk '{printf "| %s MiB | %s | %s | %s | %s | %s | %s | %.1f ms |\n", $1, $2, $3, $4, $5, $6, $7, $6 - $7}' "$OUT_RB"
 echo
 echo "raw: size touch mode qemu_downtime_ms pause_ms ping_gap_ms baseline_gap_ms method"
 cat "$OUT"

@@ -76,17 +76,28 @@ restart() {
 # the session a mode's cells use: base has its own, booted by the baseline forkletd
 sname() { if [ "$2" = base ]; then echo "a$1"; else echo "b$1"; fi; }
 
+# ck_pinged NAME [ARG...]: `checkpoint create NAME ARG...` under the 5 ms ping, after the same
+# ping without one; sets CK (its id), GAP and BASE_GAP (the longest gaps, ms)
+ck_pinged() {
+        local name=$1
+        shift
+        pinged "$name" "$T/base.ping" sleep 1 || fail "baseline ping"
+        BASE_GAP=$(gap "$T/base.ping")
+        pinged "$name" "$T/ck.ping" "$FORKLET" checkpoint create "$name" "$@" >"$T/ck.id" ||
+                fail "checkpoint of $name"
+        CK=$(cat "$T/ck.id")
+        GAP=$(gap "$T/ck.ping")
+}
+# pause_ms JSON: a checkpoint's pauseNs in ms
+pause_ms() { awk -v n="$(echo "$1" | num pauseNs)" 'BEGIN {printf "%.1f", n / 1e6}'; }
+
 # cell SIZE TOUCH MODE: REPS checkpoints; appends "SIZE TOUCH MODE qemu_ms pause_ms gap_ms base_ms"
 cell() {
-        local size=$1 touch=$2 mode=$3 name i ck j dt ps g b
+        local size=$1 touch=$2 mode=$3 name i ck j dt g b
         name=$(sname "$size" "$mode")
         for i in $(seq "$REPS"); do
-                pinged "$name" "$T/base.ping" sleep 1 || fail "baseline ping"
-                b=$(gap "$T/base.ping")
-                pinged "$name" "$T/ck.ping" "$FORKLET" checkpoint create "$name" >"$T/ck.id" ||
-                        fail "checkpoint of $name ($mode)"
-                ck=$(cat "$T/ck.id")
-                g=$(gap "$T/ck.ping")
+                ck_pinged "$name"
+                ck=$CK g=$GAP b=$BASE_GAP
                 # the next one after this one is Ready (its helper competes for the CPUs)
                 for j in $(seq 1200); do
                         ck_json "$name" "$ck" | grep -q '"status": "Writing"' || break
@@ -97,9 +108,8 @@ cell() {
                 [ "$mode" = stop-copy ] && want=stop-copy
                 echo "$j" | grep -q "\"mode\": \"$want\"" || fail "$ck: not $want: $j"
                 dt=$(echo "$j" | num downtimeMs)
-                ps=$(echo "$j" | num pauseNs)
                 me=$(echo "$j" | sed -n 's/^ *"method": *"\([a-z-]*\)",*$/\1/p' | head -n1)
-                echo "$size $touch $mode ${dt:--} $(awk -v n="$ps" 'BEGIN {printf "%.1f", n / 1e6}') $g $b ${me:--}" >>"$OUT"
+                echo "$size $touch $mode ${dt:--} $(pause_ms "$j") $g $b ${me:--}" >>"$OUT"
                 LAST=$ck
                 [ "$i" = "$REPS" ] || "$FORKLET" checkpoint delete "$name" "$ck" >/dev/null
         done
@@ -109,16 +119,11 @@ cell() {
 # rollback (its VM restored, its RAM the checkpoint's mapped private); appends "SIZE TOUCH
 # first|second qemu_ms pause_ms gap_ms base_ms" to $OUT_RB
 after_rollback() {
-        local name=b$1 which ck j b g
+        local name=b$1 which j
         for which in first second; do
-                pinged "$name" "$T/base.ping" sleep 1 || fail "baseline ping"
-                b=$(gap "$T/base.ping")
-                pinged "$name" "$T/ck.ping" "$FORKLET" checkpoint create "$name" --wait >"$T/ck.id" ||
-                        fail "checkpoint of $name after a rollback"
-                ck=$(cat "$T/ck.id")
-                g=$(gap "$T/ck.ping")
-                j=$(ck_json "$name" "$ck")
-                echo "$1 $2 $which $(echo "$j" | num downtimeMs) $(awk -v n="$(echo "$j" | num pauseNs)" 'BEGIN {printf "%.1f", n / 1e6}') $g $b" >>"$OUT_RB"
+                ck_pinged "$name" --wait
+                j=$(ck_json "$name" "$CK")
+                echo "$1 $2 $which $(echo "$j" | num downtimeMs) $(pause_ms "$j") $GAP $BASE_GAP" >>"$OUT_RB"
         done
 }
 OUT_RB=$T/results-rb

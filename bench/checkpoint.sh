@@ -110,6 +110,7 @@ cell() {
                 dt=$(echo "$j" | num downtimeMs)
                 me=$(echo "$j" | sed -n 's/^ *"method": *"\([a-z-]*\)",*$/\1/p' | head -n1)
                 echo "$size $touch $mode ${dt:--} $(pause_ms "$j") $g $b ${me:--}" >>"$OUT"
+                echo "# $name $ck $mode: $(echo "$j" | sed -n 's/^ *"pauseSteps": *"\(.*\)",*$/\1/p')" >&2
                 LAST=$ck
                 [ "$i" = "$REPS" ] || "$FORKLET" checkpoint delete "$name" "$ck" >/dev/null
         done

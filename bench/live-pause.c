@@ -5,9 +5,10 @@
  * chain of N layers (FK_LIVE_DEPTHS, default "0 8 16": what N checkpoints leave a session's
  * disk). Through the vmm API (no forkletd; no disk switch: that step is empty), so it shows what
  * the QMP conversation and QEMU's block layer cost. Each row twice, checkpoints taken in turn:
- * the conversation polled (query-migrate, query-status: the baseline) and driven by QEMU's
- * MIGRATION events (forkletd's). Root, FORKLET_IMAGE_DIR; FK_LIVE_REPS (10), FK_LIVE_MIB (256).
- * Prints p50 / p90 in ms and the event-driven pause against the polled one. */
+ * the conversation polled (query-migrate, query-status: the baseline), driven by QEMU's
+ * MIGRATION events with a pause before the switch-over, and driven by them without it
+ * (forkletd's: vmm_live_opts.switch_after). Root, FORKLET_IMAGE_DIR; FK_LIVE_REPS (10),
+ * FK_LIVE_MIB (256). Prints p50 / p90 in ms and each pause against the polled one. */
 #include "tests/fork/fork-harness.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -67,16 +68,23 @@ static void print_row(const char *label, const char *mode, int reps, struct row 
         fflush(stdout);
 }
 
-static int one(const char *stream, bool poll, int i, struct row *w)
+enum conversation { POLLED, EVENTS, AFTER };
+
+static int one(const char *stream, enum conversation c, int i, struct row *w)
 {
+        static const char *const what[] = {"vmm_checkpoint_live (polled)",
+                                           "vmm_checkpoint_live (events)",
+                                           "vmm_checkpoint_live (switch after)"};
         struct fk_error err = {0};
-        struct vmm_live_opts o = {
-                .converge_ms = 20000, .timeout_ms = TIMEOUT_MS, .poll = poll, .poll_us = poll_us};
+        struct vmm_live_opts o = {.converge_ms = 20000,
+                                  .timeout_ms = TIMEOUT_MS,
+                                  .poll = c == POLLED,
+                                  .poll_us = poll_us,
+                                  .switch_after = c == AFTER};
         struct vmm_live_stats st = {0};
 
         if (vmm_checkpoint_live(vm.qmp, stream, &o, &st, &err) < 0)
-                return fh_fail(&vm, poll ? "vmm_checkpoint_live (polled)" : "vmm_checkpoint_live",
-                               &err);
+                return fh_fail(&vm, what[c], &err);
         unlink(stream);
         for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++)
                 w->step[s][i] = st.step_ns[s];
@@ -89,19 +97,24 @@ static int one(const char *stream, bool poll, int i, struct row *w)
         return 0;
 }
 
-/* reps checkpoints each way, taken in turn (polled, then event-driven), so the host's load
- * weighs on both alike; the event-driven row's ratio is against the polled one. */
+/* reps checkpoints each way, taken in turn (polled, event-driven with the pause before the
+ * switch-over, event-driven without it: forkletd's), so the host's load weighs on all alike;
+ * ratios against the polled row. */
 static int run(const char *label, int reps)
 {
-        static struct row polled, events;
+        static struct row polled, events, after;
         char stream[300];
+        double base;
 
         snprintf(stream, sizeof(stream), "%s/full", workdir);
         for (int i = 0; i < reps; i++)
-                if (one(stream, true, i, &polled) || one(stream, false, i, &events))
+                if (one(stream, POLLED, i, &polled) || one(stream, EVENTS, i, &events) ||
+                    one(stream, AFTER, i, &after))
                         return 1;
         print_row(label, "polled", reps, &polled, 0);
-        print_row(label, "events", reps, &events, pct_ms(polled.pause, reps, 0.5));
+        base = pct_ms(polled.pause, reps, 0.5);
+        print_row(label, "events", reps, &events, base);
+        print_row(label, "events, no pause before the switch-over", reps, &after, base);
         return 0;
 }
 
@@ -143,8 +156,8 @@ int main(void)
         if (fh_vm_start(&vm, workdir, "src", image, mib, NULL, true, &err) < 0)
                 return fh_fail(&vm, "boot the guest", &err);
         printf("%d precopy checkpoints each way, taken in turn, %u MiB guest, p50 / p90 ms (steps: "
-               "p50 ms); pause: QEMU's STOP event to cont's reply; ratio: the event-driven "
-               "pause p50 against the polled one of the same guest\n\n",
+               "p50 ms); pause: QEMU's STOP event to cont's reply; ratio: the pause p50 "
+               "against the polled one of the same guest\n\n",
                reps, mib);
         printf("| guest | conversation | pause | ratio | QEMU downtime |");
         for (int s = 0; s < _VMM_LIVE_STEP_MAX; s++)

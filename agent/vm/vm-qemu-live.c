@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A live checkpoint of a session's QEMU: the method (precopy or background snapshot), the new
- * disk overlay opened while the guest runs and switched to at the switch-over, the second QMP
- * connection that migrate-continue is armed on, and what the checkpoint records of the pause. */
+ * disk overlay opened while the guest runs and switched to with the guest stopped (precopy: once
+ * the migration completed), the second QMP connection that cont (or migrate-continue) is armed
+ * on, and what the checkpoint records of the pause. */
 #include "agent/vm/vm.h"
 #include "agent/vm/vm-qemu.h"
 #include "common/cleanup.h"
@@ -27,7 +28,8 @@ static bool live_background(const struct qemu_vm *q)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
-        if (m && (strcmp(m, "precopy") == 0 || strcmp(m, "precopy-polled") == 0))
+        if (m && (strcmp(m, "precopy") == 0 || strcmp(m, "precopy-polled") == 0 ||
+                  strcmp(m, "precopy-pause") == 0))
                 return false;
         if (m && strcmp(m, "background") == 0)
                 return true;
@@ -41,6 +43,16 @@ static bool live_polled(void)
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
         return m && strcmp(m, "precopy-polled") == 0;
+}
+
+/* The disk switches once the migration completed (vmm_live_opts.switch_after), unless
+ * FORKLET_CHECKPOINT_MODE=precopy-pause asks for the pause before the switch-over that
+ * forkletd used before (bench/checkpoint.sh's baseline). */
+static bool live_switch_after(void)
+{
+        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
+
+        return !(m && strcmp(m, "precopy-pause") == 0);
 }
 
 /* The disk freeze at the live switch-over (the guest is stopped there). */
@@ -158,7 +170,7 @@ static void pause_steps_text(const struct vmm_live_stats *st, char *buf, size_t 
                 snprintf(buf + off, size - off, "ms");
 }
 
-/* The guest runs while its RAM goes into dir/full; the disk switches at the switch-over. */
+/* The guest runs while its RAM goes into dir/full; the disk switches with the guest stopped. */
 int qemu_checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params *p,
                          const char *full, struct agent_checkpoint_result *res,
                          struct fk_error *err)
@@ -168,7 +180,8 @@ int qemu_checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params
                                   .timeout_ms = p->timeout_ms,
                                   .userdata = &ls,
                                   .background = live_background(q),
-                                  .poll = live_polled()};
+                                  .poll = live_polled(),
+                                  .switch_after = live_switch_after()};
         struct vmm_live_stats st = {0};
         json_t *args = NULL;
         int r = overlay_open(&ls, err);

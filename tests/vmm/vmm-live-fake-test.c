@@ -374,6 +374,189 @@ static void test_live_events_failed(void **state)
         unlink(stream);
 }
 
+/* switch_after's setup: pause-before-switchover off, events on (ids 2-5 as LIVE_SETUP_STEPS). */
+#define AFTER_SETUP_STEPS                                                                          \
+        {"\"query-status\"", RUNNING(2), 0, false},                                                \
+                {"\"pause-before-switchover\",\"state\":false},{\"capability\":"                    \
+                 "\"background-snapshot\",\"state\":false},{\"capability\":\"events\",\"state\":"   \
+                 "true",                                                                           \
+                 RET(3), 0, false},                                                                \
+                {"\"downtime-limit\":10", RET(4), 0, false},                                       \
+        {                                                                                          \
+                "\"getfd\"", RET(5), 0, false                                                      \
+        }
+#define DISARMED(id)                                                                               \
+        "{\"id\": " #id ", \"error\": {\"class\": \"GenericError\", \"desc\": \"QMP input "         \
+        "member 'forklet-disarm' is unexpected\"}}\r\n"
+
+/* switch_after: no pause before the switch-over. The disk freeze, armed on the first
+ * connection, fires at the completed event (the guest stopped since QEMU's STOP, 50 ms before);
+ * cont, armed on the second, once the freeze answered, and again after QEMU's "not finalized". */
+static void test_live_after(void **state)
+{
+        char stop_ev[200], migrate_reply[600];
+        uint64_t stop_real = fk_now_real_ns() - 50000000ull;
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                AFTER_SETUP_STEPS,
+                {"\"fd:fk-migrate\"", migrate_reply, 0, false},
+                {"{\"execute\":\"blockdev-snapshot\",\"id\":7,\"arguments\":{\"node\":\"disk0\"",
+                 RET(7), 0, false},
+                {"\"query-migrate\"", DONE(8), 0, false},
+                {"\"events\",\"state\":false", RET(9), 0, false},
+        };
+        const struct qmp_fake_step second[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"{\"execute\":\"cont\",\"id\":2}",
+                 "{\"id\": 2, \"error\": {\"class\": \"GenericError\", \"desc\": \"Migration is "
+                 "not finalized yet\"}}\r\n",
+                 0, false},
+                {"{\"execute\":\"cont\",\"id\":3}", RET(3), 0, false},
+                {NULL, NULL, 300, false},
+        };
+        json_t *args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", "ov1");
+        struct vmm_live_opts o = {.converge_ms = 10000,
+                                  .timeout_ms = 2000,
+                                  .switch_command = "blockdev-snapshot",
+                                  .switch_args = args,
+                                  .switchover = count_switchover,
+                                  .switch_after = true};
+        char stream[] = "/tmp/fk-live-test-XXXXXX";
+        struct vmm_live_stats st = {0};
+        struct fk_error err = {0};
+        struct qmp_fake f, f2;
+        struct qmp_client *c;
+        int sfd = mkstemp(stream);
+
+        (void)state;
+        snprintf(stop_ev, sizeof(stop_ev),
+                 "{\"event\": \"STOP\", \"timestamp\": {\"seconds\": %llu, \"microseconds\": "
+                 "%llu}}\r\n",
+                 (unsigned long long)(stop_real / 1000000000ull),
+                 (unsigned long long)(stop_real % 1000000000ull / 1000));
+        snprintf(migrate_reply, sizeof(migrate_reply), "%s%s%s%s", RET(6) EV_MIG("setup"),
+                 EV_MIG("active"), stop_ev, EV_MIG("completed"));
+        c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        o.continue_qmp = connect_fake(&f2, second, ARRAY_SIZE(second));
+        assert_true(sfd >= 0);
+        close(sfd);
+        switchovers = 0;
+        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), 0);
+        assert_int_equal(switchovers, 1);
+        assert_int_equal(st.downtime_ms, 4);
+        assert_false(st.forced);
+        assert_int_equal(st.polls, 1); /* the refused cont */
+        assert_true(st.step_ns[VMM_LIVE_SEEN] == 0 && st.step_ns[VMM_LIVE_CONTINUE] == 0);
+        assert_true(st.step_ns[VMM_LIVE_COMPLETED] >= 45000000ull);
+        assert_true(st.step_ns[VMM_LIVE_POSTMIGRATE] > 0);
+        assert_steps_add_up(&st);
+        json_decref(args);
+        qmp_client_free(o.continue_qmp);
+        qmp_client_free(c);
+        qmp_fake_finish(&f2);
+        qmp_fake_finish(&f);
+        unlink(stream);
+}
+
+/* switch_after, no completion within converge_ms and no second connection: the armed freeze is
+ * disarmed, the guest stopped, the freeze armed again and fired at the completed event; cont
+ * goes after its reply. */
+static void test_live_after_forced(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                AFTER_SETUP_STEPS,
+                {"\"fd:fk-migrate\"", RET(6) EV_MIG("setup") EV_MIG("active"), 0, false},
+                {"\"blockdev-snapshot\",\"id\":7,", DISARMED(7), 0, false},
+                {"\"stop\"", RET(8) EV_MIG("completed"), 0, false},
+                {"{\"execute\":\"blockdev-snapshot\",\"id\":9,\"arguments\"", RET(9), 0, false},
+                {"{\"execute\":\"cont\",\"id\":10}", RET(10), 0, false},
+                {"\"query-migrate\"", DONE(11), 0, false},
+                {"\"events\",\"state\":false", RET(12), 0, false},
+        };
+        json_t *args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", "ov1");
+        struct vmm_live_opts o = {.converge_ms = 100,
+                                  .timeout_ms = 2000,
+                                  .switch_command = "blockdev-snapshot",
+                                  .switch_args = args,
+                                  .switchover = count_switchover,
+                                  .switch_after = true};
+        char stream[] = "/tmp/fk-live-test-XXXXXX";
+        struct vmm_live_stats st = {0};
+        struct fk_error err = {0};
+        struct qmp_fake f;
+        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        int sfd = mkstemp(stream);
+
+        (void)state;
+        assert_true(sfd >= 0);
+        close(sfd);
+        switchovers = 0;
+        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), 0);
+        assert_true(st.forced);
+        assert_int_equal(switchovers, 1);
+        assert_steps_add_up(&st);
+        json_decref(args);
+        qmp_client_free(c);
+        qmp_fake_finish(&f);
+        unlink(stream);
+}
+
+/* switch_after: QEMU refuses the disk freeze once the migration completed. The cont armed on the
+ * second connection is disarmed, and the guest, stopped in postmigrate, continued: the checkpoint
+ * fails, the session runs on. */
+static void test_live_after_switch_refused(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                AFTER_SETUP_STEPS,
+                {"\"fd:fk-migrate\"", RET(6) EV_MIG("active") EV_MIG("completed"), 0, false},
+                {"{\"execute\":\"blockdev-snapshot\",\"id\":7,",
+                 "{\"id\": 7, \"error\": {\"class\": \"GenericError\", \"desc\": \"Permission "
+                 "conflict on node 'ov1'\"}}\r\n",
+                 0, false},
+                {"\"migrate_cancel\"", RET(8), 0, false},
+                {"\"query-migrate\"", DONE(9), 0, false},
+                {"\"query-status\"", "{\"return\": {\"status\": \"postmigrate\"}, \"id\": 10}\r\n",
+                 0, false},
+                {"{\"execute\":\"cont\",\"id\":11}", RET(11), 0, false},
+                {"\"events\",\"state\":false", RET(12), 0, false},
+        };
+        const struct qmp_fake_step second[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"\"cont\",\"id\":2,\"forklet-disarm\":0}", DISARMED(2), 0, false},
+                {NULL, NULL, 300, false},
+        };
+        json_t *args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", "ov1");
+        struct vmm_live_opts o = {.converge_ms = 10000,
+                                  .timeout_ms = 2000,
+                                  .switch_command = "blockdev-snapshot",
+                                  .switch_args = args,
+                                  .switchover = count_switchover,
+                                  .switch_after = true};
+        char stream[] = "/tmp/fk-live-test-XXXXXX";
+        struct vmm_live_stats st = {0};
+        struct fk_error err = {0};
+        struct qmp_fake f, f2;
+        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        int sfd = mkstemp(stream);
+
+        (void)state;
+        o.continue_qmp = connect_fake(&f2, second, ARRAY_SIZE(second));
+        assert_true(sfd >= 0);
+        close(sfd);
+        switchovers = 0;
+        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), -EIO);
+        assert_non_null(strstr(err.msg, "Permission conflict"));
+        assert_int_equal(switchovers, 0);
+        json_decref(args);
+        qmp_client_free(o.continue_qmp);
+        qmp_client_free(c);
+        qmp_fake_finish(&f2);
+        qmp_fake_finish(&f);
+        unlink(stream);
+}
+
 /* A QEMU that refuses the capability: -EOPNOTSUPP, nothing done to the guest, no stream. */
 static void test_live_refused(void **state)
 {
@@ -479,6 +662,9 @@ int main(void)
                 cmocka_unit_test(test_live_events_second_connection),
                 cmocka_unit_test(test_live_events_forced),
                 cmocka_unit_test(test_live_events_failed),
+                cmocka_unit_test(test_live_after),
+                cmocka_unit_test(test_live_after_forced),
+                cmocka_unit_test(test_live_after_switch_refused),
                 cmocka_unit_test(test_live_refused),
                 cmocka_unit_test(test_dirty_log_reset),
                 cmocka_unit_test(test_dirty_log_reset_refused),

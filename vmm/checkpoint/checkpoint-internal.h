@@ -21,9 +21,9 @@ int vmm_migrate_start_fd(struct qmp_client *qmp, const char *command, const char
  * reply (new reference) when asked. */
 int vmm_live_migrate_status(struct qmp_client *qmp, unsigned timeout_ms, char *buf, size_t size,
                             json_t **ret_info, struct fk_error *err);
-/* The live capabilities on (bg: background-snapshot, else pause-before-switchover and events)
- * or all off. */
-int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, unsigned timeout_ms,
+/* The live capabilities on (bg: background-snapshot, else events and, with pause,
+ * pause-before-switchover) or all off. */
+int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, bool pause, unsigned timeout_ms,
                       struct fk_error *err);
 void vmm_live_sleep_ns(uint64_t ns);
 /* Ends step s of the pause: its time since *mark, and *mark moves on. */

@@ -43,6 +43,27 @@ static int arm_pause(struct qmp_client *qmp, const struct vmm_live_opts *o, stru
         return arm_continue(qmp, err);
 }
 
+/* What runs once the migration completed (switch_after), armed while the guest runs: the disk
+ * freeze, and cont on the second connection when there is one (it goes after the freeze's
+ * reply; one monitor parses one command at a time); with nothing to switch, cont. */
+static int arm_after(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
+{
+        int r;
+
+        if (o->switch_command) {
+                r = qmp_arm(qmp, o->switch_command, o->switch_args, err);
+                if (r >= 0 && o->continue_qmp)
+                        r = qmp_arm(o->continue_qmp, "cont", NULL, err);
+                return r;
+        }
+        return o->switchover ? 0 : qmp_arm(qmp, "cont", NULL, err);
+}
+
+static int arm(struct qmp_client *qmp, const struct vmm_live_opts *o, struct fk_error *err)
+{
+        return o->switch_after ? arm_after(qmp, o, err) : arm_pause(qmp, o, err);
+}
+
 void vmm_live_disarm(struct qmp_client *qmp, const struct vmm_live_opts *o, unsigned timeout_ms)
 {
         (void)qmp_disarm(qmp, timeout_ms);
@@ -121,15 +142,16 @@ static int wait_migration(struct qmp_client *qmp, const char *want, uint64_t dea
         }
 }
 
-/* Until the switch-over; past converge_ms the guest is stopped so the rest goes out without new
- * dirty pages (*ret_forced). */
+/* Until the switch-over (want: pre-switchover, or completed with switch_after); past
+ * converge_ms the guest is stopped so the rest goes out without new dirty pages (*ret_forced). */
 static int events_switchover(struct qmp_client *qmp, const struct vmm_live_opts *o,
-                             uint64_t *ret_ns, bool *ret_forced, struct fk_error *err)
+                             const char *want, uint64_t *ret_ns, bool *ret_forced,
+                             struct fk_error *err)
 {
         uint64_t start = fk_now_mono_ns();
         uint64_t converge = start + (uint64_t)o->converge_ms * 1000000ull;
         uint64_t deadline = start + (uint64_t)o->timeout_ms * 1000000ull;
-        int r = wait_migration(qmp, "pre-switchover", converge, ret_ns, err);
+        int r = wait_migration(qmp, want, converge, ret_ns, err);
 
         if (r != -ETIMEDOUT)
                 return r;
@@ -140,11 +162,11 @@ static int events_switchover(struct qmp_client *qmp, const struct vmm_live_opts 
                 return fk_error_set(err, r, "QMP: disarm before the stop: %s", strerror(-r));
         r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
         if (r >= 0)
-                r = arm_pause(qmp, o, err);
+                r = arm(qmp, o, err);
         if (r < 0)
                 return r;
         *ret_forced = true;
-        r = wait_migration(qmp, "pre-switchover", deadline, ret_ns, err);
+        r = wait_migration(qmp, want, deadline, ret_ns, err);
         return r == -ETIMEDOUT ? fk_error_set(err, r,
                                               "live checkpoint did not reach the switch-over in "
                                               "%u ms",
@@ -190,6 +212,59 @@ static int query_downtime(struct qmp_client *qmp, unsigned timeout_ms, uint64_t 
         return r;
 }
 
+/* The armed cont fired on c (or sent, when it could not be armed), sent again while QEMU has not
+ * finalized; the refused ones count as postmigrate. The pause ends here. */
+static int cont_fired(struct qmp_client *c, bool armed, const struct vmm_live_opts *o,
+                      struct vmm_live_stats *st, uint64_t *mark, struct fk_error *err)
+{
+        uint64_t refused_ns = 0;
+        int r = armed ? qmp_fire(c, o->timeout_ms, NULL, err)
+                      : qmp_execute(c, "cont", NULL, o->timeout_ms, NULL, err);
+
+        if (r == -EIO && strstr(err->msg, "not finalized")) {
+                ++st->polls;
+                refused_ns = fk_now_mono_ns();
+                r = cont_when_finalized(c, o->timeout_ms, &st->polls, &refused_ns, err);
+        }
+        if (refused_ns) {
+                st->step_ns[VMM_LIVE_POSTMIGRATE] = refused_ns - *mark;
+                *mark = refused_ns;
+        }
+        vmm_live_step_end(st, VMM_LIVE_CONT, mark);
+        st->pause_ns = *mark - st->stop_ns;
+        return r;
+}
+
+/* switch_after: no pause before the switch-over. QEMU stops the guest, sends the last pages and
+ * the devices and inactivates the disks; then, the guest still stopped, the armed disk freeze
+ * and cont (on the second connection, armed too, when there is one). */
+static int run_after(struct qmp_client *qmp, const struct vmm_live_opts *o,
+                     struct vmm_live_stats *st, struct fk_error *err)
+{
+        struct qmp_client *cq = o->switch_command && o->continue_qmp ? o->continue_qmp : qmp;
+        bool cont_armed = cq != qmp || (!o->switch_command && !o->switchover);
+        uint64_t done = 0, mark;
+        int r = arm_after(qmp, o, err);
+
+        if (r >= 0)
+                r = events_switchover(qmp, o, "completed", &done, &st->forced, err);
+        if (r < 0)
+                return r;
+        st->stop_ns = mark = vmm_live_stopped_at(qmp, done);
+        vmm_live_step_end(st, VMM_LIVE_COMPLETED, &mark);
+        if (o->switch_command)
+                r = qmp_fire(qmp, o->timeout_ms, NULL, err);
+        if (r >= 0 && o->switchover)
+                r = o->switchover(o->userdata, err);
+        vmm_live_step_end(st, VMM_LIVE_SWITCH, &mark);
+        if (r >= 0 && o->completed)
+                r = o->completed(o->userdata, err);
+        vmm_live_step_end(st, VMM_LIVE_CALLBACK, &mark);
+        if (r >= 0)
+                r = cont_fired(cq, cont_armed, o, st, &mark, err);
+        return r < 0 ? r : query_downtime(qmp, o->timeout_ms, &st->downtime_ms, err);
+}
+
 /* The precopy conversation driven by QEMU's MIGRATION events, the pause's commands armed
  * ahead (qmp_arm) and no query while the guest is stopped. Steps as live_run_polled's;
  * postmigrate is the time of the conts QEMU refused before it finalized (usually none). */
@@ -197,13 +272,15 @@ int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
                         struct vmm_live_stats *st, struct fk_error *err)
 {
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)o->timeout_ms * 1000000ull;
-        uint64_t seen = 0, mark, done = 0, refused_ns = 0;
+        uint64_t seen = 0, mark, done = 0;
         json_t *args;
         int r;
 
+        if (o->switch_after)
+                return run_after(qmp, o, st, err);
         r = arm_pause(qmp, o, err);
         if (r >= 0)
-                r = events_switchover(qmp, o, &seen, &st->forced, err);
+                r = events_switchover(qmp, o, "pre-switchover", &seen, &st->forced, err);
         if (r < 0)
                 return r;
         st->stop_ns = mark = vmm_live_stopped_at(qmp, seen);
@@ -236,18 +313,7 @@ int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
         if (r >= 0 && o->completed)
                 r = o->completed(o->userdata, err);
         vmm_live_step_end(st, VMM_LIVE_CALLBACK, &mark);
-        if (r >= 0 && (r = qmp_fire(qmp, o->timeout_ms, NULL, err)) == -EIO &&
-            strstr(err->msg, "not finalized")) {
-                ++st->polls;
-                refused_ns = fk_now_mono_ns();
-                r = cont_when_finalized(qmp, o->timeout_ms, &st->polls, &refused_ns, err);
-        }
-        if (refused_ns) {
-                /* the refused conts are the wait for postmigrate: that step, not cont's */
-                st->step_ns[VMM_LIVE_POSTMIGRATE] = refused_ns - mark;
-                mark = refused_ns;
-        }
-        vmm_live_step_end(st, VMM_LIVE_CONT, &mark);
-        st->pause_ns = mark - st->stop_ns;
+        if (r >= 0)
+                r = cont_fired(qmp, true, o, st, &mark, err);
         return r < 0 ? r : query_downtime(qmp, o->timeout_ms, &st->downtime_ms, err);
 }

@@ -24,8 +24,9 @@
 #define LIVE_DOWNTIME_MS   10          /* what QEMU may stop the guest for at the switch-over */
 #define LIVE_BANDWIDTH_MAX (1ll << 40) /* bytes/s: a file, not a network (7.2 default 32 MiB/s) */
 
-/* on: the capability of mode bg (background-snapshot) or precopy (pause-before-switchover). */
-int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, unsigned timeout_ms,
+/* on: the capability of mode bg (background-snapshot) or precopy (pause-before-switchover
+ * unless pause is false). */
+int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, bool pause, unsigned timeout_ms,
                       struct fk_error *err)
 {
         /* x-ignore-shared off: the stream carries the RAM, so the guest may keep writing it;
@@ -34,7 +35,7 @@ int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, unsigned timeout
                                 json_pack("{s:[{s:s,s:b},{s:s,s:b},{s:s,s:b},{s:s,s:b}]}",
                                           "capabilities", "capability", "x-ignore-shared", "state",
                                           0, "capability", "pause-before-switchover", "state",
-                                          (int)(on && !bg), "capability", "background-snapshot",
+                                          (int)(on && !bg && pause), "capability", "background-snapshot",
                                           "state", (int)(on && bg), "capability", "events", "state",
                                           (int)(on && !bg)),
                                 timeout_ms, NULL, err);
@@ -224,7 +225,7 @@ int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_erro
                 cancel = cancel || strcmp(st, running[i]) == 0;
         if (cancel)
                 abort_live(qmp, timeout_ms);
-        r = vmm_live_set_caps(qmp, false, false, timeout_ms, err);
+        r = vmm_live_set_caps(qmp, false, false, false, timeout_ms, err);
         /* the parameters a live checkpoint sets: an interrupted dirty bitmap reset
          * (vmm_dirty_log_reset) left max-bandwidth at 1 KiB/s, which a stop-and-copy save,
          * which sets none, would run under */
@@ -243,7 +244,8 @@ static int live_setup(struct qmp_client *qmp, const struct vmm_live_opts *o, str
                 return r;
         if (strcmp(status, "running"))
                 return fk_error_set(err, -EOPNOTSUPP, "the VM is %s, not running", status);
-        r = vmm_live_set_caps(qmp, true, o->background, o->timeout_ms, err);
+        r = vmm_live_set_caps(qmp, true, o->background, o->poll || !o->switch_after,
+                              o->timeout_ms, err);
         if (r >= 0)
                 r = set_params(qmp, o->timeout_ms, err);
         return r == -EIO ? refused(err, "QEMU refused live migration") : r;
@@ -407,7 +409,7 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
         r = live_setup(qmp, o, err);
         if (r >= 0 && o->background) {
                 r = bg_checkpoint(qmp, stream, o, &st, err);
-                (void)vmm_live_set_caps(qmp, false, true, o->timeout_ms, NULL);
+                (void)vmm_live_set_caps(qmp, false, true, false, o->timeout_ms, NULL);
                 if (r < 0) {
                         unlink(stream);
                         return r;
@@ -422,7 +424,7 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
             (r = vmm_migrate_start_fd(qmp, "migrate", stream, o->timeout_ms, err)) == -EIO)
                 r = refused(err, "QEMU refused live migration");
         if (r < 0) {
-                (void)vmm_live_set_caps(qmp, false, o->background, o->timeout_ms, NULL);
+                (void)vmm_live_set_caps(qmp, false, o->background, false, o->timeout_ms, NULL);
                 unlink(stream);
                 return r;
         }
@@ -434,7 +436,7 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
         if (r < 0)
                 abort_live(qmp, o->timeout_ms);
         /* later stop-and-copy saves must not wait at a switch-over nobody continues */
-        (void)vmm_live_set_caps(qmp, false, false, o->timeout_ms, NULL);
+        (void)vmm_live_set_caps(qmp, false, false, false, o->timeout_ms, NULL);
         if (r < 0)
                 return r;
 done:

@@ -92,6 +92,11 @@ struct vmm_live_opts {
          * baseline); poll_us: how often the switch-over is looked for then, 0: 1000 */
         bool poll;
         unsigned poll_us;
+        /* precopy, events: no pause before the switch-over; the disk freeze (switch_command,
+         * switchover) runs once the migration completed, the guest still stopped and QEMU's
+         * block layer inactive, then cont. The same instant for RAM and disk, without QEMU
+         * 7.2's 1 ms wait in migration_maybe_pause and migrate-continue's round trip. */
+        bool switch_after;
 };
 
 /* The precopy pause, step by step (each from the end of the one before; the first from the
@@ -100,7 +105,8 @@ enum vmm_live_step {
         VMM_LIVE_SEEN,        /* until QEMU said pre-switchover (event, or a query-migrate) */
         VMM_LIVE_SWITCH,      /* o->switchover (the disk freeze) */
         VMM_LIVE_CONTINUE,    /* migrate-continue's reply */
-        VMM_LIVE_COMPLETED,   /* until QEMU said completed (it writes the devices) */
+        VMM_LIVE_COMPLETED,   /* until QEMU said completed (it writes the devices); with
+                               * switch_after the first step (seen and continue are 0) */
         VMM_LIVE_POSTMIGRATE, /* polled: until query-status said postmigrate; events: the conts
                                * QEMU refused before it left finish-migrate */
         VMM_LIVE_CALLBACK,    /* o->completed */

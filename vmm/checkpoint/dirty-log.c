@@ -79,7 +79,7 @@ int vmm_dirty_log_reset(struct qmp_client *qmp, unsigned timeout_ms, unsigned *r
         if (bw <= 0)
                 return fk_error_set(err, -EPROTO, "query-migrate-parameters: no max-bandwidth");
         /* x-ignore-shared off: a share=on RAM block would be skipped, its bitmap left as is */
-        r = vmm_live_set_caps(qmp, false, false, timeout_ms, err);
+        r = vmm_live_set_caps(qmp, false, false, false, timeout_ms, err);
         if (r >= 0)
                 r = set_bandwidth(qmp, DIRTY_LOG_BANDWIDTH, timeout_ms, err);
         if (r >= 0)

@@ -22,8 +22,8 @@
 
 /* The live method: precopy where QEMU's dirty tracking is exact (KVM's dirty log, or TCG with
  * the RAM tail), else the background snapshot (userfaultfd; refused by a jailed QEMU 7.2, then
- * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy (or precopy-polled) or =background forces
- * one. */
+ * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy (or precopy-polled, precopy-pause) or
+ * =background forces one. */
 static bool live_background(const struct qemu_vm *q)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");

@@ -377,8 +377,8 @@ static void test_live_events_failed(void **state)
 /* switch_after's setup: pause-before-switchover off, events on (ids 2-5 as LIVE_SETUP_STEPS). */
 #define AFTER_SETUP_STEPS                                                                          \
         {"\"query-status\"", RUNNING(2), 0, false},                                                \
-                {"\"pause-before-switchover\",\"state\":false},{\"capability\":"                    \
-                 "\"background-snapshot\",\"state\":false},{\"capability\":\"events\",\"state\":"   \
+                {"\"pause-before-switchover\",\"state\":false},{\"capability\":"                   \
+                 "\"background-snapshot\",\"state\":false},{\"capability\":\"events\",\"state\":"  \
                  "true",                                                                           \
                  RET(3), 0, false},                                                                \
                 {"\"downtime-limit\":10", RET(4), 0, false},                                       \
@@ -386,7 +386,7 @@ static void test_live_events_failed(void **state)
                 "\"getfd\"", RET(5), 0, false                                                      \
         }
 #define DISARMED(id)                                                                               \
-        "{\"id\": " #id ", \"error\": {\"class\": \"GenericError\", \"desc\": \"QMP input "         \
+        "{\"id\": " #id ", \"error\": {\"class\": \"GenericError\", \"desc\": \"QMP input "        \
         "member 'forklet-disarm' is unexpected\"}}\r\n"
 
 /* switch_after: no pause before the switch-over. The disk freeze, armed on the first

@@ -35,9 +35,9 @@ int vmm_live_set_caps(struct qmp_client *qmp, bool on, bool bg, bool pause, unsi
                                 json_pack("{s:[{s:s,s:b},{s:s,s:b},{s:s,s:b},{s:s,s:b}]}",
                                           "capabilities", "capability", "x-ignore-shared", "state",
                                           0, "capability", "pause-before-switchover", "state",
-                                          (int)(on && !bg && pause), "capability", "background-snapshot",
-                                          "state", (int)(on && bg), "capability", "events", "state",
-                                          (int)(on && !bg)),
+                                          (int)(on && !bg && pause), "capability",
+                                          "background-snapshot", "state", (int)(on && bg),
+                                          "capability", "events", "state", (int)(on && !bg)),
                                 timeout_ms, NULL, err);
 }
 
@@ -244,8 +244,8 @@ static int live_setup(struct qmp_client *qmp, const struct vmm_live_opts *o, str
                 return r;
         if (strcmp(status, "running"))
                 return fk_error_set(err, -EOPNOTSUPP, "the VM is %s, not running", status);
-        r = vmm_live_set_caps(qmp, true, o->background, o->poll || !o->switch_after,
-                              o->timeout_ms, err);
+        r = vmm_live_set_caps(qmp, true, o->background, o->poll || !o->switch_after, o->timeout_ms,
+                              err);
         if (r >= 0)
                 r = set_params(qmp, o->timeout_ms, err);
         return r == -EIO ? refused(err, "QEMU refused live migration") : r;

@@ -503,8 +503,8 @@ static void test_live_after_forced(void **state)
 }
 
 /* switch_after: QEMU refuses the disk freeze once the migration completed. The cont armed on the
- * second connection is disarmed, and the guest, stopped in postmigrate, continued: the checkpoint
- * fails, the session runs on. */
+ * second connection is disarmed, and the guest, stopped, continued (cont sent again after QEMU's
+ * "not finalized"): the checkpoint fails, the session runs on. */
 static void test_live_after_switch_refused(void **state)
 {
         const struct qmp_fake_step steps[] = {
@@ -517,10 +517,14 @@ static void test_live_after_switch_refused(void **state)
                  0, false},
                 {"\"migrate_cancel\"", RET(8), 0, false},
                 {"\"query-migrate\"", DONE(9), 0, false},
-                {"\"query-status\"", "{\"return\": {\"status\": \"postmigrate\"}, \"id\": 10}\r\n",
+                {"\"query-status\"",
+                 "{\"return\": {\"status\": \"finish-migrate\"}, \"id\": 10}\r\n", 0, false},
+                {"{\"execute\":\"cont\",\"id\":11}",
+                 "{\"id\": 11, \"error\": {\"class\": \"GenericError\", \"desc\": \"Migration is "
+                 "not finalized yet\"}}\r\n",
                  0, false},
-                {"{\"execute\":\"cont\",\"id\":11}", RET(11), 0, false},
-                {"\"events\",\"state\":false", RET(12), 0, false},
+                {"{\"execute\":\"cont\",\"id\":12}", RET(12), 0, false},
+                {"\"events\",\"state\":false", RET(13), 0, false},
         };
         const struct qmp_fake_step second[] = {
                 QMP_FAKE_HANDSHAKE,

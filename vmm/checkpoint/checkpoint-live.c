@@ -194,11 +194,14 @@ static int wait_runstate(struct qmp_client *qmp, const char *want, unsigned time
 }
 
 /* After a failure once the migration started: cancel it (QEMU restarts a guest it stopped for
- * the switch-over) and make sure the guest runs. */
+ * the switch-over) and make sure the guest runs. A migration that completed (switch_after: the
+ * disk switch failed after it) cannot be cancelled, and its QEMU refuses cont until it has
+ * finalized: cont is sent again then. */
 static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
 {
         cleanup_free char *status = NULL;
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+        struct fk_error e = {0};
         char st[32];
 
         (void)qmp_execute(qmp, "migrate_cancel", NULL, timeout_ms, NULL, NULL);
@@ -207,8 +210,11 @@ static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
                (strcmp(st, "cancelling") == 0 || strcmp(st, "pre-switchover") == 0 ||
                 strcmp(st, "active") == 0 || strcmp(st, "device") == 0))
                 vmm_live_sleep_ns(LIVE_POLL_NS);
-        if (qmp_query_status(qmp, timeout_ms, &status, NULL) >= 0 && strcmp(status, "running"))
-                (void)qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, NULL);
+        if (qmp_query_status(qmp, timeout_ms, &status, NULL) < 0 || !strcmp(status, "running"))
+                return;
+        while (qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, &e) == -EIO &&
+               strstr(e.msg, "not finalized") && fk_now_mono_ns() < deadline)
+                vmm_live_sleep_ns(100000ull);
 }
 
 int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)

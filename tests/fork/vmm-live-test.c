@@ -172,6 +172,46 @@ static int stranded(void)
         return 0;
 }
 
+/* switch_after (forkletd's precopy): QEMU refuses the disk switch once the migration has
+ * completed, the guest stopped and the disks inactive. The checkpoint fails, no stream is left,
+ * and the guest runs on: its counter moves, and nothing is left to abandon. */
+static int switch_refused(void)
+{
+        json_t *args = json_pack("{s:s, s:s}", "node", "fk-no-such-node", "overlay", "fk-no-such");
+        struct vmm_live_opts o = {.converge_ms = 20000,
+                                  .timeout_ms = 120000,
+                                  .switch_command = "blockdev-snapshot",
+                                  .switch_args = args,
+                                  .switch_after = true};
+        struct vmm_live_stats st = {0};
+        struct fk_error err = {0};
+        struct fh_out c1, c2;
+        char stream[300];
+        int r;
+
+        snprintf(stream, sizeof(stream), "%s/refused", workdir);
+        r = vmm_checkpoint_live(parent.qmp, stream, &o, &st, &err);
+        json_decref(args);
+        if (r >= 0)
+                return fh_fail(&copy, "QEMU took a switch to a node that does not exist", NULL);
+        if (!strstr(err.msg, "fk-no-such"))
+                return fh_fail(&copy, "the failure does not name QEMU's reason", &err);
+        if (access(stream, F_OK) == 0)
+                return fh_fail(&copy, "the failed checkpoint left its stream", NULL);
+        if (fh_sh(&parent, "cat /run/c", &c1) != 0)
+                return fh_fail(&copy, "the source does not answer after the failed switch", NULL);
+        sleep(2);
+        if (fh_sh(&parent, "cat /run/c", &c2) != 0 || atol(c2.data) <= atol(c1.data))
+                return fh_fail(&copy, "the source's counter does not move after the failed switch",
+                               NULL);
+        if (vmm_live_abandon(parent.qmp, 20000, &err) != 0)
+                return fh_fail(&copy, "a migration is left after the failed switch", &err);
+        printf("ok - a disk switch refused after the completion (%s) fails the checkpoint, and the "
+               "source runs on (counter %s -> %s)\n",
+               err.msg, c1.data, c2.data);
+        return 0;
+}
+
 int main(void)
 {
         const char *image = getenv("FORKLET_IMAGE_DIR");
@@ -196,7 +236,7 @@ int main(void)
                   NULL) != 0)
                 return fh_fail(&copy, "start the writer", NULL);
         sleep(2);
-        if (stranded())
+        if (stranded() || switch_refused())
                 return 1;
         r = method(image, true);
         if (r == 1)

@@ -443,8 +443,10 @@ int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct
                 abort_live(qmp, o->timeout_ms);
         /* later stop-and-copy saves must not wait at a switch-over nobody continues */
         (void)vmm_live_set_caps(qmp, false, false, false, o->timeout_ms, NULL);
-        if (r < 0)
+        if (r < 0) {
+                unlink(stream);
                 return r;
+        }
 done:
         st.total_ns = fk_now_mono_ns() - t0;
         if (stat(stream, &sb) == 0)

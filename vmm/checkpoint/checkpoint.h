@@ -131,14 +131,15 @@ struct vmm_live_stats {
 
 /* Saves a running VM into the stream file (created 0600, replaced), x-ignore-shared off. With
  * o->background: stop, o->switchover, migrate with background-snapshot (QEMU resumes the guest
- * once its RAM is write-protected), wait for completion. Else precopy with
- * pause-before-switchover: the guest runs while RAM is copied, stops for the last pages,
- * o->switchover runs, the device state is written, then cont. The stream holds RAM and devices
- * (load it with vmm_migrate_load_file, ignore_shared false). -EOPNOTSUPP (err says why) when
- * QEMU refused before the migration started (not running, a capability or the migration
- * refused; with background the guest was stopped briefly and o->switchover may have run): take
- * the stop-and-copy path. On any other failure the migration is cancelled and the guest left
- * running. Does not log. */
+ * once its RAM is write-protected), wait for completion. Else precopy: the guest runs while RAM
+ * is copied and stops for the last pages; with pause-before-switchover o->switchover runs, the
+ * device state is written, then cont; with o->switch_after the last pages and the device state
+ * are written first, then o->switchover, then cont. The stream holds RAM and devices (load it
+ * with vmm_migrate_load_file, ignore_shared false). -EOPNOTSUPP (err says why) when QEMU
+ * refused before the migration started (not running, a capability or the migration refused;
+ * with background the guest was stopped briefly and o->switchover may have run): take the
+ * stop-and-copy path. On any other failure the migration is cancelled (or, completed, left),
+ * the guest left running and the stream removed. Does not log. */
 int vmm_checkpoint_live(struct qmp_client *qmp, const char *stream, const struct vmm_live_opts *o,
                         struct vmm_live_stats *ret, struct fk_error *err);
 /* What a killed forkletd left of a live checkpoint in a QEMU it adopts: a migration still

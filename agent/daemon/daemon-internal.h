@@ -338,6 +338,14 @@ void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_sessi
 /* Running with a VM, no job, nothing asked of it, its cold boot's own work done (give-back.c). */
 bool agent_session_idle(const struct agent_session *s);
 
+/* ---- a rolled-back VM's dirty bitmap (dirty-log.c) --------------------------------------- */
+
+/* Under the lock, after each reconcile pass: starts the reset job (the session busy) for every
+ * rolled-back session that is due and has been idle since its not-before time. Logs. */
+void agent_dirty_log_tick(struct agent_daemon *d);
+/* Under the lock, when a rollback has restored s's VM: its bitmap is cleared once s is idle. */
+void agent_dirty_log_after_rollback(struct agent_daemon *d, struct agent_session *s);
+
 /* ---- live disk compaction (compact.c) ---------------------------------------------------- */
 
 /* Under the lock, after each reconcile pass: starts a compaction job (the session busy) for

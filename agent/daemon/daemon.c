@@ -282,6 +282,7 @@ int agent_daemon_reconcile(struct agent_daemon *d)
         agent_compact_tick(d);
         r = agent_runner_plan(d, true);
         agent_give_back_tick(d);
+        agent_dirty_log_tick(d);
         agent_audit_transitions(d);
         pthread_mutex_unlock(&d->lock);
         return r;

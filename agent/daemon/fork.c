@@ -282,6 +282,8 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                 agent_session_add_event(s, agent_now_real(d), false, "RolledBack",
                                         "rolled back to checkpoint %s, QEMU pid %d", s->rollback_to,
                                         (int)s->pid);
+        if (r->rollback)
+                agent_dirty_log_after_rollback(d, s);
         free(s->fork_id);
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);

@@ -119,6 +119,14 @@ struct agent_session_compact {
         bool due;                      /* its chain may have grown: look at it when idle */
 };
 
+/* The migration dirty bitmap of a rolled-back session's VM (dirty-log.c): cleared once the
+ * session has been idle a while, not in its next checkpoint's first sync. */
+struct agent_session_dirty_log {
+        const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
+        bool due;                      /* restored by a rollback, its bitmap not cleared yet */
+        uint64_t not_before_ns;        /* monotonic: not while the rollback's caller goes on */
+};
+
 /* Why the last VM of a session died, kept after it is gone for `forklet describe`. */
 struct agent_failure {
         uint64_t time_ns; /* wall, 0: none */
@@ -185,6 +193,7 @@ struct agent_session {
         struct agent_failure last_failure;
         struct agent_session_give_back give_back;
         struct agent_session_compact compact;
+        struct agent_session_dirty_log dirty_log;
 };
 
 struct agent_session *agent_session_new(const char *ns, const char *name);

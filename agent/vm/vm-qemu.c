@@ -144,8 +144,9 @@ static void lap(const struct agent_boot_params *p, enum agent_boot_step step, ui
 /* A booted guest's pages are all dirty for QEMU's migration bitmap: cleared now, while nobody
  * uses the session yet, rather than in its first live checkpoint's first sync (with the RAM
  * tail that sync stops QEMU's main loop for about 1.5 us a dirty page: 400 ms for 1 GiB). Not
- * for restores: that would lengthen every fork and rollback by as much. A failure only costs
- * that stall later. */
+ * in restores: that would lengthen every fork and rollback by as much (a rolled-back session's
+ * is cleared once it is idle: agent/daemon/dirty-log.c). A failure only costs that stall
+ * later. */
 static void reset_dirty_log(struct qemu_vm *q, const char *name)
 {
         struct fk_error err = {0};
@@ -157,6 +158,17 @@ static void reset_dirty_log(struct qemu_vm *q, const char *name)
                             name, err.msg);
         else
                 log_debug("VM %s: migration dirty bitmap cleared (QEMU's sync %u ms)", name, ms);
+}
+
+static int qemu_reset_dirty_log(void *userdata, void *vm, unsigned *ret_setup_ms,
+                                struct fk_error *err)
+{
+        struct qemu_vm *q = vm;
+
+        (void)userdata;
+        if (!q->ram_tail)
+                return 1;
+        return vmm_dirty_log_reset(q->qmp, VM_QMP_TIMEOUT_MS, ret_setup_ms, err);
 }
 
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
@@ -494,5 +506,6 @@ const struct agent_vm_ops agent_vm_ops_qemu = {
         .ram_bytes = qemu_ram_bytes,
         .give_back = qemu_give_back,
         .compact_disk = qemu_compact_disk,
+        .reset_dirty_log = qemu_reset_dirty_log,
         .free = qemu_free,
 };

@@ -260,6 +260,13 @@ struct agent_vm_ops {
          * the VM's QMP client: the session is busy. */
         int (*compact_disk)(void *userdata, void *vm, const struct agent_compact_params *p,
                             struct agent_compact_result *ret, struct fk_error *err);
+        /* Clears QEMU's migration dirty bitmap of a restored VM (vmm_dirty_log_reset), which
+         * QEMU starts with every page dirty: with the RAM tail, the first sync of its next live
+         * checkpoint would otherwise hold QEMU's main loop for every page. 0 and
+         * *ret_setup_ms (QEMU's sync), 1 when the VM needs none (no RAM tail), -errno + err.
+         * Uses the VM's QMP client: the session is busy. NULL in a backend without it. */
+        int (*reset_dirty_log)(void *userdata, void *vm, unsigned *ret_setup_ms,
+                               struct fk_error *err);
         void (*free)(void *userdata, void *vm);
         void *userdata;
 };

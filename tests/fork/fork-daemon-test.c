@@ -67,6 +67,17 @@ static int fake_write(void *ud, void *vm, const struct agent_checkpoint_params *
         return 0;
 }
 
+static atomic_int dl_calls;
+
+static int counting_reset_dirty_log(void *ud, void *vm, unsigned *ret_setup_ms,
+                                    struct fk_error *err)
+{
+        (void)ud, (void)vm, (void)err;
+        atomic_fetch_add(&dl_calls, 1);
+        *ret_setup_ms = 7;
+        return 0;
+}
+
 static int recording_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
                           struct fk_error *err)
 {
@@ -85,7 +96,9 @@ static int fork_setup(void **state)
         e->ops.checkpoint = fake_checkpoint;
         e->ops.checkpoint_write = fake_write;
         e->ops.boot = recording_boot;
+        e->ops.reset_dirty_log = counting_reset_dirty_log;
         env_start(e);
+        atomic_store(&dl_calls, 0);
         atomic_store(&ck_fail, false);
         atomic_store(&ck_slow, false);
         atomic_store(&ck_release, false);
@@ -312,6 +325,63 @@ static void test_rollback_maps_ram(void **state)
                          404);
 }
 
+/* A rolled-back VM's dirty bitmap is cleared by a job once the session has been idle 3 s since
+ * the rollback, once; a job on the session (a checkpoint) starts the wait over; a fork's and a
+ * cold boot's never (the boot clears its own). */
+static void test_rollback_clears_dirty_log_when_idle(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = create(e, 201), *body = NULL, *id2 = NULL;
+        char *ck = NULL;
+        pthread_t t;
+
+        assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
+        fake_clock_advance(&e->clock, 10);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 0); /* the cold boot's own, not a job */
+        assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 0); /* the caller goes on first */
+        fake_clock_advance(&e->clock, 2);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 0);
+        /* a checkpoint taken meanwhile: the session busy, the wait starts over */
+        atomic_store(&ck_slow, true);
+        atomic_store(&ck_started, false);
+        assert_int_equal(pthread_create(&t, NULL, create_thread, e), 0);
+        for (int i = 0; i < 500 && !atomic_load(&ck_started); i++)
+                usleep(10000);
+        assert_true(atomic_load(&ck_started));
+        fake_clock_advance(&e->clock, 2);
+        assert_int_equal(agent_daemon_reconcile(e->d), 0);
+        assert_int_equal(atomic_load(&dl_calls), 0);
+        atomic_store(&ck_release, true);
+        assert_int_equal(pthread_join(t, (void **)&ck), 0);
+        assert_non_null(ck);
+        free(ck);
+        atomic_store(&ck_slow, false);
+        reconcile(e);
+        fake_clock_advance(&e->clock, 2);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 0);
+        fake_clock_advance(&e->clock, 2);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 1);
+        fake_clock_advance(&e->clock, 10);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 1); /* once */
+        /* forks are left alone */
+        id2 = create(e, 201);
+        free(body);
+        body = NULL;
+        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 1}", id2) > 0);
+        assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
+        reconcile(e);
+        fake_clock_advance(&e->clock, 10);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 1);
+}
+
 static void *release_later(void *arg)
 {
         (void)arg;
@@ -525,6 +595,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_fork_budget, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_ownership_cascade, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rollback_maps_ram, fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rollback_clears_dirty_log_when_idle,
+                                                fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_writing_then_ready, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events_name_each_step, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_events, fork_setup, teardown),

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/* A rolled-back session's migration dirty bitmap, cleared once the session is idle. QEMU starts
+ * every VM with all its pages dirty; a cold boot clears the bitmap before the session is
+ * Running (vm-qemu.c), but a restore does not: it would add QEMU's sync, about 1.5 us a page with
+ * the RAM tail (60-100 ms for 256 MiB, 250-500 ms for 1 GiB), to every fork and rollback. So the
+ * first live checkpoint after a rollback paid it instead, inside its setup, with QEMU's main
+ * loop (the guest's network and disk) held for as long. A rolled-back session is one likely to
+ * be checkpointed again (try, roll back, try again), so its bitmap is cleared by a job once it
+ * has been idle for DIRTY_LOG_IDLE_MS after the rollback: the stall then falls while nobody
+ * asks anything of the session. Forks are left alone: most forks of a fan-out are never
+ * checkpointed, and each would pay the sync's CPU. A checkpoint asked for during the job waits
+ * for it (one QMP sync); one taken before it leaves few pages dirty, so the job costs little. */
+#include "agent/daemon/daemon-internal.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How long a rolled-back session stays idle before its bitmap is cleared: the caller of the
+ * rollback usually goes on at once (an exec, a checkpoint), and the job must not hold it up. */
+#define DIRTY_LOG_IDLE_MS 3000
+
+struct dirty_log_job {
+        struct agent_daemon *d;
+        struct agent_session *s; /* busy while the job runs, so never freed under it */
+        struct agent_vm_ref *vm; /* owned reference */
+        unsigned setup_ms;
+        struct fk_error err;
+        int r;
+};
+
+/* Under the lock: s's state, reset when s runs another VM than the one it is about. */
+static struct agent_session_dirty_log *state_of(struct agent_session *s)
+{
+        struct agent_session_dirty_log *l = &s->dirty_log;
+
+        if (l->vm != s->vm)
+                *l = (struct agent_session_dirty_log){.vm = s->vm};
+        return l;
+}
+
+static void dirty_log_body(void *ctx)
+{
+        struct dirty_log_job *j = ctx;
+        struct agent_daemon *d = j->d;
+
+        j->r = d->ops.reset_dirty_log(d->ops.userdata, j->vm->vm, &j->setup_ms, &j->err);
+        pthread_mutex_lock(&d->lock);
+        if (j->r == 0)
+                log_info("session %s: migration dirty bitmap cleared after the rollback (QEMU's "
+                         "sync %u ms)",
+                         j->s->key, j->setup_ms);
+        else if (j->r < 0)
+                log_warning("session %s: migration dirty bitmap not cleared after the rollback "
+                            "(%s): its next live checkpoint will stop its network longer",
+                            j->s->key, j->err.msg[0] ? j->err.msg : strerror(-j->r));
+        agent_runner_job_end(d, j->s);
+}
+
+static void dirty_log_release(void *ctx)
+{
+        struct dirty_log_job *j = ctx;
+
+        agent_vm_ref_put(j->vm);
+        free(j);
+}
+
+static int dirty_log_start(struct agent_daemon *d, struct agent_session *s)
+{
+        struct dirty_log_job *j = calloc(1, sizeof(*j));
+        int r;
+
+        if (!j)
+                return -ENOMEM;
+        *j = (struct dirty_log_job){.d = d, .s = s, .vm = agent_vm_ref_get(s->vm)};
+        r = agent_runner_spawn_background(d, s, dirty_log_body, dirty_log_release, j);
+        if (r < 0)
+                dirty_log_release(j);
+        return r;
+}
+
+void agent_dirty_log_tick(struct agent_daemon *d)
+{
+        uint64_t now = agent_now_mono(d);
+
+        if (!d->ops.reset_dirty_log)
+                return;
+        for (size_t i = 0; i < d->n_sessions; i++) {
+                struct agent_session *s = d->sessions[i];
+                struct agent_session_dirty_log *l = state_of(s);
+                int r;
+
+                if (!l->due)
+                        continue;
+                /* anything asked of it (a job, an exec or file request holding the VM) starts
+                 * the wait over */
+                if (!agent_session_idle(s) || atomic_load(&s->vm->refs) > 1 ||
+                    agent_checkpoint_session_writing(d, s->key)) {
+                        l->not_before_ns = now + (uint64_t)DIRTY_LOG_IDLE_MS * 1000000ull;
+                        continue;
+                }
+                if (now < l->not_before_ns)
+                        continue;
+                l->due = false;
+                r = dirty_log_start(d, s);
+                if (r < 0)
+                        log_warning_errno(r, "session %s: start clearing the dirty bitmap: %m",
+                                          s->key);
+        }
+}
+
+void agent_dirty_log_after_rollback(struct agent_daemon *d, struct agent_session *s)
+{
+        struct agent_session_dirty_log *l = state_of(s);
+
+        l->due = s->vm != NULL;
+        l->not_before_ns = agent_now_mono(d) + (uint64_t)DIRTY_LOG_IDLE_MS * 1000000ull;
+}

@@ -7,7 +7,8 @@
 # stop-to-cont time, and from outside the longest gap between replies of a 5 ms ping to the guest
 # from its netns while the checkpoint is taken, against the same ping without one. The mode is
 # switched with FORKLET_CHECKPOINT_MODE=stop-copy (forkletd restarts; VMs are adopted). After
-# each cell's rollbacks, the rolled-back session's first two checkpoints, pinged the same way.
+# each cell's rollbacks, the rolled-back session's first two checkpoints, pinged the same way;
+# then, after another rollback, the ping over IDLE_S s of idleness and the checkpoint after it.
 # Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/checkpoint.sh build/agent/forkletd \
 #   build/cli/forklet   [REPS=5 SIZES="256 1024" HIGH_256=150 HIGH_1024=700 (MiB written)]
 #   [BASELINE_FORKLETD=path: mode "base" is that forkletd's live default, on a session of each
@@ -116,9 +117,12 @@ cell() {
         done
 }
 
-# after_rollback SIZE TOUCH: the first and the second checkpoint of session bSIZE right after a
-# rollback (its VM restored, its RAM the checkpoint's mapped private); appends "SIZE TOUCH
-# first|second qemu_ms pause_ms gap_ms base_ms" to $OUT_RB
+# after_rollback SIZE TOUCH CK: the first and the second checkpoint of session bSIZE right after
+# a rollback (its VM restored, its RAM the checkpoint's mapped private); then another rollback to
+# CK, IDLE_S (8) s of idleness under the ping (forkletd clears the restored VM's dirty bitmap
+# once the session has been idle 3 s: that stall falls here), and the first checkpoint after it.
+# Appends "SIZE TOUCH which qemu_ms pause_ms gap_ms base_ms" to $OUT_RB (idle: no checkpoint,
+# "-" for its figures).
 after_rollback() {
         local name=b$1 which j
         for which in first second; do
@@ -126,6 +130,12 @@ after_rollback() {
                 j=$(ck_json "$name" "$CK")
                 echo "$1 $2 $which $(echo "$j" | num downtimeMs) $(pause_ms "$j") $GAP $BASE_GAP" >>"$OUT_RB"
         done
+        "$FORKLET" rollback "$name" "$3" >/dev/null || fail "rollback $name"
+        pinged "$name" "$T/idle.ping" sleep "${IDLE_S:-8}" || fail "idle ping"
+        echo "$1 $2 idle-${IDLE_S:-8}s - - $(gap "$T/idle.ping") $BASE_GAP" >>"$OUT_RB"
+        ck_pinged "$name" --wait
+        j=$(ck_json "$name" "$CK")
+        echo "$1 $2 first-after-idle $(echo "$j" | num downtimeMs) $(pause_ms "$j") $GAP $BASE_GAP" >>"$OUT_RB"
 }
 OUT_RB=$T/results-rb
 : >"$OUT_RB"
@@ -167,7 +177,7 @@ for size in $SIZES; do
                         ROLL[$size.$touch]="${ROLL[$size.$touch]:-} $((($(date +%s%N) - t0) / 1000000))"
                 done
                 ram=$(ck_json "$name" "$ck_live" | num ramBytes)
-                after_rollback "$size" "$touch"
+                after_rollback "$size" "$touch" "$ck_live"
 
                 echo "# $size MiB, $touch: checkpoint RAM $((ram / 1048576)) MiB" >&2
                 for n in $names; do
@@ -215,8 +225,10 @@ for k in "${!ROLL[@]}"; do
 done | sort
 echo
 echo "the first two checkpoints right after the last rollback (the restored VM's first migration"
-echo "syncs a dirty bitmap in which every page is dirty): QEMU's downtime, forkletd's pause, the"
-echo "longest gap of the 5 ms ping during it and without a checkpoint, in ms"
+echo "syncs a dirty bitmap in which every page is dirty), then after another rollback the ping over"
+echo "${IDLE_S:-8} s of idleness (forkletd clears the bitmap in it) and the first checkpoint after it:"
+echo "QEMU's downtime, forkletd's pause, the longest gap of the 5 ms ping during it and without a"
+echo "checkpoint, in ms"
 echo
 echo "| guest | touched | checkpoint | QEMU downtime | pause | ping | no-ck ping | ping over no-ck |"
 echo "|---|---|---|---|---|---|---|---|"

@@ -211,6 +211,19 @@ fi
 [ "$(field web netns)" = "$ns_before" ] || fail "rollback changed the netns ($ns_before -> $(field web netns))"
 id=$(field web forkId)
 [ -n "$id" ] && [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "rollback identity"
+# the rolled-back VM's migration dirty bitmap is cleared once web has been idle 3 s, not in the
+# setup of its next live checkpoint (with the RAM tail that sync holds QEMU's main loop)
+if [ "$(jq -r .vm.ramTail "$T/state/sessions/default.web/state.json")" = true ]; then
+        cleared="session default.web: migration dirty bitmap cleared after the rollback"
+        for _ in $(seq 200); do
+                grep -q "$cleared" "$T/forkletd.log" && break
+                sleep 0.1
+        done
+        line=$(grep "$cleared" "$T/forkletd.log") ||
+                fail "web's dirty bitmap was not cleared within 20 s of idleness after the rollback"
+        echo "# ${line#*session default.web: }"
+        [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "web after its bitmap was cleared"
+fi
 ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"
 "$FORKLET" checkpoint list web | grep "^$ck3 " | grep -q "$ck" || fail "parent of $ck3 is not $ck"
 "$FORKLET" rollback web ck_00000000 2>&1 | grep -q "not found" || fail "rollback to unknown id"

@@ -374,6 +374,34 @@ static void test_live_events_failed(void **state)
         unlink(stream);
 }
 
+/* vmm_checkpoint_live of o against the scripted QEMU steps (and second, when not NULL, on the
+ * second connection), into a fresh stream file; the fakes must have run their whole scripts.
+ * The stream file is removed. */
+static int run_live(const struct qmp_fake_step *steps, size_t n, const struct qmp_fake_step *second,
+                    size_t n2, struct vmm_live_opts *o, struct vmm_live_stats *st,
+                    struct fk_error *err)
+{
+        char stream[] = "/tmp/fk-live-test-XXXXXX";
+        struct qmp_fake f, f2;
+        struct qmp_client *c = connect_fake(&f, steps, n);
+        int sfd = mkstemp(stream), r;
+
+        if (second)
+                o->continue_qmp = connect_fake(&f2, second, n2);
+        assert_true(sfd >= 0);
+        close(sfd);
+        switchovers = 0;
+        r = vmm_checkpoint_live(c, stream, o, st, err);
+        qmp_client_free(o->continue_qmp);
+        o->continue_qmp = NULL;
+        qmp_client_free(c);
+        if (second)
+                qmp_fake_finish(&f2);
+        qmp_fake_finish(&f);
+        unlink(stream);
+        return r;
+}
+
 /* switch_after's setup: pause-before-switchover off, events on (ids 2-5 as LIVE_SETUP_STEPS). */
 #define AFTER_SETUP_STEPS                                                                          \
         {"\"query-status\"", RUNNING(2), 0, false},                                                \
@@ -421,12 +449,8 @@ static void test_live_after(void **state)
                                   .switch_args = args,
                                   .switchover = count_switchover,
                                   .switch_after = true};
-        char stream[] = "/tmp/fk-live-test-XXXXXX";
         struct vmm_live_stats st = {0};
         struct fk_error err = {0};
-        struct qmp_fake f, f2;
-        struct qmp_client *c;
-        int sfd = mkstemp(stream);
 
         (void)state;
         snprintf(stop_ev, sizeof(stop_ev),
@@ -436,12 +460,8 @@ static void test_live_after(void **state)
                  (unsigned long long)(stop_real % 1000000000ull / 1000));
         snprintf(migrate_reply, sizeof(migrate_reply), "%s%s%s%s", RET(6) EV_MIG("setup"),
                  EV_MIG("active"), stop_ev, EV_MIG("completed"));
-        c = connect_fake(&f, steps, ARRAY_SIZE(steps));
-        o.continue_qmp = connect_fake(&f2, second, ARRAY_SIZE(second));
-        assert_true(sfd >= 0);
-        close(sfd);
-        switchovers = 0;
-        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), 0);
+        assert_int_equal(
+                run_live(steps, ARRAY_SIZE(steps), second, ARRAY_SIZE(second), &o, &st, &err), 0);
         assert_int_equal(switchovers, 1);
         assert_int_equal(st.downtime_ms, 4);
         assert_false(st.forced);
@@ -451,11 +471,6 @@ static void test_live_after(void **state)
         assert_true(st.step_ns[VMM_LIVE_POSTMIGRATE] > 0);
         assert_steps_add_up(&st);
         json_decref(args);
-        qmp_client_free(o.continue_qmp);
-        qmp_client_free(c);
-        qmp_fake_finish(&f2);
-        qmp_fake_finish(&f);
-        unlink(stream);
 }
 
 /* switch_after, no completion within converge_ms and no second connection: the armed freeze is
@@ -481,25 +496,15 @@ static void test_live_after_forced(void **state)
                                   .switch_args = args,
                                   .switchover = count_switchover,
                                   .switch_after = true};
-        char stream[] = "/tmp/fk-live-test-XXXXXX";
         struct vmm_live_stats st = {0};
         struct fk_error err = {0};
-        struct qmp_fake f;
-        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
-        int sfd = mkstemp(stream);
 
         (void)state;
-        assert_true(sfd >= 0);
-        close(sfd);
-        switchovers = 0;
-        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), 0);
+        assert_int_equal(run_live(steps, ARRAY_SIZE(steps), NULL, 0, &o, &st, &err), 0);
         assert_true(st.forced);
         assert_int_equal(switchovers, 1);
         assert_steps_add_up(&st);
         json_decref(args);
-        qmp_client_free(c);
-        qmp_fake_finish(&f);
-        unlink(stream);
 }
 
 /* switch_after: QEMU refuses the disk freeze once the migration completed. The cont armed on the
@@ -538,27 +543,16 @@ static void test_live_after_switch_refused(void **state)
                                   .switch_args = args,
                                   .switchover = count_switchover,
                                   .switch_after = true};
-        char stream[] = "/tmp/fk-live-test-XXXXXX";
         struct vmm_live_stats st = {0};
         struct fk_error err = {0};
-        struct qmp_fake f, f2;
-        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
-        int sfd = mkstemp(stream);
 
         (void)state;
-        o.continue_qmp = connect_fake(&f2, second, ARRAY_SIZE(second));
-        assert_true(sfd >= 0);
-        close(sfd);
-        switchovers = 0;
-        assert_int_equal(vmm_checkpoint_live(c, stream, &o, &st, &err), -EIO);
+        assert_int_equal(
+                run_live(steps, ARRAY_SIZE(steps), second, ARRAY_SIZE(second), &o, &st, &err),
+                -EIO);
         assert_non_null(strstr(err.msg, "Permission conflict"));
         assert_int_equal(switchovers, 0);
         json_decref(args);
-        qmp_client_free(o.continue_qmp);
-        qmp_client_free(c);
-        qmp_fake_finish(&f2);
-        qmp_fake_finish(&f);
-        unlink(stream);
 }
 
 /* A QEMU that refuses the capability: -EOPNOTSUPP, nothing done to the guest, no stream. */

@@ -235,6 +235,21 @@ static int cont_fired(struct qmp_client *c, bool armed, const struct vmm_live_op
         return r;
 }
 
+/* The disk freeze with the guest stopped: the armed switch_command fired, then o->switchover;
+ * the SWITCH step ends. */
+static int fire_switch(struct qmp_client *qmp, const struct vmm_live_opts *o,
+                       struct vmm_live_stats *st, uint64_t *mark, struct fk_error *err)
+{
+        int r = 0;
+
+        if (o->switch_command)
+                r = qmp_fire(qmp, o->timeout_ms, NULL, err);
+        if (r >= 0 && o->switchover)
+                r = o->switchover(o->userdata, err);
+        vmm_live_step_end(st, VMM_LIVE_SWITCH, mark);
+        return r;
+}
+
 /* switch_after: no pause before the switch-over. QEMU stops the guest, sends the last pages and
  * the devices and inactivates the disks; then, the guest still stopped, the armed disk freeze
  * and cont (on the second connection, armed too, when there is one). */
@@ -252,11 +267,7 @@ static int run_after(struct qmp_client *qmp, const struct vmm_live_opts *o,
                 return r;
         st->stop_ns = mark = vmm_live_stopped_at(qmp, done);
         vmm_live_step_end(st, VMM_LIVE_COMPLETED, &mark);
-        if (o->switch_command)
-                r = qmp_fire(qmp, o->timeout_ms, NULL, err);
-        if (r >= 0 && o->switchover)
-                r = o->switchover(o->userdata, err);
-        vmm_live_step_end(st, VMM_LIVE_SWITCH, &mark);
+        r = fire_switch(qmp, o, st, &mark, err);
         if (r >= 0 && o->completed)
                 r = o->completed(o->userdata, err);
         vmm_live_step_end(st, VMM_LIVE_CALLBACK, &mark);
@@ -285,13 +296,9 @@ int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
                 return r;
         st->stop_ns = mark = vmm_live_stopped_at(qmp, seen);
         vmm_live_step_end(st, VMM_LIVE_SEEN, &mark);
-        if (o->switch_command)
-                r = qmp_fire(qmp, o->timeout_ms, NULL, err);
-        if (r >= 0 && o->switchover)
-                r = o->switchover(o->userdata, err);
+        r = fire_switch(qmp, o, st, &mark, err);
         if (r < 0)
                 return r;
-        vmm_live_step_end(st, VMM_LIVE_SWITCH, &mark);
         if (o->switch_command && o->continue_qmp) {
                 r = qmp_fire(o->continue_qmp, o->timeout_ms, NULL, err);
         } else if (o->switch_command || o->switchover) {

@@ -364,9 +364,10 @@ static int checkpoint_stopped(struct qemu_vm *q, const struct agent_checkpoint_p
             (r = qmp_execute(q->qmp, "stop", NULL, VM_QMP_TIMEOUT_MS, NULL, err)) < 0)
                 return r;
         r = save_paused(q, p, full, res, err);
-        /* A failed checkpoint leaves the session running. */
+        /* A failed checkpoint leaves the session running. The save's migration completed (or
+         * failed): QEMU takes cont once it has finalized it. */
         if (was_running) {
-                k = qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, &cont_err);
+                k = vmm_cont_migrated(q->qmp, VM_QMP_TIMEOUT_MS, NULL, NULL, &cont_err);
                 if (k < 0 && r >= 0) {
                         *err = cont_err;
                         r = k;

@@ -355,7 +355,7 @@ static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
                                     (int)vmm_process_pid(q->proc), status);
         if (strcmp(status, "paused") == 0 || strcmp(status, "postmigrate") == 0 ||
             strcmp(status, "finish-migrate") == 0)
-                return qmp_execute(q->qmp, "cont", NULL, VM_QMP_TIMEOUT_MS, NULL, err);
+                return vmm_cont_migrated(q->qmp, VM_QMP_TIMEOUT_MS, NULL, NULL, err);
         /* stopped by a disk error (1: adopted as such) or panicked (refused) */
         return qemu_health_adopt_status(q, status, err);
 }

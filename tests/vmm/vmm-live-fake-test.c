@@ -555,6 +555,43 @@ static void test_live_after_switch_refused(void **state)
         json_decref(args);
 }
 
+#define NOT_FINALIZED(id)                                                                          \
+        "{\"id\": " #id ", \"error\": {\"class\": \"GenericError\", \"desc\": \"Migration is "     \
+        "not finalized yet\"}}\r\n"
+
+/* vmm_cont_migrated, as every cont after a save's migration is sent (the stop-and-copy path's,
+ * an adopted VM's, a failed live checkpoint's): QEMU refuses cont until it has finalized the
+ * completed migration, so it is sent again; another error comes back at once. */
+static void test_cont_migrated(void **state)
+{
+        const struct qmp_fake_step steps[] = {
+                QMP_FAKE_HANDSHAKE,
+                {"{\"execute\":\"cont\",\"id\":2}", NOT_FINALIZED(2), 0, false},
+                {"{\"execute\":\"cont\",\"id\":3}", NOT_FINALIZED(3), 0, false},
+                {"{\"execute\":\"cont\",\"id\":4}", RET(4), 0, false},
+                {"{\"execute\":\"cont\",\"id\":5}",
+                 "{\"id\": 5, \"error\": {\"class\": \"GenericError\", \"desc\": \"Resetting "
+                 "the Virtual Machine is required\"}}\r\n",
+                 0, false},
+        };
+        struct fk_error err = {0};
+        struct qmp_fake f;
+        struct qmp_client *c = connect_fake(&f, steps, ARRAY_SIZE(steps));
+        unsigned refused = 0;
+        uint64_t last = 0, t0 = fk_now_mono_ns();
+
+        (void)state;
+        assert_int_equal(vmm_cont_migrated(c, 2000, &refused, &last, &err), 0);
+        assert_int_equal(refused, 2);
+        assert_true(last >= t0);
+        refused = 0;
+        assert_int_equal(vmm_cont_migrated(c, 2000, &refused, NULL, &err), -EIO);
+        assert_non_null(strstr(err.msg, "Resetting"));
+        assert_int_equal(refused, 0);
+        qmp_client_free(c);
+        qmp_fake_finish(&f);
+}
+
 /* A QEMU that refuses the capability: -EOPNOTSUPP, nothing done to the guest, no stream. */
 static void test_live_refused(void **state)
 {
@@ -663,6 +700,7 @@ int main(void)
                 cmocka_unit_test(test_live_after),
                 cmocka_unit_test(test_live_after_forced),
                 cmocka_unit_test(test_live_after_switch_refused),
+                cmocka_unit_test(test_cont_migrated),
                 cmocka_unit_test(test_live_refused),
                 cmocka_unit_test(test_dirty_log_reset),
                 cmocka_unit_test(test_dirty_log_reset_refused),

@@ -174,30 +174,6 @@ static int events_switchover(struct qmp_client *qmp, const struct vmm_live_opts 
                                : r;
 }
 
-/* cont as soon as QEMU takes it: it refuses one until its migration thread has left
- * finish-migrate for postmigrate ("Migration is not finalized yet", QEMU >= 4.0), which is
- * what makes a cont right after the completed event safe. *refused: how many it refused. */
-static int cont_when_finalized(struct qmp_client *qmp, unsigned timeout_ms, unsigned *refused,
-                               uint64_t *ret_last_refused_ns, struct fk_error *err)
-{
-        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-
-        for (;;) {
-                uint64_t t = fk_now_mono_ns();
-                int r = qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, err);
-
-                if (r != -EIO || !strstr(err->msg, "not finalized"))
-                        return r;
-                ++*refused;
-                *ret_last_refused_ns = fk_now_mono_ns();
-                if (t > deadline)
-                        return fk_error_set(err, -ETIMEDOUT,
-                                            "QEMU did not finalize the migration in %u ms",
-                                            timeout_ms);
-                vmm_live_sleep_ns(100000ull);
-        }
-}
-
 /* QEMU's own measure of the pause, asked once the guest runs again. */
 static int query_downtime(struct qmp_client *qmp, unsigned timeout_ms, uint64_t *ret,
                           struct fk_error *err)
@@ -224,7 +200,7 @@ static int cont_fired(struct qmp_client *c, bool armed, const struct vmm_live_op
         if (r == -EIO && strstr(err->msg, "not finalized")) {
                 ++st->polls;
                 refused_ns = fk_now_mono_ns();
-                r = cont_when_finalized(c, o->timeout_ms, &st->polls, &refused_ns, err);
+                r = vmm_cont_migrated(c, o->timeout_ms, &st->polls, &refused_ns, err);
         }
         if (refused_ns) {
                 st->step_ns[VMM_LIVE_POSTMIGRATE] = refused_ns - *mark;

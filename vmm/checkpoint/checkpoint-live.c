@@ -201,7 +201,6 @@ static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
 {
         cleanup_free char *status = NULL;
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-        struct fk_error e = {0};
         char st[32];
 
         (void)qmp_execute(qmp, "migrate_cancel", NULL, timeout_ms, NULL, NULL);
@@ -212,9 +211,7 @@ static void abort_live(struct qmp_client *qmp, unsigned timeout_ms)
                 vmm_live_sleep_ns(LIVE_POLL_NS);
         if (qmp_query_status(qmp, timeout_ms, &status, NULL) < 0 || !strcmp(status, "running"))
                 return;
-        while (qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, &e) == -EIO &&
-               strstr(e.msg, "not finalized") && fk_now_mono_ns() < deadline)
-                vmm_live_sleep_ns(100000ull);
+        (void)vmm_cont_migrated(qmp, timeout_ms, NULL, NULL, NULL);
 }
 
 int vmm_live_abandon(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)

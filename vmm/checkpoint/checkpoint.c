@@ -152,6 +152,34 @@ static int save_locked(struct qmp_client *qmp, const char *mem_path, const char 
         return 0;
 }
 
+int vmm_cont_migrated(struct qmp_client *qmp, unsigned timeout_ms, unsigned *refused,
+                      uint64_t *ret_last_refused_ns, struct fk_error *err)
+{
+        uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+        for (;;) {
+                struct fk_error e = {0};
+                uint64_t t = fk_now_mono_ns();
+                int r = qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, &e);
+
+                if (r != -EIO || !strstr(e.msg, "not finalized")) {
+                        if (r < 0 && err)
+                                *err = e;
+                        return r;
+                }
+                if (refused)
+                        ++*refused;
+                if (ret_last_refused_ns)
+                        *ret_last_refused_ns = fk_now_mono_ns();
+                if (t > deadline)
+                        return fk_error_set(err, -ETIMEDOUT,
+                                            "QEMU did not finalize the migration in %u ms",
+                                            timeout_ms);
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+        }
+}
+
 int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char *dir,
                         unsigned timeout_ms, struct vmm_checkpoint_stats *ret, struct fk_error *err)
 {
@@ -175,7 +203,7 @@ int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char
         r = save_locked(qmp, mem_path, dir, timeout_ms, &stats, err);
         /* A failed checkpoint must leave the session as it was: always resume. */
         if (was_running) {
-                k = qmp_execute(qmp, "cont", NULL, timeout_ms, NULL, &cont_err);
+                k = vmm_cont_migrated(qmp, timeout_ms, NULL, NULL, &cont_err);
                 if (k < 0 && r >= 0) {
                         if (err)
                                 *err = cont_err;

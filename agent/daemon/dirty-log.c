@@ -1,15 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* A rolled-back session's migration dirty bitmap, cleared once the session is idle. QEMU starts
- * every VM with all its pages dirty; a cold boot clears the bitmap before the session is
- * Running (vm-qemu.c), but a restore does not: it would add QEMU's sync, about 1.5 us a page with
- * the RAM tail (60-100 ms for 256 MiB, 250-500 ms for 1 GiB), to every fork and rollback. So the
- * first live checkpoint after a rollback paid it instead, inside its setup, with QEMU's main
- * loop (the guest's network and disk) held for as long. A rolled-back session is one likely to
- * be checkpointed again (try, roll back, try again), so its bitmap is cleared by a job once it
- * has been idle for DIRTY_LOG_IDLE_MS after the rollback: the stall then falls while nobody
- * asks anything of the session. Forks are left alone: most forks of a fan-out are never
- * checkpointed, and each would pay the sync's CPU. A checkpoint asked for during the job waits
- * for it (one QMP sync); one taken before it leaves few pages dirty, so the job costs little. */
+/* A rolled-back session's migration dirty bitmap, cleared by a job once the session has been
+ * idle a while, instead of inside its next live checkpoint's first sync. */
 #include "agent/daemon/daemon-internal.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -19,8 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How long a rolled-back session stays idle before its bitmap is cleared: the caller of the
- * rollback usually goes on at once (an exec, a checkpoint), and the job must not hold it up. */
+/* QEMU starts every VM with all its pages dirty. A cold boot clears the bitmap before the
+ * session is Running (vm-qemu.c); a restore does not, as that would add QEMU's sync (about 1.5 us
+ * a page with the RAM tail: 60-100 ms for 256 MiB, 250-500 ms for 1 GiB) to every fork and
+ * rollback. The first live checkpoint after it then paid the sync in its setup, with QEMU's main
+ * loop (the guest's network and disk) held as long. A rolled-back session is likely to be
+ * checkpointed again (try, roll back, try again), so its bitmap is cleared once it has been idle
+ * this long (no job, no exec or file request in flight, as seen at each reconcile pass): the
+ * rollback's caller usually goes on at once, and the stall then falls while nobody asks anything
+ * of the session (a request that comes during the job waits for it). Forks are left alone: most
+ * forks of a fan-out are never checkpointed, and each would pay the sync's CPU. A checkpoint
+ * taken before the job leaves few pages dirty, so the job then costs little. */
 #define DIRTY_LOG_IDLE_MS 3000
 
 struct dirty_log_job {

@@ -153,7 +153,7 @@ static int save_locked(struct qmp_client *qmp, const char *mem_path, const char 
 }
 
 int vmm_cont_migrated(struct qmp_client *qmp, unsigned timeout_ms, unsigned *refused,
-                      uint64_t *ret_last_refused_ns, struct fk_error *err)
+                      uint64_t *last_refused_ns, struct fk_error *err)
 {
         uint64_t deadline = fk_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 
@@ -169,8 +169,8 @@ int vmm_cont_migrated(struct qmp_client *qmp, unsigned timeout_ms, unsigned *ref
                 }
                 if (refused)
                         ++*refused;
-                if (ret_last_refused_ns)
-                        *ret_last_refused_ns = fk_now_mono_ns();
+                if (last_refused_ns)
+                        *last_refused_ns = fk_now_mono_ns();
                 if (t > deadline)
                         return fk_error_set(err, -ETIMEDOUT,
                                             "QEMU did not finalize the migration in %u ms",

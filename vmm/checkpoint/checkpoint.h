@@ -23,10 +23,10 @@ struct vmm_checkpoint_stats {
 /* cont of a VM stopped for a migration that completed: QEMU (>= 4.0) refuses it ("Migration
  * is not finalized yet") until its migration thread has left finish-migrate, a moment after
  * query-migrate or the MIGRATION event said completed, so it is sent again every 0.1 ms then, for
- * timeout_ms at most. refused and ret_last_refused_ns (each may be NULL): how many QEMU
- * refused, and when the last one was. Any other error at once. */
+ * timeout_ms at most. refused and last_refused_ns (each may be NULL, written as they happen):
+ * how many QEMU refused, and when the last one was. Any other error at once. */
 int vmm_cont_migrated(struct qmp_client *qmp, unsigned timeout_ms, unsigned *refused,
-                      uint64_t *ret_last_refused_ns, struct fk_error *err);
+                      uint64_t *last_refused_ns, struct fk_error *err);
 /* Checkpoints a VM whose RAM is the share=on file mem_path into the existing directory dir:
  * QMP stop, device state with x-ignore-shared to dir/state, sparse copy of the RAM file to
  * dir/ram, cont. The VM is resumed also when saving fails (a failed checkpoint leaves the session

@@ -15,6 +15,8 @@
 
 /* The guest agent looks for a virtio-serial port with exactly this name. */
 #define VMM_AGENT_PORT_NAME "org.forklet.agent.0"
+/* The most files of a disk chain given drop-cache=off (vmm_config.disk_chain). */
+#define VMM_DISK_CHAIN_KEYS 32
 /* init_on_alloc=0: Debian's kernel zeroes every page it allocates
  * (CONFIG_INIT_ON_ALLOC_DEFAULT_ON), so a give-back's balloon wrote every free page, which made all
  * of them dirty for the next live checkpoint's bitmap sync (under TCG with the RAM tail: 400-700 ms
@@ -211,7 +213,7 @@ static void add_machine(struct argv_builder *b, const struct vmm_config *c, cons
 
 /* Paths, escaped for QEMU's option syntax. */
 struct escaped {
-        char *name, *mem, *console, *qmp, *qmp2, *agent, *disk, *rootfs;
+        char *name, *mem, *console, *qmp, *qmp2, *agent, *disk, *keep_cache, *rootfs;
 };
 
 static void escaped_done(struct escaped *e)
@@ -223,7 +225,32 @@ static void escaped_done(struct escaped *e)
         free(e->qmp2);
         free(e->agent);
         free(e->disk);
+        free(e->keep_cache);
         free(e->rootfs);
+}
+
+/* ",file.drop-cache=off,backing.file.drop-cache=off,...": one key per file of a chain of n
+ * (vmm_config.disk_chain), the top's first; the keys grow with the depth, so a chain deeper
+ * than VMM_DISK_CHAIN_KEYS (forkletd compacts them) keeps the default below that. */
+static char *keep_cache_opts(unsigned n)
+{
+        static const char key[] = ",file.drop-cache=off", up[] = "backing.";
+        size_t len = 1;
+        char *s, *o;
+
+        n = n == 0 ? 1 : n > VMM_DISK_CHAIN_KEYS ? VMM_DISK_CHAIN_KEYS : n;
+        for (unsigned i = 0; i < n; i++)
+                len += sizeof(key) - 1 + i * (sizeof(up) - 1);
+        if (!(s = o = malloc(len)))
+                return NULL;
+        for (unsigned i = 0; i < n; i++) {
+                *o++ = ',';
+                for (unsigned k = 0; k < i; k++)
+                        o = stpcpy(o, up);
+                o = stpcpy(o, key + 1);
+        }
+        *o = '\0';
+        return s;
 }
 
 static int escape_all(const struct vmm_config *c, struct escaped *e)
@@ -235,8 +262,9 @@ static int escape_all(const struct vmm_config *c, struct escaped *e)
         e->qmp2 = c->qmp2_socket ? qemu_opt_escape(c->qmp2_socket) : NULL;
         e->agent = qemu_opt_escape(c->agent_socket);
         e->disk = c->disk ? qemu_opt_escape(c->disk) : NULL;
+        e->keep_cache = c->disk ? keep_cache_opts(c->disk_chain) : NULL;
         e->rootfs = c->rootfs ? qemu_opt_escape(c->rootfs) : NULL;
-        if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent || (c->disk && !e->disk) ||
+        if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent || (c->disk && (!e->disk || !e->keep_cache)) ||
             (c->rootfs && !e->rootfs) || (c->qmp2_socket && !e->qmp2))
                 return -ENOMEM;
         return 0;
@@ -273,8 +301,8 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                  * durable state, and unsafe would drop what the guest already fsync'ed if
                  * the host crashes. discard=unmap lets deleted guest files shrink the qcow2. */
                 arg(b, "-drive");
-                argf(b, "file=%s,format=qcow2,if=none,id=disk0,cache=writeback,discard=unmap",
-                     e->disk);
+                argf(b, "file=%s,format=qcow2,if=none,id=disk0,cache=writeback,discard=unmap%s",
+                     e->disk, e->keep_cache);
                 arg(b, "-device");
                 arg(b, "virtio-blk-device,drive=disk0");
         }
@@ -283,7 +311,8 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                  * read-only (the guest puts an overlay on it). After disk0 so a VM without
                  * one keeps its device order. */
                 arg(b, "-drive");
-                argf(b, "file=%s,format=raw,if=none,id=root0,readonly=on", e->rootfs);
+                argf(b, "file=%s,format=raw,if=none,id=root0,readonly=on,file.drop-cache=off",
+                     e->rootfs);
                 arg(b, "-device");
                 arg(b, "virtio-blk-device,drive=root0");
         }

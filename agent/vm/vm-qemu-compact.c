@@ -24,7 +24,6 @@
 #define COMPACT_JOB    "fk-compact"
 #define POLL_MS        20
 #define CANCEL_WAIT_MS 10000
-#define OVERLAY_PREFIX "fkov" /* the nodes the live switch-over opens (vm-qemu-fork.c) */
 #define MAX_DEL_PASSES 64
 
 static void sleep_ms(unsigned ms)
@@ -187,7 +186,7 @@ static unsigned drop_orphans(struct qemu_vm *q)
                         const char *name = json_string_value(json_object_get(n, "node-name"));
                         json_t *args;
 
-                        if (!name || strncmp(name, OVERLAY_PREFIX, strlen(OVERLAY_PREFIX)) ||
+                        if (!name || strncmp(name, QEMU_OVERLAY_PREFIX, strlen(QEMU_OVERLAY_PREFIX)) ||
                             strcmp(name, top) == 0 ||
                             !(args = json_pack("{s:s}", "node-name", name)))
                                 continue;

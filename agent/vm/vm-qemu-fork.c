@@ -44,29 +44,64 @@ int qemu_grant_layer(uid_t uid, const char *layer, unsigned perm)
         return agent_jail_grant_logged(state_dir, layer, uid, perm);
 }
 
-/* The VM continues on new_disk (created over the current overlay's frozen name). The frozen
- * layer stays writable to the QEMU's uid: QEMU 7.2 keeps it open O_RDWR as the new backing
- * file and reopens it so at the next cont (after a migration inactivated the block layer). */
-static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error *err)
+int qemu_overlay_add(struct qemu_vm *q, const char *path, char node[QEMU_NODE_SIZE],
+                     struct fk_error *err)
 {
-        json_t *args = json_pack("{s:s, s:s, s:s, s:s}", "device", "disk0", "snapshot-file",
-                                 new_disk, "format", "qcow2", "mode", "existing");
+        json_t *args;
         int r;
 
+        snprintf(node, QEMU_NODE_SIZE, QEMU_OVERLAY_PREFIX "%llx",
+                 (unsigned long long)fk_now_mono_ns());
+        /* forkletd made path; a jailed QEMU opens it as its own uid */
+        if (q->jail_uid && (r = qemu_grant_layer(q->jail_uid, path, 6)) < 0)
+                return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
+                                    path, strerror(-r));
+        /* discard as -drive gave disk0 (blockdev-add's default ignores the guest's discards:
+         * deleted files would no longer shrink the overlay), the page cache kept across
+         * migrations as vmm gives every file of the chain (vmm_config.disk_chain) */
+        args = json_pack("{s:s, s:s, s:{s:s, s:s, s:b}, s:n, s:s}", "driver", "qcow2",
+                         "node-name", node, "file", "driver", "file", "filename", path,
+                         "drop-cache", 0, "backing", "discard", "unmap");
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        /* forkletd made new_disk; a jailed QEMU opens it as its own uid */
-        if (q->jail_uid && (r = qemu_grant_layer(q->jail_uid, new_disk, 6)) < 0) {
-                json_decref(args);
-                return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
-                                    new_disk, strerror(-r));
-        }
-        r = qmp_execute(q->qmp, "blockdev-snapshot-sync", args, VM_QMP_TIMEOUT_MS, NULL, err);
+        r = qmp_execute(q->qmp, "blockdev-add", args, VM_QMP_TIMEOUT_MS, NULL, err);
         json_decref(args);
         if (r < 0)
+                node[0] = '\0';
+        return r;
+}
+
+/* The VM continues on new_disk (created over the current overlay's frozen name). The frozen
+ * layer stays writable to the QEMU's uid: QEMU 7.2 keeps it open O_RDWR as the new backing
+ * file and reopens it so at the next cont (after a migration inactivated the block layer).
+ * The new node stays the monitor's until a compaction closes it, as a live switch's does. */
+static int switch_disk(struct qemu_vm *q, const char *new_disk, struct fk_error *err)
+{
+        char node[QEMU_NODE_SIZE];
+        json_t *args;
+        char *disk;
+        int r = qemu_overlay_add(q, new_disk, node, err);
+
+        if (r < 0)
                 return r;
+        args = json_pack("{s:s, s:s}", "node", "disk0", "overlay", node);
+        if (!args || !(disk = strdup(new_disk))) {
+                json_decref(args);
+                return fk_error_set(err, -ENOMEM, "out of memory");
+        }
+        r = qmp_execute(q->qmp, "blockdev-snapshot", args, VM_QMP_TIMEOUT_MS, NULL, err);
+        json_decref(args);
+        if (r < 0) {
+                free(disk);
+                args = json_pack("{s:s}", "node-name", node);
+                if (args)
+                        (void)qmp_execute(q->qmp, "blockdev-del", args, VM_QMP_TIMEOUT_MS, NULL,
+                                          NULL);
+                json_decref(args);
+                return r;
+        }
         free(q->disk);
-        q->disk = strdup(new_disk);
+        q->disk = disk;
         return 0;
 }
 
@@ -163,6 +198,7 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .agent_socket = agent,
                 .console_log = console,
                 .disk = disk,
+                .disk_chain = qemu_disk_chain(disk),
                 /* the fork's NIC with the same offloads, on a tap in a throwaway netns */
                 .tap = q->tap,
                 .mac = q->mac,

@@ -60,35 +60,16 @@ struct live_switch {
         struct qemu_vm *q;
         const struct agent_checkpoint_params *p;
         struct agent_checkpoint_result *res;
-        char node[32]; /* the new overlay's node, opened before the pause; "": no disk */
+        char node[QEMU_NODE_SIZE]; /* the new overlay's node, opened before the pause; "": none */
 };
 
 /* Opens new_disk as a node of its own while the guest runs, so the switch-over only changes
  * the graph (blockdev-snapshot) instead of opening files with the guest stopped. */
 static int overlay_open(struct live_switch *ls, struct fk_error *err)
 {
-        struct qemu_vm *q = ls->q;
-        json_t *args;
-        int r;
-
         if (!ls->p->new_disk)
                 return 0;
-        snprintf(ls->node, sizeof(ls->node), "fkov%llx", (unsigned long long)fk_now_mono_ns());
-        if (q->jail_uid && (r = qemu_grant_layer(q->jail_uid, ls->p->new_disk, 6)) < 0)
-                return fk_error_set(err, r, "jail: grant uid %u %s: %s", (unsigned)q->jail_uid,
-                                    ls->p->new_disk, strerror(-r));
-        /* discard as -drive gave disk0 (blockdev-add's default ignores the guest's discards:
-         * deleted files would no longer shrink the overlay) */
-        args = json_pack("{s:s, s:s, s:{s:s, s:s}, s:n, s:s}", "driver", "qcow2", "node-name",
-                         ls->node, "file", "driver", "file", "filename", ls->p->new_disk, "backing",
-                         "discard", "unmap");
-        if (!args)
-                return fk_error_set(err, -ENOMEM, "out of memory");
-        r = qmp_execute(q->qmp, "blockdev-add", args, VM_QMP_TIMEOUT_MS, NULL, err);
-        json_decref(args);
-        if (r < 0)
-                ls->node[0] = '\0';
-        return r;
+        return qemu_overlay_add(ls->q, ls->p->new_disk, ls->node, err);
 }
 
 static void overlay_close(struct live_switch *ls)

@@ -3,6 +3,7 @@
  * re-adopt one after a restart (from the record its boot stored), stop, pause, resume, exec. */
 #include "agent/vm/vm.h"
 #include "agent/obs/obs.h"
+#include "agent/disk/disk.h"
 #include "agent/image/image.h"
 #include "agent/store/store.h"
 #include "agent/jail/jail.h"
@@ -171,6 +172,15 @@ static int qemu_reset_dirty_log(void *userdata, void *vm, unsigned *ret_setup_ms
         return vmm_dirty_log_reset(q->qmp, VM_QMP_TIMEOUT_MS, ret_setup_ms, err);
 }
 
+unsigned qemu_disk_chain(const char *disk)
+{
+        unsigned depth = 0;
+
+        if (disk && agent_disk_chain(disk, &depth, NULL) < 0)
+                depth = 1;
+        return depth;
+}
+
 static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk_error *err)
 {
         cleanup_free char *qmp = NULL, *qmp2 = NULL, *agent = NULL, *console = NULL, *mem = NULL,
@@ -207,6 +217,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .append = q->append, /* p->append plus forklet.root= with a rootfs */
                 .rootfs = p->rootfs,
                 .disk = p->disk,
+                .disk_chain = qemu_disk_chain(p->disk),
                 .tap = p->tap,
                 .mac = p->mac,
                 .sandbox = p->jail_uid != 0,

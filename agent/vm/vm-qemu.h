@@ -60,6 +60,17 @@ uint64_t qemu_checkpoint_bytes(void *vm);
 /* The jail uid's grant (perm: 4 read, 6 read-write) on a layer of the session's disk dir,
  * recorded in the session's ledger. */
 int qemu_grant_layer(uid_t uid, const char *layer, unsigned perm);
+/* The nodes forkletd opens for new overlays (blockdev-add): a compaction closes them once out of
+ * the chain. */
+#define QEMU_OVERLAY_PREFIX "fkov"
+#define QEMU_NODE_SIZE      32
+/* Opens path (a qcow2 overlay forkletd made, granted to the jail's uid) as a node of its own,
+ * named into node, with no backing yet: blockdev-snapshot gives it disk0's top. */
+int qemu_overlay_add(struct qemu_vm *q, const char *path, char node[QEMU_NODE_SIZE],
+                     struct fk_error *err);
+/* The files of disk's chain, disk and its bottom counted (vmm_config.disk_chain, which keeps
+ * their page cache across a migration); 0 without a disk. Reads the headers. */
+unsigned qemu_disk_chain(const char *disk);
 /* A live checkpoint into full (vm-qemu-live.c): the disk switches at the switch-over; res says
  * the method, the pause and its steps. -EOPNOTSUPP (err says why) when QEMU refused before the
  * guest was touched: the caller takes the stop-and-copy path. */

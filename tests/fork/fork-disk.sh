@@ -3,7 +3,8 @@
 # The per-session workspace disk through forkletd: a qcow2 overlay in the session's state dir
 # over the image's workspace.img, mounted on /workspace; kept across stop/start, removed on
 # delete; two sessions do not see each other's files; a chain deeper than 16 layers (one per
-# checkpoint) is compacted on the next start without losing data or older checkpoints.
+# checkpoint) is compacted on the next start without losing data or older checkpoints; a
+# checkpoint leaves the page cache of the chain's files (QEMU opens them with drop-cache=off).
 # Usage: fork-disk.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -43,6 +44,24 @@ after=$(du -k "$layer" | cut -f1)
 [ "$before" -gt 30000 ] && [ "$after" -lt $((before - 25000)) ] ||
         fail "fstrim after a checkpoint: the active layer went from $before to $after KiB"
 echo "ok - a deleted 32 MiB file leaves the checkpoint's new overlay: $before -> $after KiB"
+
+# ---- a checkpoint's cont keeps the chain's page cache (drop-cache=off on every file QEMU
+# opens: the -drive's chain and the overlay each checkpoint adds). Its migration inactivated
+# every file and cont reopened it; by default QEMU drops a file's whole page cache there. ------
+chain_files() { qemu-img info -U --backing-chain --output=json "$sd/disk/$(jq -r .disk "$sd/state.json")" |
+        jq -r '.[].filename'; }
+chain=$(chain_files) || fail "read the chain"
+[ "$(wc -l <<<"$chain")" -ge 3 ] || fail "chain of $(wc -l <<<"$chain") files before the cache check"
+while read -r f; do cat "$f" >/dev/null; done <<<"$chain"
+"$FORKLET" checkpoint create wsa --wait >/dev/null || fail "checkpoint for the cache check"
+# the same files under the new top (the old top is the checkpoint's layer now, renamed)
+chain=$(chain_files | tail -n +2) || fail "read the chain after the checkpoint"
+while read -r f; do
+        read -r res size < <(fincore -n -b -o RES,SIZE "$f")
+        [ "$size" -gt 0 ] && [ "$res" -ge $((size * 9 / 10)) ] ||
+                fail "$f: $res of $size bytes in the page cache after a checkpoint's cont"
+done <<<"$chain"
+echo "ok - the $(wc -l <<<"$chain") files of the chain stay in the page cache across a checkpoint"
 
 # ---- chains deeper than 16 layers are compacted on the next start -----------------------------
 depth() { qemu-img info -U --backing-chain "$sd/disk/$(jq -r .disk "$sd/state.json")" | grep -c '^image:'; }

@@ -148,6 +148,10 @@ static void test_disk(void **state)
         (void)state;
         c.disk = "/var/lib/forklet/sessions/roastery/disk.qcow2";
         check_golden(&c, "disk");
+        /* three files: a drop-cache=off key for each, the bottom's two backings down */
+        c.disk_chain = 3;
+        check_golden(&c, "disk-chain");
+        c.disk_chain = 0;
         c.rootfs = "/var/lib/forklet/images/debian/rootfs.img";
         check_golden(&c, "rootfs");
 }

@@ -327,15 +327,16 @@ static void test_rollback_maps_ram(void **state)
 
 /* A rolled-back VM's dirty bitmap is cleared by a job once the session has been idle 3 s since
  * the rollback, once; a job on the session (a checkpoint) starts the wait over; a fork's and a
- * cold boot's never (the boot clears its own). */
+ * cold boot's never (the boot clears its own); after a restart, the rolled-back VM adopted. */
 static void test_rollback_clears_dirty_log_when_idle(void **state)
 {
         struct env *e = *state;
-        cleanup_free char *id = create(e, 201), *body = NULL, *id2 = NULL;
+        cleanup_free char *id = create(e, 201), *body = NULL, *id2 = NULL, *rb_body = NULL;
         char *ck = NULL;
         pthread_t t;
 
         assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
+        rb_body = strdup(body);
         fake_clock_advance(&e->clock, 10);
         reconcile(e);
         assert_int_equal(atomic_load(&dl_calls), 0); /* the cold boot's own, not a job */
@@ -380,6 +381,15 @@ static void test_rollback_clears_dirty_log_when_idle(void **state)
         fake_clock_advance(&e->clock, 10);
         reconcile(e);
         assert_int_equal(atomic_load(&dl_calls), 1);
+        /* a forkletd restarted before the job: the one that adopts the rolled-back VM runs it */
+        assert_int_equal(req(e, "POST", SESSION "/rollback", rb_body, NULL), 200);
+        reconcile(e);
+        env_stop(e);
+        env_start(e);
+        reconcile(e);
+        fake_clock_advance(&e->clock, 4);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 2);
 }
 
 static void *release_later(void *arg)

@@ -264,8 +264,9 @@ static int escape_all(const struct vmm_config *c, struct escaped *e)
         e->disk = c->disk ? qemu_opt_escape(c->disk) : NULL;
         e->keep_cache = c->disk ? keep_cache_opts(c->disk_chain) : NULL;
         e->rootfs = c->rootfs ? qemu_opt_escape(c->rootfs) : NULL;
-        if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent || (c->disk && (!e->disk || !e->keep_cache)) ||
-            (c->rootfs && !e->rootfs) || (c->qmp2_socket && !e->qmp2))
+        if (!e->name || !e->mem || !e->console || !e->qmp || !e->agent ||
+            (c->disk && (!e->disk || !e->keep_cache)) || (c->rootfs && !e->rootfs) ||
+            (c->qmp2_socket && !e->qmp2))
                 return -ENOMEM;
         return 0;
 }

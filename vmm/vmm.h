@@ -48,15 +48,6 @@ struct vmm_config {
         const char *console_socket; /* instead: a unix socket QEMU listens on for vmm_console */
         const char *vmgenid;        /* GUID string, NULL: none */
         const char *disk;           /* qcow2 workspace disk, NULL: none */
-        /* files in disk's backing chain, disk and its bottom counted (0 or 1: disk alone). Each
-         * of them, and rootfs, is opened with file-posix's drop-cache=off: a migration
-         * inactivates every block node and cont re-activates it, and by default that drops the
-         * file's page cache (POSIX_FADV_DONTNEED, for storage another host writes). forklet's
-         * disks are local files this QEMU alone writes, so the drop only made cont, inside a
-         * checkpoint's pause, read each layer's metadata back from the disk, and emptied the
-         * cache other sessions had of the shared rootfs and checkpoint layers. Never more than
-         * the chain has: QEMU refuses options for a backing file that is not there. */
-        unsigned disk_chain;
         const char *rootfs;         /* read-only raw root disk of the image, NULL: none */
         const char *tap;            /* tap ifname in the current netns, NULL: no network */
         const char *mac;            /* guest MAC with tap */
@@ -79,6 +70,15 @@ struct vmm_config {
         /* VMM_RAM_TAIL_KIB more RAM than memory_mib (docs/fork-engine.md "Precopy and QEMU 7.2's
          * TCG dirty tracking"): a restore must have it exactly when its checkpoint's source had */
         bool ram_tail;
+        /* files in disk's backing chain, disk and its bottom counted (0 or 1: disk alone). Each
+         * of them, and rootfs, is opened with file-posix's drop-cache=off: a migration
+         * inactivates every block node and cont re-activates it, and by default that drops the
+         * file's page cache (POSIX_FADV_DONTNEED, for storage another host writes). forklet's
+         * disks are local files this QEMU alone writes, so the drop only made cont, inside a
+         * checkpoint's pause, read each layer's metadata back from the disk, and emptied the
+         * cache other sessions had of the shared rootfs and checkpoint layers. Never more than
+         * the chain has: QEMU refuses options for a backing file that is not there. */
+        unsigned disk_chain;
 };
 
 /* QEMU 7.2 syncs the migration dirty bitmap of a RAM block 64 pages at a time when the block's

@@ -186,7 +186,8 @@ static unsigned drop_orphans(struct qemu_vm *q)
                         const char *name = json_string_value(json_object_get(n, "node-name"));
                         json_t *args;
 
-                        if (!name || strncmp(name, QEMU_OVERLAY_PREFIX, strlen(QEMU_OVERLAY_PREFIX)) ||
+                        if (!name ||
+                            strncmp(name, QEMU_OVERLAY_PREFIX, strlen(QEMU_OVERLAY_PREFIX)) ||
                             strcmp(name, top) == 0 ||
                             !(args = json_pack("{s:s}", "node-name", name)))
                                 continue;

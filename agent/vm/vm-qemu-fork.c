@@ -59,9 +59,9 @@ int qemu_overlay_add(struct qemu_vm *q, const char *path, char node[QEMU_NODE_SI
         /* discard as -drive gave disk0 (blockdev-add's default ignores the guest's discards:
          * deleted files would no longer shrink the overlay), the page cache kept across
          * migrations as vmm gives every file of the chain (vmm_config.disk_chain) */
-        args = json_pack("{s:s, s:s, s:{s:s, s:s, s:b}, s:n, s:s}", "driver", "qcow2",
-                         "node-name", node, "file", "driver", "file", "filename", path,
-                         "drop-cache", 0, "backing", "discard", "unmap");
+        args = json_pack("{s:s, s:s, s:{s:s, s:s, s:b}, s:n, s:s}", "driver", "qcow2", "node-name",
+                         node, "file", "driver", "file", "filename", path, "drop-cache", 0,
+                         "backing", "discard", "unmap");
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_execute(q->qmp, "blockdev-add", args, VM_QMP_TIMEOUT_MS, NULL, err);

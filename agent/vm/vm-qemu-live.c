@@ -22,14 +22,14 @@
 
 /* The live method: precopy where QEMU's dirty tracking is exact (KVM's dirty log, or TCG with
  * the RAM tail), else the background snapshot (userfaultfd; refused by a jailed QEMU 7.2, then
- * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy (or precopy-polled, precopy-pause,
- * precopy-after) or =background forces one. */
+ * stop-and-copy). FORKLET_CHECKPOINT_MODE=precopy (or precopy-polled, precopy-pause) or
+ * =background forces one. */
 static bool live_background(const struct qemu_vm *q)
 {
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
         if (m && (strcmp(m, "precopy") == 0 || strcmp(m, "precopy-polled") == 0 ||
-                  strcmp(m, "precopy-pause") == 0 || strcmp(m, "precopy-after") == 0))
+                  strcmp(m, "precopy-pause") == 0))
                 return false;
         if (m && strcmp(m, "background") == 0)
                 return true;
@@ -53,16 +53,6 @@ static bool live_switch_after(void)
         const char *m = getenv("FORKLET_CHECKPOINT_MODE");
 
         return !(m && strcmp(m, "precopy-pause") == 0);
-}
-
-/* ... and its command is let go at QEMU's STOP (vmm_live_opts.switch_at_stop), unless
- * FORKLET_CHECKPOINT_MODE=precopy-after asks for it at the completion, as before (the
- * baseline). */
-static bool live_switch_at_stop(void)
-{
-        const char *m = getenv("FORKLET_CHECKPOINT_MODE");
-
-        return !(m && strcmp(m, "precopy-after") == 0);
 }
 
 /* The disk freeze at the live switch-over (the guest is stopped there). */
@@ -172,8 +162,7 @@ int qemu_checkpoint_live(struct qemu_vm *q, const struct agent_checkpoint_params
                                   .userdata = &ls,
                                   .background = live_background(q),
                                   .poll = live_polled(),
-                                  .switch_after = live_switch_after(),
-                                  .switch_at_stop = live_switch_at_stop()};
+                                  .switch_after = live_switch_after()};
         struct vmm_live_stats st = {0};
         json_t *args = NULL;
         int r = overlay_open(&ls, err);

@@ -252,91 +252,6 @@ static int run_after(struct qmp_client *qmp, const struct vmm_live_opts *o,
         return r < 0 ? r : query_downtime(qmp, o->timeout_ms, &st->downtime_ms, err);
 }
 
-/* Until QEMU's STOP event (the completion stopped the guest); past converge_ms the guest is
- * stopped here (*ret_forced). *ret_ns: the stop, QEMU's timestamp; *ret_completed: the
- * completion's event came instead (taken here). A failed or cancelled migration before it is an
- * error, as in wait_migration. */
-static int events_stopped(struct qmp_client *qmp, const struct vmm_live_opts *o, uint64_t *ret_ns,
-                          bool *ret_forced, bool *ret_completed, struct fk_error *err)
-{
-        static const char *const names[] = {"STOP", "MIGRATION", NULL};
-        uint64_t start = fk_now_mono_ns();
-        uint64_t converge = start + (uint64_t)o->converge_ms * 1000000ull;
-        uint64_t deadline = start + (uint64_t)o->timeout_ms * 1000000ull;
-
-        for (;;) {
-                uint64_t until = *ret_forced ? deadline : converge;
-                json_t *ev = NULL;
-                const char *name, *status;
-                int r = qmp_wait_event(qmp, names, ms_until(until), &ev, NULL);
-
-                if (r == -ETIMEDOUT && !*ret_forced) {
-                        r = qmp_disarm(qmp, o->timeout_ms);
-                        if (r >= 0 && o->continue_qmp)
-                                r = qmp_disarm(o->continue_qmp, o->timeout_ms);
-                        if (r >= 0)
-                                r = qmp_execute(qmp, "stop", NULL, o->timeout_ms, NULL, err);
-                        if (r >= 0)
-                                r = arm(qmp, o, err);
-                        if (r < 0)
-                                return err->msg[0] ? r
-                                                   : fk_error_set(err, r, "QMP: stop to finish: %s",
-                                                                  strerror(-r));
-                        *ret_forced = true;
-                        continue;
-                }
-                if (r == -ETIMEDOUT)
-                        return fk_error_set(err, r,
-                                            "live checkpoint: the guest did not stop in %u ms",
-                                            o->timeout_ms);
-                if (r < 0)
-                        return fk_error_set(err, r, "QMP: waiting for the stop");
-                name = json_string_value(json_object_get(ev, "event")) ?: "";
-                status = json_string_value(json_object_get(json_object_get(ev, "data"), "status"))
-                                 ?: "";
-                if (strcmp(name, "STOP") == 0 || strcmp(status, "completed") == 0) {
-                        *ret_completed = strcmp(status, "completed") == 0;
-                        *ret_ns = event_mono_ns(ev);
-                        json_decref(ev);
-                        return 0;
-                }
-                json_decref(ev);
-                if (strcmp(status, "failed") == 0 || strcmp(status, "cancelling") == 0 ||
-                    strcmp(status, "cancelled") == 0)
-                        return fk_error_set(err, -EIO, "migration %s before the stop", status);
-        }
-}
-
-/* switch_at_stop: the armed disk freeze fires at QEMU's STOP; QEMU runs it once its migration
- * thread let go of the big lock (the last pages, the devices and the disks' inactivation
- * done), then the completion, then the armed cont. */
-static int run_at_stop(struct qmp_client *qmp, const struct vmm_live_opts *o,
-                       struct vmm_live_stats *st, struct fk_error *err)
-{
-        struct qmp_client *cq = o->continue_qmp ? o->continue_qmp : qmp;
-        uint64_t deadline = fk_now_mono_ns() + (uint64_t)o->timeout_ms * 1000000ull;
-        uint64_t stopped = 0, done = 0, mark;
-        bool completed = false;
-        int r = arm_after(qmp, o, err);
-
-        if (r >= 0)
-                r = events_stopped(qmp, o, &stopped, &st->forced, &completed, err);
-        if (r < 0)
-                return r;
-        st->stop_ns = mark = vmm_live_stopped_at(qmp, stopped);
-        r = fire_switch(qmp, o, st, &mark, err);
-        if (r >= 0 && !completed &&
-            (r = wait_migration(qmp, "completed", deadline, &done, err)) == -ETIMEDOUT)
-                r = fk_error_set(err, r, "migration did not complete in %u ms", o->timeout_ms);
-        vmm_live_step_end(st, VMM_LIVE_COMPLETED, &mark);
-        if (r >= 0 && o->completed)
-                r = o->completed(o->userdata, err);
-        vmm_live_step_end(st, VMM_LIVE_CALLBACK, &mark);
-        if (r >= 0)
-                r = cont_fired(cq, cq != qmp, o, st, &mark, err);
-        return r < 0 ? r : query_downtime(qmp, o->timeout_ms, &st->downtime_ms, err);
-}
-
 /* The precopy conversation driven by QEMU's MIGRATION events, the pause's commands armed
  * ahead (qmp_arm) and no query while the guest is stopped. Steps as live_run_polled's;
  * postmigrate is the time of the conts QEMU refused before it finalized (usually none). */
@@ -348,8 +263,6 @@ int vmm_live_run_events(struct qmp_client *qmp, const struct vmm_live_opts *o,
         json_t *args;
         int r;
 
-        if (o->switch_after && o->switch_at_stop && o->switch_command)
-                return run_at_stop(qmp, o, st, err);
         if (o->switch_after)
                 return run_after(qmp, o, st, err);
         r = arm_pause(qmp, o, err);

@@ -104,19 +104,13 @@ struct vmm_live_opts {
          * block layer inactive, then cont. The same instant for RAM and disk, without QEMU
          * 7.2's 1 ms wait in migration_maybe_pause and migrate-continue's round trip. */
         bool switch_after;
-        /* with switch_after: the disk freeze's last byte goes at QEMU's STOP event, not at
-         * "completed". QEMU's migration thread holds the big lock from the guest's stop to the
-         * disks' inactivation, so the command runs right after that, while the migration
-         * finishes, instead of once forkletd has seen the completion. */
-        bool switch_at_stop;
 };
 
 /* The precopy pause, step by step (each from the end of the one before; the first from the
  * guest's stop, stop_ns): what vmm_live_stats.step_ns holds. */
 enum vmm_live_step {
         VMM_LIVE_SEEN,        /* until QEMU said pre-switchover (event, or a query-migrate) */
-        VMM_LIVE_SWITCH,      /* o->switchover (the disk freeze); with switch_at_stop the
-                               * first step: QEMU runs it after the last pages and devices */
+        VMM_LIVE_SWITCH,      /* o->switchover (the disk freeze) */
         VMM_LIVE_CONTINUE,    /* migrate-continue's reply */
         VMM_LIVE_COMPLETED,   /* until QEMU said completed (it writes the devices); with
                                * switch_after the first step (seen and continue are 0) */

@@ -112,6 +112,24 @@ static bool split_key(const char *key, char *ns, size_t ns_size, const char **na
         return manifest_name_is_valid(ns) && manifest_name_is_valid(*name);
 }
 
+/* The adopted VM writes another overlay than the store names (the backend asked QEMU): a
+ * checkpoint whose disk switch the killed forkletd made but did not record. The store follows
+ * the VM, so a later start or checkpoint builds on the file it wrote. */
+static void adopt_disk_record(struct agent_daemon *d, const char *key, struct agent_vm_ref *vm)
+{
+        json_t *rec = d->ops.record ? d->ops.record(vm->vm) : NULL;
+        const char *disk = json_string_value(json_object_get(rec, "disk"));
+        const char *base = disk && strrchr(disk, '/') ? strrchr(disk, '/') + 1 : disk;
+        cleanup_free char *stored = agent_store_get_string(d->store, key, AGENT_STORE_DISK);
+
+        if (base && stored && strcmp(base, stored) != 0) {
+                log_warning("session %s: the adopted VM writes %s, not %s: stored", key, base,
+                            stored);
+                agent_checkpoint_record_disk(d, key, vm, disk);
+        }
+        json_decref(rec);
+}
+
 static void adopt_one(struct agent_daemon *d, const char *key, const json_t *record)
 {
         cleanup_free char *run_dir = NULL;
@@ -149,6 +167,7 @@ static void adopt_one(struct agent_daemon *d, const char *key, const json_t *rec
                 return;
         }
         s->pid = d->ops.pid(vm);
+        adopt_disk_record(d, key, s->vm);
         s->phase = SESSION_PHASE_RUNNING;
         s->observed_generation = s->generation;
         agent_health_reset(s);

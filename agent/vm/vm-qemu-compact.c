@@ -140,28 +140,6 @@ static int stream_start(struct qemu_vm *q, const char *base, const char *name, u
         return r;
 }
 
-/* The node disk0 writes to now (heap) or NULL. */
-static char *top_node(struct qemu_vm *q)
-{
-        json_t *devs = NULL, *dev;
-        char *node = NULL;
-        size_t i;
-
-        if (qmp_execute(q->qmp, "query-block", NULL, VM_QMP_TIMEOUT_MS, &devs, NULL) < 0)
-                return NULL;
-        json_array_foreach(devs, i, dev)
-        {
-                const char *name = json_string_value(json_object_get(dev, "device"));
-                const char *n = json_string_value(
-                        json_object_get(json_object_get(dev, "inserted"), "node-name"));
-
-                if (name && n && !node && strcmp(name, "disk0") == 0)
-                        node = strdup(n);
-        }
-        json_decref(devs);
-        return node;
-}
-
 /* The overlays a live checkpoint opened with blockdev-add stay open as long as the monitor
  * holds them, also once a stream took them out of the chain: the next migration would
  * inactivate and its cont reopen them, and QEMU would keep files forkletd revokes. A node
@@ -169,7 +147,7 @@ static char *top_node(struct qemu_vm *q)
  * hence the passes. Best effort: returns how many were closed. */
 static unsigned drop_orphans(struct qemu_vm *q)
 {
-        cleanup_free char *top = top_node(q);
+        cleanup_free char *top = qemu_disk0_inserted(q, "node-name");
         unsigned closed = 0;
         bool progress = true;
 

@@ -371,6 +371,65 @@ static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
         return qemu_health_adopt_status(q, status, err);
 }
 
+/* The file of query-block's "file": a path, or "json:{...}" when the node has options of its own
+ * (drop-cache): then its "file" member's "filename". Heap or NULL. */
+static char *file_of(const char *name)
+{
+        json_t *j;
+        char *path;
+
+        if (!name || strncmp(name, "json:", 5) != 0)
+                return name ? strdup(name) : NULL;
+        j = json_loads(name + 5, 0, NULL);
+        path = json_string_value(json_object_get(json_object_get(j, "file"), "filename"))
+                       ? strdup(json_string_value(
+                                 json_object_get(json_object_get(j, "file"), "filename")))
+                       : NULL;
+        json_decref(j);
+        return path;
+}
+
+char *qemu_disk0_inserted(struct qemu_vm *q, const char *member)
+{
+        json_t *devs = NULL, *dev;
+        char *value = NULL;
+        size_t i;
+
+        if (qmp_execute(q->qmp, "query-block", NULL, VM_QMP_TIMEOUT_MS, &devs, NULL) < 0)
+                return NULL;
+        json_array_foreach(devs, i, dev)
+        {
+                const char *name = json_string_value(json_object_get(dev, "device"));
+                const char *v = json_string_value(
+                        json_object_get(json_object_get(dev, "inserted"), member));
+
+                if (!value && name && v && strcmp(name, "disk0") == 0)
+                        value = strdup(v);
+        }
+        json_decref(devs);
+        return value;
+}
+
+/* A checkpoint's disk switch that QEMU made and the killed forkletd did not record (it stores the
+ * new overlay after cont): the VM writes another overlay of the same disk dir than its record
+ * names. The VM's disk is QEMU's, so a later start or checkpoint builds on the file it wrote. */
+static void adopt_disk(struct qemu_vm *q)
+{
+        cleanup_free char *file = q->disk ? qemu_disk0_inserted(q, "file") : NULL;
+        cleanup_free char *top = file_of(file);
+        const char *a, *b;
+
+        if (!top || strcmp(top, q->disk) == 0 || !(a = strrchr(top, '/')) ||
+            !(b = strrchr(q->disk, '/')) || a - top != b - q->disk ||
+            strncmp(top, q->disk, (size_t)(a - top)) != 0 || access(top, F_OK) != 0)
+                return;
+        log_warning("VM pid %d writes %s, not %s as recorded: a checkpoint's disk switch the "
+                    "previous forkletd did not record; taken as the VM's disk",
+                    (int)vmm_process_pid(q->proc), top, q->disk);
+        free(q->disk);
+        q->disk = TAKE_PTR(top);
+}
+
 static int qemu_adopt(void *userdata, const char *run_dir, const json_t *record, int accel,
                       void **ret_vm, struct fk_error *err)
 {
@@ -408,6 +467,8 @@ static int qemu_adopt(void *userdata, const char *run_dir, const json_t *record,
                 r = qmp_client_connect(qmp, VM_QMP_TIMEOUT_MS, &q->qmp, err);
         if (r >= 0)
                 r = adopt_check_status(q, err);
+        if (r >= 0)
+                adopt_disk(q);
         if (r >= 0)
                 qemu_balloon_adopted(q);
         if (r >= 0)

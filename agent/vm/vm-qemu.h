@@ -68,6 +68,9 @@ int qemu_grant_layer(uid_t uid, const char *layer, unsigned perm);
  * named into node, with no backing yet: blockdev-snapshot gives it disk0's top. */
 int qemu_overlay_add(struct qemu_vm *q, const char *path, char node[QEMU_NODE_SIZE],
                      struct fk_error *err);
+/* A string member of disk0's "inserted" in query-block ("node-name": the node it writes to,
+ * "file": that node's file name), heap; NULL when QEMU cannot tell. */
+char *qemu_disk0_inserted(struct qemu_vm *q, const char *member);
 /* The files of disk's chain, disk and its bottom counted (vmm_config.disk_chain, which keeps
  * their page cache across a migration); 0 without a disk. Reads the headers. */
 unsigned qemu_disk_chain(const char *disk);

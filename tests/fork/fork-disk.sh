@@ -4,7 +4,8 @@
 # over the image's workspace.img, mounted on /workspace; kept across stop/start, removed on
 # delete; two sessions do not see each other's files; a chain deeper than 16 layers (one per
 # checkpoint) is compacted on the next start without losing data or older checkpoints; a
-# checkpoint leaves the page cache of the chain's files (QEMU opens them with drop-cache=off).
+# checkpoint leaves the page cache of the chain's files (QEMU opens them with drop-cache=off); a
+# forkletd that adopts a VM whose disk QEMU switched without a record stores QEMU's file.
 # Usage: fork-disk.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
 FORKLETD=${1:?forkletd path}
 FORKLET=${2:?forklet path}
@@ -62,6 +63,50 @@ while read -r f; do
                 fail "$f: $res of $size bytes in the page cache after a checkpoint's cont"
 done <<<"$chain"
 echo "ok - the $(wc -l <<<"$chain") files of the chain stay in the page cache across a checkpoint"
+
+# ---- a disk switch QEMU made that the killed forkletd did not record (a checkpoint's, between
+# the switch and the store): the next forkletd asks QEMU which file disk0 writes and stores it,
+# so what the guest writes after it survives a stop/start ------------------------------------
+qpid=$(field wsa pid)
+kill -9 "$DPID"
+wait "$DPID" 2>/dev/null
+DPID=
+old_top=$(jq -r .disk "$sd/state.json")
+qemu-img create -q -f qcow2 -b "$old_top" -F qcow2 "$sd/disk/switched.qcow2" || fail "overlay"
+chown "$(stat -c %u "/proc/$qpid")" "$sd/disk/switched.qcow2" && chmod 600 "$sd/disk/switched.qcow2"
+python3 - "$T/run/sessions/default.wsa/qmp.sock" "$sd/disk/switched.qcow2" <<'PY' || fail "switch disk0 behind forkletd's back"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def cmd(c, a=None):
+    f.write(json.dumps({"execute": c, "arguments": a or {}}) + "\n"); f.flush()
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            if "error" in m: sys.exit("%s: %s" % (c, m["error"]))
+            return m
+f.readline()
+cmd("qmp_capabilities")
+cmd("blockdev-add", {"driver": "qcow2", "node-name": "fkovtest", "backing": None,
+                     "file": {"driver": "file", "filename": sys.argv[2]}})
+cmd("blockdev-snapshot", {"node": "disk0", "overlay": "fkovtest"})
+PY
+FORKLET_LIVE_COMPACT=off start_daemon
+"$FORKLET" wait wsa --for=Running --timeout=120 || fail "wsa not Running after the restart"
+[ "$(field wsa pid)" = "$qpid" ] || fail "wsa was restarted"
+[ "$(jq -r .disk "$sd/state.json")" = switched.qcow2 ] ||
+        fail "the store names $(jq -r .disk "$sd/state.json"), QEMU writes switched.qcow2"
+grep -q "the adopted VM writes switched.qcow2, not $old_top" "$T/forkletd.log" || fail "not logged"
+gsh wsa 'echo after-the-switch >/workspace/switched && sync' || fail "write after the switch"
+sed -i 's/^spec:$/spec:\n  state: Stopped/' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null && "$FORKLET" wait wsa --for=Stopped --timeout=60 || fail "stop"
+sed -i '/state: Stopped/d' "$T/wsa.yaml"
+"$FORKLET" apply -f "$T/wsa.yaml" >/dev/null && "$FORKLET" wait wsa --for=Running --timeout=240 || fail "start"
+[ "$(gsh wsa 'cat /workspace/switched')" = after-the-switch ] ||
+        fail "what the guest wrote on the unrecorded overlay is lost after stop/start"
+echo "ok - an unrecorded disk switch is taken from QEMU at adoption; the guest's writes kept"
 
 # ---- chains deeper than 16 layers are compacted on the next start -----------------------------
 depth() { qemu-img info -U --backing-chain "$sd/disk/$(jq -r .disk "$sd/state.json")" | grep -c '^image:'; }

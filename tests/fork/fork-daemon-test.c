@@ -2,147 +2,11 @@
 /* The fork engine in forkletd with a fake VM backend, through the REST API: checkpoint create,
  * list and status; concurrent creates coalesce; a failed checkpoint lists nothing; fork N
  * (restored from the parent's checkpoint with private RAM); a checkpoint belongs to its session;
- * delete refused while forks depend on it, then cascade; rollback restores a RAM copy; events
- * name each step (Checkpointed, CheckpointFailed, RollingBack, RolledBack, RollbackFailed,
+ * delete refused while forks depend on it, then cascade (rollback: fork-rollback-daemon-test);
+ * events name each step (Checkpointed, CheckpointFailed, RollingBack, RolledBack, RollbackFailed,
  * Forking), Normal unless something went wrong; requests are intents the runner serializes
  * per session (a rollback waits for a checkpoint, a fork does not) and audits. */
-#include "tests/lib/agent-harness.h"
-
-#include <dirent.h>
-#include <pthread.h>
-
-#define SESSION "/api/v1alpha1/namespaces/default/sessions/hello"
-#define FORK0   "/api/v1alpha1/namespaces/default/sessions/hello-fork-0"
-
-/* Checkpoint backend state the tests steer. */
-static atomic_bool ck_fail, ck_slow, ck_release, ck_started, ck_pending, wr_release;
-static atomic_int ck_calls;
-static char last_restore[512];
-static bool last_private;
-
-static int fake_checkpoint(void *ud, void *vm, const struct agent_checkpoint_params *p,
-                           struct agent_checkpoint_result *ret, struct fk_error *err)
-{
-        char path[600];
-
-        (void)ud, (void)vm;
-        atomic_fetch_add(&ck_calls, 1);
-        atomic_store(&ck_started, true);
-        for (int i = 0; atomic_load(&ck_slow) && i < 500 && !atomic_load(&ck_release); i++)
-                usleep(10000);
-        if (atomic_load(&ck_fail)) {
-                snprintf(path, sizeof(path), "%s/state", p->dir);
-                (void)fk_write_file_atomic(path, "partial", 7, 0600);
-                return fk_error_set(err, -EIO, "fake QEMU error");
-        }
-        snprintf(path, sizeof(path), "%s/state", p->dir);
-        assert_int_equal(fk_write_file_atomic(path, "state", 5, 0600), 0);
-        snprintf(path, sizeof(path), "%s/ram", p->dir);
-        assert_int_equal(fk_write_file_atomic(path, "ram-bytes", 9, 0600), 0);
-        *ret = (struct agent_checkpoint_result){.pause_ns = 1000000, .ram_bytes = 9};
-        /* a live save: the guest runs again, the files forks map come later */
-        if (atomic_load(&ck_pending)) {
-                snprintf(path, sizeof(path), "%s/ram", p->dir);
-                unlink(path);
-                ret->write_pending = ret->live = true;
-                ret->downtime_ms = 3;
-        }
-        return 0;
-}
-
-/* The Writing phase: waits until the test releases it, then writes ram. */
-static int fake_write(void *ud, void *vm, const struct agent_checkpoint_params *p,
-                      struct agent_checkpoint_result *ret, struct fk_error *err)
-{
-        char path[600];
-
-        (void)ud, (void)vm, (void)err;
-        for (int i = 0; i < 500 && !atomic_load(&wr_release); i++)
-                usleep(10000);
-        snprintf(path, sizeof(path), "%s/ram", p->dir);
-        assert_int_equal(fk_write_file_atomic(path, "ram-bytes", 9, 0600), 0);
-        ret->ram_bytes = 9;
-        ret->state_bytes = 5;
-        ret->materialized = true;
-        return 0;
-}
-
-static atomic_int dl_calls;
-
-static int counting_reset_dirty_log(void *ud, void *vm, unsigned *ret_setup_ms,
-                                    struct fk_error *err)
-{
-        (void)ud, (void)vm, (void)err;
-        atomic_fetch_add(&dl_calls, 1);
-        *ret_setup_ms = 7;
-        return 0;
-}
-
-static int recording_boot(void *ud, const struct agent_boot_params *p, void **ret_vm,
-                          struct fk_error *err)
-{
-        snprintf(last_restore, sizeof(last_restore), "%s", p->restore_dir ? p->restore_dir : "");
-        last_private = p->mem_private;
-        return fake_boot(ud, p, ret_vm, err);
-}
-
-static int fork_setup(void **state)
-{
-        struct env *e;
-
-        setup(state);
-        e = *state;
-        env_stop(e);
-        e->ops.checkpoint = fake_checkpoint;
-        e->ops.checkpoint_write = fake_write;
-        e->ops.boot = recording_boot;
-        e->ops.reset_dirty_log = counting_reset_dirty_log;
-        env_start(e);
-        atomic_store(&dl_calls, 0);
-        atomic_store(&ck_fail, false);
-        atomic_store(&ck_slow, false);
-        atomic_store(&ck_release, false);
-        atomic_store(&ck_calls, 0);
-        atomic_store(&ck_pending, false);
-        atomic_store(&wr_release, false);
-        agent_metrics_reset();
-        assert_int_equal(req(e, "POST", "/api/v1alpha1/sessions", hello_json, NULL), 201);
-        reconcile(e);
-        return 0;
-}
-
-static char *create(struct env *e, long want_status)
-{
-        json_t *j = NULL;
-        char *id;
-
-        assert_int_equal(req(e, "POST", SESSION "/checkpoints", "{}", &j), want_status);
-        id = json_string_value(json_object_get(j, "id"))
-                     ? strdup(json_string_value(json_object_get(j, "id")))
-                     : NULL;
-        json_decref(j);
-        return id;
-}
-
-static size_t count_checkpoints(struct env *e, const char *path)
-{
-        json_t *j = NULL;
-        size_t n;
-
-        assert_int_equal(req(e, "GET", path, NULL, &j), 200);
-        n = json_array_size(json_object_get(j, "items"));
-        json_decref(j);
-        return n;
-}
-
-static void metrics_has(struct env *e, const char *line)
-{
-        cleanup_free char *text = NULL;
-
-        assert_int_equal(agent_daemon_metrics_text(e->d, &text), 0);
-        if (!strstr(text, line))
-                fail_msg("metrics lack \"%s\"", line);
-}
+#include "tests/fork/fork-daemon.h"
 
 static void test_create_list_status(void **state)
 {
@@ -165,11 +29,6 @@ static void test_create_list_status(void **state)
         assert_int_equal(json_array_size(cks), 1);
         assert_string_equal(json_string_value(json_object_get(json_array_get(cks, 0), "id")), id);
         json_decref(j);
-}
-
-static void *create_thread(void *arg)
-{
-        return create(arg, 201);
 }
 
 static void test_concurrent_creates_coalesce(void **state)
@@ -298,98 +157,6 @@ static void test_fork_budget(void **state)
                 fail_msg("message: %s", msg);
         json_decref(j);
         assert_int_equal(req(e, "GET", SESSION "-fork-2", NULL, NULL), 404);
-}
-
-static void test_rollback_maps_ram(void **state)
-{
-        struct env *e = *state;
-        cleanup_free char *id = create(e, 201), *body = NULL, *mem = NULL, *origin = NULL;
-        int boots = atomic_load(&e->fake.boots), stops = atomic_load(&e->fake.stops);
-        int kills = atomic_load(&e->fake.kills);
-
-        assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
-        assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
-        /* the replaced VM is ended at once, not powered off: nothing of it is kept */
-        assert_int_equal(atomic_load(&e->fake.kills), kills + 1);
-        assert_int_equal(atomic_load(&e->fake.stops), stops);
-        assert_int_equal(atomic_load(&e->fake.boots), boots + 1);
-        /* the checkpoint's files through links in origin/, RAM mapped private: no copy */
-        assert_true(fk_asprintf(&origin, "%s/state/sessions/default.hello/origin", e->dir) > 0);
-        assert_string_equal(last_restore, origin);
-        assert_true(last_private);
-        assert_true(fk_asprintf(&mem, "%s/run/sessions/default.hello/mem.ram", e->dir) > 0);
-        assert_int_equal(access(mem, F_OK), -1);
-        assert_int_equal(access(origin, F_OK), -1); /* the links go once it runs */
-        metrics_has(e, "forklet_operation_duration_seconds_count{op=\"rollback\"} 1\n");
-        assert_int_equal(req(e, "POST", SESSION "/rollback", "{\"checkpoint\": \"ck_00\"}", NULL),
-                         404);
-}
-
-/* A rolled-back VM's dirty bitmap is cleared by a job once the session has been idle 3 s since
- * the rollback, once; a job on the session (a checkpoint) starts the wait over; a fork's and a
- * cold boot's never (the boot clears its own); after a restart, the rolled-back VM adopted. */
-static void test_rollback_clears_dirty_log_when_idle(void **state)
-{
-        struct env *e = *state;
-        cleanup_free char *id = create(e, 201), *body = NULL, *id2 = NULL, *rb_body = NULL;
-        char *ck = NULL;
-        pthread_t t;
-
-        assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
-        rb_body = strdup(body);
-        fake_clock_advance(&e->clock, 10);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 0); /* the cold boot's own, not a job */
-        assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 0); /* the caller goes on first */
-        fake_clock_advance(&e->clock, 2);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 0);
-        /* a checkpoint taken meanwhile: the session busy, the wait starts over */
-        atomic_store(&ck_slow, true);
-        atomic_store(&ck_started, false);
-        assert_int_equal(pthread_create(&t, NULL, create_thread, e), 0);
-        for (int i = 0; i < 500 && !atomic_load(&ck_started); i++)
-                usleep(10000);
-        assert_true(atomic_load(&ck_started));
-        fake_clock_advance(&e->clock, 2);
-        assert_int_equal(agent_daemon_reconcile(e->d), 0);
-        assert_int_equal(atomic_load(&dl_calls), 0);
-        atomic_store(&ck_release, true);
-        assert_int_equal(pthread_join(t, (void **)&ck), 0);
-        assert_non_null(ck);
-        free(ck);
-        atomic_store(&ck_slow, false);
-        reconcile(e);
-        fake_clock_advance(&e->clock, 2);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 0);
-        fake_clock_advance(&e->clock, 2);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 1);
-        fake_clock_advance(&e->clock, 10);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 1); /* once */
-        /* forks are left alone */
-        id2 = create(e, 201);
-        free(body);
-        body = NULL;
-        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 1}", id2) > 0);
-        assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
-        reconcile(e);
-        fake_clock_advance(&e->clock, 10);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 1);
-        /* a forkletd restarted before the job: the one that adopts the rolled-back VM runs it */
-        assert_int_equal(req(e, "POST", SESSION "/rollback", rb_body, NULL), 200);
-        reconcile(e);
-        env_stop(e);
-        env_start(e);
-        reconcile(e);
-        fake_clock_advance(&e->clock, 4);
-        reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 2);
 }
 
 static void *release_later(void *arg)
@@ -604,9 +371,6 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_fork_budget, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_ownership_cascade, fork_setup, teardown),
-                cmocka_unit_test_setup_teardown(test_rollback_maps_ram, fork_setup, teardown),
-                cmocka_unit_test_setup_teardown(test_rollback_clears_dirty_log_when_idle,
-                                                fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_writing_then_ready, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_events_name_each_step, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_events, fork_setup, teardown),

@@ -376,15 +376,14 @@ static int adopt_check_status(struct qemu_vm *q, struct fk_error *err)
 static char *file_of(const char *name)
 {
         json_t *j;
+        const char *f;
         char *path;
 
         if (!name || strncmp(name, "json:", 5) != 0)
                 return name ? strdup(name) : NULL;
         j = json_loads(name + 5, 0, NULL);
-        path = json_string_value(json_object_get(json_object_get(j, "file"), "filename"))
-                       ? strdup(json_string_value(
-                                 json_object_get(json_object_get(j, "file"), "filename")))
-                       : NULL;
+        f = json_string_value(json_object_get(json_object_get(j, "file"), "filename"));
+        path = f ? strdup(f) : NULL;
         json_decref(j);
         return path;
 }

@@ -159,9 +159,12 @@ for size in $SIZES; do
                         hv=HIGH_$size
                         mib=${!hv:-$((size * 6 / 10))}
                         for n in $names; do
-                                gsh "$n" "head -c 1048576 /dev/urandom > /run/r1m && i=0 &&
-                                        while [ \$i -lt $mib ]; do cat /run/r1m; i=\$((i + 1)); done > /run/fill" ||
-                                        fail "fill $mib MiB in $n"
+                                # the guest's /run (a tmpfs of half its RAM) may hold less: the
+                                # fill stops where it is full, and the MiB written are printed
+                                got=$(gsh "$n" "head -c 1048576 /dev/urandom > /run/r1m && i=0 &&
+                                        while [ \$i -lt $mib ] && cat /run/r1m >> /run/fill 2>/dev/null; do
+                                                i=\$((i + 1)); done; echo \$i") || fail "fill $mib MiB in $n"
+                                echo "# $n: $got of $mib MiB written into the guest's /run" >&2
                         done
                 fi
                 for mode in $MODES; do

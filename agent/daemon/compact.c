@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Live compaction of a running session's disk chain: every checkpoint freezes the top overlay
  * and adds a layer, and a precopy's cont reopens every layer, so after a checkpoint (once its
- * Writing phase is over) a job on the idle session streams the layers into the top when the
- * chain is deeper than AGENT_DISK_LIVE_MAX_LAYERS (agent_vm_ops.compact_disk); then checkpoint
+ * Writing phase is over) a job on the idle session streams the layers above the anchor or the
+ * bottom into the top (agent_disk_stream_base, agent_vm_ops.compact_disk); then checkpoint
  * layers that nothing needs any more (their checkpoint deleted) are removed. */
 #include "agent/daemon/daemon-internal.h"
 #include "common/cleanup.h"
@@ -28,7 +28,7 @@
 #define COMPACT_YIELD_WAIT_MS 1000
 /* ... unless the chain has this many files: a deeper chain (requests that kept cutting streams
  * short) is streamed to the end first, so that no pattern of requests grows it without bound. */
-#define COMPACT_YIELD_MAX_FILES (2 * AGENT_DISK_LIVE_MAX_LAYERS + 2)
+#define COMPACT_YIELD_MAX_FILES 10
 #define MIB                     (1024.0 * 1024.0)
 
 /* FORKLET_LIVE_COMPACT=off in forkletd's environment leaves chains to the next start (tests

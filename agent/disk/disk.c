@@ -295,9 +295,19 @@ uint64_t agent_disk_chain_allocated(const char *path)
         return sum;
 }
 
-bool agent_disk_compact_due(unsigned depth, unsigned max_layers)
+size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_layers)
 {
-        return max_layers > 0 && depth > max_layers + 1;
+        size_t anchor = n - 2;
+        uint64_t above = 0;
+
+        if (max_layers == 0 || n < 3)
+                return 0;
+        for (size_t i = 1; i < anchor; i++)
+                above += alloc[i];
+        if (max_layers >= 2 && alloc[anchor] >= AGENT_DISK_ANCHOR_MIN &&
+            above < alloc[anchor] / AGENT_DISK_ANCHOR_SHARE)
+                return n - 1 > max_layers ? anchor : 0;
+        return n - 1 > max_layers || above + alloc[anchor] < AGENT_DISK_ANCHOR_MIN ? n - 1 : 0;
 }
 
 bool agent_disk_stream_outlasts(uint64_t elapsed_ns, uint64_t done, uint64_t len, uint64_t wait_ns)

@@ -42,14 +42,23 @@ int agent_disk_chain(const char *path, unsigned *ret_depth, char **ret_base);
  * writes it) straight onto the chain's bottom. 1 compacted, 0 nothing to do, -errno + err. */
 int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *err);
 #define AGENT_DISK_MAX_DEPTH 16
-/* Live compaction (agent/daemon/compact.c): a running session's chain with more qcow2 layers
- * than this above its bottom is streamed onto the bottom (QMP block-stream), so the next
- * precopy's cont reopens at most this many layers plus the new overlay (each layer cost 0.5-1
- * ms of cont, docs/benchmarks.md); the price is a copy of what the layers hold into the top. */
-#define AGENT_DISK_LIVE_MAX_LAYERS 4
-/* Whether a live chain of depth files (agent_disk_chain's depth: the bottom counted) is to be
- * compacted: more than max_layers layers above its bottom. max_layers 0: never. Pure. */
-bool agent_disk_compact_due(unsigned depth, unsigned max_layers);
+/* Live compaction (agent/daemon/compact.c): after each checkpoint a running session's chain is
+ * streamed (QMP block-stream) so that the next precopy's completion inactivates and its cont
+ * reopens few layers (each costs about 0.2-0.8 ms of the pause, docs/benchmarks.md): at most
+ * this many above the bottom, the top counted, that is the top and one anchor. */
+#define AGENT_DISK_LIVE_MAX_LAYERS 2
+/* The anchor: the lowest layer above the bottom, kept while it holds at least
+ * AGENT_DISK_ANCHOR_MIN bytes and what lies above it (what the guest wrote since the anchor's
+ * checkpoint) less than 1/AGENT_DISK_ANCHOR_SHARE of it; a stream onto it copies only that. */
+#define AGENT_DISK_ANCHOR_MIN   (4ull * 1024 * 1024)
+#define AGENT_DISK_ANCHOR_SHARE 4
+/* Where a live chain files[0] (the top) .. files[n - 1] (the bottom), alloc[i] the files'
+ * allocated bytes, is streamed onto: the index of the base (the anchor or the bottom), 0 when
+ * nothing is due. Onto the anchor once the chain has more than max_layers layers above the
+ * bottom; onto the bottom when the anchor is too small or what lies above it too large, once
+ * beyond the bound or while all there is to copy is less than AGENT_DISK_ANCHOR_MIN. max_layers
+ * 0: never. Pure. */
+size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_layers);
 /* Whether a stream that has run elapsed_ns and copied done of len bytes (QEMU's job offset and
  * len) would still run longer than wait_ns at the pace it had; nothing copied yet counts as
  * longer once it has run wait_ns. Pure. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Live compaction of a running QEMU's disk chain: QMP block-stream of disk0 onto the chain's
- * bottom while the guest runs, bounded and cancelled on failure; then the layers QEMU no
- * longer uses are closed (blockdev-del of the overlays a checkpoint opened) and the jail's
+ * anchor or its bottom while the guest runs, bounded and cancelled on failure; then the layers
+ * QEMU no longer uses are closed (blockdev-del of the overlays a checkpoint opened) and the jail's
  * grants on them revoked. */
 #include "agent/vm/vm-qemu.h"
 #include "agent/disk/disk.h"
@@ -123,16 +123,65 @@ static int job_wait(struct qemu_vm *q, const struct agent_compact_params *p, uin
         return r;
 }
 
-/* block-stream of disk0 onto base (the chain's bottom: QEMU matches it against the backing
- * names it opened), the top then naming it as name (how the chain names it). */
-static int stream_start(struct qemu_vm *q, const char *base, const char *name, uint64_t speed,
-                        struct fk_error *err)
+/* The name of the node of disk0's chain with depth layers below it, "" when QEMU cannot tell
+ * for sure: disk0's top must have top_depth below it, and one format node only that depth.
+ * block-stream's base (a file name) cannot name a layer QEMU knows by another name: the
+ * overlays it opened under a workspace name that became the checkpoint's layer, and the nodes
+ * with options (json:{...}), so a stream onto the anchor names its node. */
+static void node_at_depth(struct qemu_vm *q, int64_t top_depth, int64_t depth,
+                          char node[static QEMU_NODE_SIZE])
 {
-        json_t *args =
-                json_pack("{s:s, s:s, s:s, s:s, s:I}", "job-id", COMPACT_JOB, "device", "disk0",
-                          "base", base, "backing-file", name, "speed", (json_int_t)speed);
+        cleanup_free char *top = qemu_disk0_inserted(q, "node-name");
+        json_t *nodes = NULL, *n;
+        unsigned found = 0;
+        bool top_ok = false;
+        size_t i;
+
+        node[0] = '\0';
+        /* not flat: QEMU 7.2 gives backing_file_depth 0 in the flat list */
+        if (!top || qmp_execute(q->qmp, "query-named-block-nodes", NULL, VM_QMP_TIMEOUT_MS, &nodes,
+                                NULL) < 0)
+                goto out;
+        json_array_foreach(nodes, i, n)
+        {
+                const char *drv = json_string_value(json_object_get(n, "drv"));
+                const char *name = json_string_value(json_object_get(n, "node-name"));
+                json_int_t d = json_integer_value(json_object_get(n, "backing_file_depth"));
+
+                if (!drv || strcmp(drv, "file") == 0 || !name)
+                        continue;
+                if (strcmp(name, top) == 0)
+                        top_ok = d == top_depth;
+                if (d == depth && found++ == 0)
+                        snprintf(node, QEMU_NODE_SIZE, "%s", name);
+        }
+out:
+        if (!top_ok || found != 1 || strlen(node) + 1 >= QEMU_NODE_SIZE)
+                node[0] = '\0';
+        json_decref(nodes);
+}
+
+/* block-stream of disk0 onto files[base] (the bottom, as QEMU opened it: QEMU matches its
+ * backing names; or the anchor's node), the top then naming it as name (how the chain names
+ * it). */
+static int stream_start(struct qemu_vm *q, char *const *files, size_t n, size_t base,
+                        const char *name, uint64_t speed, struct fk_error *err)
+{
+        char node[QEMU_NODE_SIZE] = "";
+        json_t *args;
         int r;
 
+        if (base + 1 < n) {
+                node_at_depth(q, (int64_t)n - 1, (int64_t)(n - 1 - base), node);
+                if (!node[0])
+                        return fk_error_set(err, -ESRCH,
+                                            "QEMU's graph of disk0 does not match its chain of "
+                                            "%zu files: no node for the anchor %s",
+                                            n, files[base]);
+        }
+        args = json_pack("{s:s, s:s, s:s, s:s, s:I}", "job-id", COMPACT_JOB, "device", "disk0",
+                         node[0] ? "base-node" : "base", node[0] ? node : files[base],
+                         "backing-file", name, "speed", (json_int_t)speed);
         if (!args)
                 return fk_error_set(err, -ENOMEM, "out of memory");
         r = qmp_execute(q->qmp, "block-stream", args, VM_QMP_TIMEOUT_MS, NULL, err);
@@ -221,33 +270,35 @@ static unsigned revoke_dropped(const struct qemu_vm *q, char *const *chain, size
         return dropped;
 }
 
-/* What streaming path's chain onto its bottom copies at most: the layers in between. */
-static uint64_t between_bytes(char *const *files, size_t n)
+/* What a stream onto files[base] copies at most: the layers between the top and it. */
+static uint64_t between_bytes(const uint64_t *alloc, size_t base)
 {
         uint64_t sum = 0;
 
-        for (size_t i = 1; i + 1 < n; i++)
-                sum += agent_space_allocated(files[i]);
+        for (size_t i = 1; i < base; i++)
+                sum += alloc[i];
         return sum;
 }
 
 static int stream(struct qemu_vm *q, const struct agent_compact_params *p, char *const *files,
-                  size_t n, struct agent_compact_result *res, struct fk_error *err)
+                  size_t n, size_t base, const uint64_t *alloc, struct agent_compact_result *res,
+                  struct fk_error *err)
 {
         cleanup_free char *name = NULL;
         uint64_t t0 = fk_now_mono_ns();
         int r;
 
-        r = agent_space_check(q->disk, "stateDir", between_bytes(files, n) + AGENT_SPACE_SLACK,
+        r = agent_space_check(q->disk, "stateDir", between_bytes(alloc, base) + AGENT_SPACE_SLACK,
                               "live disk compaction", err);
         if (r < 0)
                 return r;
-        if (agent_disk_backing_name(q->disk, files[n - 1], &name) < 0)
+        if (agent_disk_backing_name(q->disk, files[base], &name) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = stream_start(q, files[n - 1], name, p->speed, err);
+        r = stream_start(q, files, n, base, name, p->speed, err);
         if (r >= 0)
-                log_info("QEMU pid %d: streaming %zu disk layers into %s (onto %s)",
-                         (int)vmm_process_pid(q->proc), n - 2, q->disk, name);
+                log_info("QEMU pid %d: streaming %zu disk layers into %s (onto %s, %s)",
+                         (int)vmm_process_pid(q->proc), base - 1, q->disk, name,
+                         base + 1 == n ? "the bottom" : "the anchor");
         if (r >= 0)
                 r = job_wait(q, p, t0, t0 + (uint64_t)p->timeout_ms * 1000000ull,
                              n < p->yield_max_files, &res->yielded, err);
@@ -255,13 +306,24 @@ static int stream(struct qemu_vm *q, const struct agent_compact_params *p, char 
         return r;
 }
 
+/* The allocated bytes of each file of the chain (a heap array), NULL: out of memory. */
+static uint64_t *allocated(char *const *files, size_t n)
+{
+        uint64_t *alloc = calloc(n ? n : 1, sizeof(*alloc));
+
+        for (size_t i = 0; alloc && i < n; i++)
+                alloc[i] = agent_space_allocated(files[i]);
+        return alloc;
+}
+
 int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_params *p,
                       struct agent_compact_result *ret, struct fk_error *err)
 {
         struct qemu_vm *q = vm;
         struct agent_compact_result res = {0};
+        cleanup_free uint64_t *alloc = NULL;
         char **files = NULL;
-        size_t n = 0;
+        size_t n = 0, base;
         int r;
 
         (void)userdata;
@@ -280,8 +342,9 @@ int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_param
                 fk_error_set(err, r, "read the chain of %s: %s", q->disk, strerror(-r));
         res.depth_before = res.depth_after = (unsigned)n;
         res.top_before = agent_space_allocated(q->disk);
-        if (r >= 0 && agent_disk_compact_due((unsigned)n, p->max_layers)) {
-                r = stream(q, p, files, n, &res, err);
+        if (r >= 0 && (alloc = allocated(files, n)) &&
+            (base = agent_disk_stream_base(alloc, n, p->max_layers)) > 0) {
+                r = stream(q, p, files, n, base, alloc, &res, err);
                 /* QEMU rewrote the top's header when the stream completed: what it says now is
                  * the chain (a failure left it as it was) */
                 fk_strv_free(files);

@@ -137,7 +137,7 @@ struct agent_give_back_result {
 
 /* Live compaction of the VM's disk chain (agent_vm_ops.compact_disk). */
 struct agent_compact_params {
-        unsigned max_layers;         /* stream when the chain has more layers above its bottom */
+        unsigned max_layers;         /* agent_disk_stream_base's bound; 0: no compaction */
         unsigned timeout_ms;         /* the stream's bound: then it is cancelled */
         const volatile bool *cancel; /* set: cancel the stream (the session is being deleted) */
         /* set: cancel the stream, the chain as it was (a request waits), unless at its pace it
@@ -252,12 +252,12 @@ struct agent_vm_ops {
         int (*give_back)(void *userdata, void *vm, const struct agent_give_back_params *p,
                          struct agent_give_back_result *ret, struct fk_error *err);
         /* Live disk compaction (compact.c), NULL in a backend without it: finishes a stream a
-         * killed forkletd started, streams every layer between the chain's top and its bottom
-         * into the top when the chain is deeper than p->max_layers (QMP block-stream, the guest
-         * running; the top then names the bottom as its backing), closes the layers QEMU no
-         * longer uses and revokes the jail's grants on them. The layers stay on disk. A stream
-         * that fails, times out or is cancelled leaves the chain as it was (-errno + err). Uses
-         * the VM's QMP client: the session is busy. */
+         * killed forkletd started, streams the layers between the chain's top and its anchor
+         * or its bottom into the top (agent_disk_stream_base with p->max_layers; QMP
+         * block-stream, the guest running; the top then names that base as its backing), closes the
+         * layers QEMU no longer uses and revokes the jail's grants on them. The layers stay on
+         * disk. A stream that fails, times out or is cancelled leaves the chain as it was (-errno +
+         * err). Uses the VM's QMP client: the session is busy. */
         int (*compact_disk)(void *userdata, void *vm, const struct agent_compact_params *p,
                             struct agent_compact_result *ret, struct fk_error *err);
         /* Clears QEMU's migration dirty bitmap of a restored VM (vmm_dirty_log_reset), which

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Live disk compaction's pure decisions (agent/disk: when a chain is compacted, whether a stream
- * is long enough for a waiting request to cancel it, the backing name
- * the top then records) and, over real qcow2 chains made with qemu-img in a temp dir, what a
- * chain holds and which checkpoint layers are freed (agent_checkpoint_free_layers: a layer goes
- * once its checkpoint is gone and no chain, live or a remaining checkpoint's, names it). */
+/* Live disk compaction's pure decisions (agent/disk: onto which layer a chain is streamed, whether
+ * a stream is long enough for a waiting request to cancel it, the backing name the top then
+ * records) and, over real qcow2 chains made with qemu-img in a temp dir, what a chain holds and
+ * which checkpoint layers are freed (agent_checkpoint_free_layers: a layer goes once its checkpoint
+ * is gone and no chain, live or a remaining checkpoint's, names it). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,30 +22,49 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
-static void test_due(void **state)
+static void test_stream_base(void **state)
 {
+        static const uint64_t k = 1024, m = 1024 * 1024;
+        /* the chains' allocated bytes, top first, bottom last (its size never matters) */
         static const struct {
-                unsigned depth, max;
-                bool due;
+                uint64_t alloc[8];
+                size_t n;
+                unsigned max;
+                size_t base;
         } cases[] = {
-                {1, 4, false},   /* a raw disk alone */
-                {2, 4, false},   /* base + the overlay */
-                {5, 4, false},   /* 4 layers above the bottom: the bound */
-                {6, 4, true},    /* 5 layers */
-                {40, 4, true},   /* what a session of an older forkletd may have */
-                {3, 1, true},    /* a bound of one layer */
-                {2, 1, false},   /* ... which a fresh overlay keeps */
-                {100, 0, false}, /* 0: off */
+                {{0}, 1, 2, 0},                          /* a raw disk alone */
+                {{196 * k, 0}, 2, 2, 0},                 /* base + the overlay */
+                {{196 * k, 196 * k, 0}, 3, 2, 2},        /* a small frozen layer: onto the bottom */
+                {{196 * k, 3 * m, 0}, 3, 2, 2},          /* ... all of it less than 4 MiB */
+                {{196 * k, 64 * m, 0}, 3, 2, 0},         /* a large one stays: the anchor */
+                {{196 * k, 1 * m, 64 * m, 0}, 4, 2, 2},  /* onto the anchor: copies 1 MiB */
+                {{196 * k, 16 * m, 64 * m, 0}, 4, 2, 3}, /* a quarter of it above: the bottom */
+                {{196 * k, 15 * m, 64 * m, 0}, 4, 2, 2}, /* just under a quarter */
+                {{196 * k, 2 * m, 3 * m, 0}, 4, 2, 3},   /* an anchor under 4 MiB: the bottom */
+                {{9 * m, 1 * m, 1 * m, 64 * m, 0}, 5, 2, 3}, /* cut streams grew it: the anchor */
+                {{0, 1 * m, 1 * m, 1 * m, 1 * m, 1 * m, 64 * m, 0}, 8, 2, 6},
+                /* the top's own bytes are never copied nor counted */
+                {{1024 * m, 1 * m, 64 * m, 0}, 4, 2, 2},
+                /* a bound of one layer: no anchor, always onto the bottom */
+                {{196 * k, 64 * m, 0}, 3, 1, 2},
+                {{196 * k, 1 * m, 64 * m, 0}, 4, 1, 3},
+                /* a wider bound: streams onto the anchor only beyond it */
+                {{196 * k, 1 * m, 64 * m, 0}, 4, 4, 0},
+                {{196 * k, 1 * m, 1 * m, 1 * m, 1 * m, 64 * m, 0}, 7, 4, 5},
+                {{196 * k, 196 * k, 196 * k, 0}, 4, 4, 3}, /* small: onto the bottom anyway */
+                {{196 * k, 64 * m, 64 * m, 0}, 4, 0, 0},   /* 0: off */
+                {{196 * k, 1 * m, 64 * m, 0}, 4, 0, 0},
         };
 
         (void)state;
-        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
-                assert_int_equal(agent_disk_compact_due(cases[i].depth, cases[i].max),
-                                 cases[i].due);
-        /* the bound the daemon uses keeps a stream's result below itself */
-        assert_false(agent_disk_compact_due(2, AGENT_DISK_LIVE_MAX_LAYERS));
-        assert_true(
-                agent_disk_compact_due(AGENT_DISK_LIVE_MAX_LAYERS + 2, AGENT_DISK_LIVE_MAX_LAYERS));
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                size_t got = agent_disk_stream_base(cases[i].alloc, cases[i].n, cases[i].max);
+
+                if (got != cases[i].base)
+                        fail_msg("case %zu: base %zu, want %zu", i, got, cases[i].base);
+        }
+        /* what the daemon's bound leaves after a stream onto the anchor is within it */
+        assert_true(AGENT_DISK_LIVE_MAX_LAYERS >= 2);
 }
 
 static void test_stream_outlasts(void **state)
@@ -310,7 +329,7 @@ static void test_live_chain_keeps(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_due),
+                cmocka_unit_test(test_stream_base),
                 cmocka_unit_test(test_stream_outlasts),
                 cmocka_unit_test(test_backing_name),
                 cmocka_unit_test_teardown(test_chains_and_freeing, teardown),

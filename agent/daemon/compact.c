@@ -177,8 +177,10 @@ static void compact_body(void *ctx)
         (void)agent_disk_active(d->store, j->sd, j->key, &active);
         j->freed = agent_checkpoint_free_layers(j->sd, active);
         pthread_mutex_lock(&d->lock);
-        if (j->res.yielded)
+        if (j->res.yielded) {
                 state_of(j->s)->due = true;
+                state_of(j->s)->checkpointed |= j->p.checkpointed;
+        }
         compact_record(j);
         agent_runner_job_end(d, j->s);
 }
@@ -193,7 +195,7 @@ static void compact_release(void *ctx)
         free(j);
 }
 
-static int compact_start(struct agent_daemon *d, struct agent_session *s)
+static int compact_start(struct agent_daemon *d, struct agent_session *s, bool checkpointed)
 {
         struct compact_job *j = calloc(1, sizeof(*j));
         int r;
@@ -206,6 +208,7 @@ static int compact_start(struct agent_daemon *d, struct agent_session *s)
                 .vm = agent_vm_ref_get(s->vm),
                 .key = strdup(s->key),
                 .p = {.max_layers = max_layers(),
+                      .checkpointed = checkpointed,
                       .timeout_ms = COMPACT_TIMEOUT_MS,
                       .cancel = &s->cancel,
                       .yield = &s->yield,
@@ -235,8 +238,8 @@ void agent_compact_tick(struct agent_daemon *d)
                 if (!c->due || !agent_session_idle(s) ||
                     agent_checkpoint_session_writing(d, s->key))
                         continue;
-                c->due = false;
-                r = compact_start(d, s);
+                r = compact_start(d, s, c->checkpointed);
+                c->due = c->checkpointed = false;
                 if (r < 0)
                         log_warning_errno(r, "session %s: start the live disk compaction: %m",
                                           s->key);
@@ -245,6 +248,8 @@ void agent_compact_tick(struct agent_daemon *d)
 
 void agent_compact_after_checkpoint(struct agent_daemon *d, struct agent_session *s)
 {
+        struct agent_session_compact *c = state_of(s);
+
         (void)d;
-        state_of(s)->due = true;
+        c->due = c->checkpointed = true;
 }

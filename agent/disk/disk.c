@@ -295,7 +295,8 @@ uint64_t agent_disk_chain_allocated(const char *path)
         return sum;
 }
 
-size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_layers)
+size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_layers,
+                              bool checkpointed)
 {
         size_t anchor = n - 2;
         uint64_t above = 0;
@@ -307,7 +308,9 @@ size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_laye
         if (max_layers >= 2 && alloc[anchor] >= AGENT_DISK_ANCHOR_MIN &&
             above < alloc[anchor] / AGENT_DISK_ANCHOR_SHARE)
                 return n - 1 > max_layers ? anchor : 0;
-        return n - 1 > max_layers || above + alloc[anchor] < AGENT_DISK_ANCHOR_MIN ? n - 1 : 0;
+        return n - 1 > max_layers || (checkpointed && above + alloc[anchor] < AGENT_DISK_ANCHOR_MIN)
+                       ? n - 1
+                       : 0;
 }
 
 bool agent_disk_stream_outlasts(uint64_t elapsed_ns, uint64_t done, uint64_t len, uint64_t wait_ns)

@@ -56,9 +56,11 @@ int agent_disk_compact(const char *path, unsigned max_depth, struct fk_error *er
  * allocated bytes, is streamed onto: the index of the base (the anchor or the bottom), 0 when
  * nothing is due. Onto the anchor once the chain has more than max_layers layers above the
  * bottom; onto the bottom when the anchor is too small or what lies above it too large, once
- * beyond the bound or while all there is to copy is less than AGENT_DISK_ANCHOR_MIN. max_layers
- * 0: never. Pure. */
-size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_layers);
+ * beyond the bound or, right after a checkpoint of the VM (checkpointed), while all there is to
+ * copy is less than AGENT_DISK_ANCHOR_MIN: not a fork's or a rollback's new chain, whose layers
+ * forks share by hard links. max_layers 0: never. Pure. */
+size_t agent_disk_stream_base(const uint64_t *alloc, size_t n, unsigned max_layers,
+                              bool checkpointed);
 /* Whether a stream that has run elapsed_ns and copied done of len bytes (QEMU's job offset and
  * len) would still run longer than wait_ns at the pace it had; nothing copied yet counts as
  * longer once it has run wait_ns. Pure. */

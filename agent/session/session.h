@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* fk_agent_session: the session record (desired and observed state, conditions, events, the
- * VM and network handles it owns), its JSON, its view in the state store and the
- * manifest-directory source. */
+/* fk_agent_session: the session record (desired and observed state, conditions, events, the VM
+ * and network handles it owns), its JSON, its view in the state store and the directory source. */
 #pragma once
 
 #include <stdatomic.h>
@@ -117,6 +116,7 @@ struct agent_session_give_back {
 struct agent_session_compact {
         const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
         bool due;                      /* its chain may have grown: look at it when idle */
+        bool checkpointed;             /* ... by a checkpoint or snapshot of this VM */
 };
 
 /* The migration dirty bitmap of a rolled-back session's VM (dirty-log.c): cleared once the

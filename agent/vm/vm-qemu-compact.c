@@ -343,7 +343,7 @@ int qemu_compact_disk(void *userdata, void *vm, const struct agent_compact_param
         res.depth_before = res.depth_after = (unsigned)n;
         res.top_before = agent_space_allocated(q->disk);
         if (r >= 0 && (alloc = allocated(files, n)) &&
-            (base = agent_disk_stream_base(alloc, n, p->max_layers)) > 0) {
+            (base = agent_disk_stream_base(alloc, n, p->max_layers, p->checkpointed)) > 0) {
                 r = stream(q, p, files, n, base, alloc, &res, err);
                 /* QEMU rewrote the top's header when the stream completed: what it says now is
                  * the chain (a failure left it as it was) */

@@ -138,6 +138,7 @@ struct agent_give_back_result {
 /* Live compaction of the VM's disk chain (agent_vm_ops.compact_disk). */
 struct agent_compact_params {
         unsigned max_layers;         /* agent_disk_stream_base's bound; 0: no compaction */
+        bool checkpointed;           /* after a checkpoint of this VM (agent_disk_stream_base) */
         unsigned timeout_ms;         /* the stream's bound: then it is cancelled */
         const volatile bool *cancel; /* set: cancel the stream (the session is being deleted) */
         /* set: cancel the stream, the chain as it was (a request waits), unless at its pace it

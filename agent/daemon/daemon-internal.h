@@ -173,7 +173,8 @@ struct agent_intent {
         uint64_t since_mono_ns; /* the injected clock: the planner's busy wait */
         uint64_t t0_mono_ns;    /* the system clock: metrics and audit latency */
         bool running;           /* a job serves it */
-        bool ran;               /* a job served it (not refused by the planner) */
+        bool settling; /* ROLLBACK: restored, until the planner paused or stopped it as asked */
+        bool ran;      /* a job served it (not refused by the planner) */
         bool done;
         int r; /* outcome: >= 0 or -errno with err */
         struct fk_error err;
@@ -219,9 +220,12 @@ int agent_runner_spawn_background(struct agent_daemon *d, struct agent_session *
                                   void (*body)(void *ctx), void (*release)(void *ctx), void *ctx);
 /* Under the lock, from a job's end: s is idle again; intents waiting on it are decided. */
 void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s);
-/* Under the lock, from the boot job's end: the rollback intent it served ends (0 when s is
- * Running again, -EIO with the Ready message otherwise). */
+/* Under the lock, from the end of the boot job a rollback started, and of the pause or stop
+ * job after it: the rollback intent ends (0 when s is Running again, or Paused or Stopped as its
+ * spec asks, after that job; -EIO with the Ready message otherwise). */
 void agent_runner_boot_done(struct agent_daemon *d, struct agent_session *s);
+/* Under the lock, each planner pass: a settling rollback ends once s is in its spec's state. */
+void agent_runner_rollback_settled(struct agent_daemon *d, struct agent_session *s);
 
 struct agent_daemon {
         const struct node_config *cfg; /* borrowed */

@@ -13,6 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A rollback restored s and waits for the planner to pause or stop it as its spec asks. */
+static bool rollback_settling(const struct agent_session *s)
+{
+        const struct agent_intent *in = agent_intent_find(s, CORE_INTENT_ROLLBACK);
+
+        return in && in->settling;
+}
+
 static struct core_desired session_desired(struct agent_session *s)
 {
         struct agent_intent *in = agent_intent_pending(s);
@@ -64,6 +72,7 @@ int agent_runner_plan(struct agent_daemon *d, bool all)
         if (!want || !have || !snap)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
+                agent_runner_rollback_settled(d, d->sessions[i]);
                 snap[i] = d->sessions[i];
                 want[i] = session_desired(snap[i]);
                 have[i] = session_observed(d, snap[i]);
@@ -81,7 +90,8 @@ int agent_runner_plan(struct agent_daemon *d, bool all)
         for (size_t i = 0; i < plan.n; i++) {
                 const struct core_action *a = &plan.actions[i];
 
-                if (!all && !core_action_serves_intent(a->kind))
+                if (!all && !core_action_serves_intent(a->kind) &&
+                    !rollback_settling(snap[a->index]))
                         continue;
                 /* deleted by an earlier action of this pass (fork-trim, a cascade): the next
                  * pass plans it again */
@@ -176,24 +186,47 @@ void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s)
         }
         pthread_cond_broadcast(&d->changed);
         /* requests waiting on s need no reconcile tick to go on */
-        if (s && agent_intent_pending(s))
+        if (s && (agent_intent_pending(s) || rollback_settling(s)))
                 agent_runner_dispatch(d);
 }
 
 void agent_runner_boot_done(struct agent_daemon *d, struct agent_session *s)
 {
         struct agent_intent *in = agent_intent_find(s, CORE_INTENT_ROLLBACK);
+        int want = s->spec ? (int)s->spec->state : SESSION_STATE_RUNNING;
         struct fk_error err = {0};
 
         if (!in || !in->running || s->busy)
                 return;
-        if (s->phase == SESSION_PHASE_RUNNING) {
+        /* a Paused (or Stopped) session comes back so: the planner pauses the restored VM next
+         * (its guest ran for the restore's identity step), and the rollback ends then */
+        if (s->phase == SESSION_PHASE_RUNNING && want != SESSION_STATE_RUNNING && s->vm &&
+            !in->settling) {
+                in->settling = true;
+                return;
+        }
+        if (s->phase == SESSION_PHASE_RUNNING || s->phase == SESSION_PHASE_PAUSED ||
+            s->phase == SESSION_PHASE_STOPPED) {
                 agent_intent_complete(d, s, in, 0, NULL);
                 return;
         }
         fk_error_set(&err, -EIO, "rollback of %s/%s failed: %s", s->namespace, s->name,
                      s->conditions[AGENT_COND_READY].message);
         agent_intent_complete(d, s, in, -EIO, &err);
+}
+
+void agent_runner_rollback_settled(struct agent_daemon *d, struct agent_session *s)
+{
+        struct agent_intent *in = agent_intent_find(s, CORE_INTENT_ROLLBACK);
+        int want = s->spec ? (int)s->spec->state : SESSION_STATE_RUNNING;
+
+        if (!in || !in->settling || s->busy)
+                return;
+        /* the spec changed meanwhile: it asks for what the session is */
+        if ((want == SESSION_STATE_RUNNING && s->phase == SESSION_PHASE_RUNNING) ||
+            (want == SESSION_STATE_PAUSED && s->phase == SESSION_PHASE_PAUSED) ||
+            (want == SESSION_STATE_STOPPED && s->phase == SESSION_PHASE_STOPPED))
+                agent_intent_complete(d, s, in, 0, NULL);
 }
 
 struct spawn {

@@ -208,7 +208,8 @@ static void job_body(void *userdata)
                 job_pause_resume(j);
         if (j->s) {
                 j->s->busy = false;
-                if (j->kind == CORE_ACTION_BOOT)
+                if (j->kind == CORE_ACTION_BOOT || j->kind == CORE_ACTION_PAUSE ||
+                    j->kind == CORE_ACTION_STOP)
                         agent_runner_boot_done(d, j->s);
         }
         agent_runner_job_end(d, j->s);

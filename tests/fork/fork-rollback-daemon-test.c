@@ -2,7 +2,7 @@
 /* Rollback in forkletd with a fake VM backend, through the REST API: the session restarts on
  * its checkpoint's RAM mapped private (no copy, the replaced VM ended at once), and the restored
  * VM's migration dirty bitmap is cleared by a job once the session is idle, also after a
- * restart. */
+ * restart; a Paused session's rollback answers once it is Paused again. */
 #include "tests/fork/fork-daemon.h"
 
 static void test_rollback_maps_ram(void **state)
@@ -97,12 +97,42 @@ static void test_rollback_clears_dirty_log_when_idle(void **state)
         assert_int_equal(atomic_load(&dl_calls), 2);
 }
 
+/* A Paused session comes back Paused: the rollback answers once the planner paused the restored
+ * VM again (its guest ran for the restore's identity step), not while it runs. */
+static void test_rollback_paused(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *id = create(e, 201), *body = NULL;
+        json_t *j = NULL;
+
+        assert_int_equal(req(e, "POST", SESSION "/pause", NULL, NULL), 200);
+        reconcile(e);
+        assert_int_equal(req(e, "GET", SESSION, NULL, &j), 200);
+        assert_string_equal(phase_of(j), "Paused");
+        json_decref(j);
+        assert_true(fk_asprintf(&body, "{\"checkpoint\": \"%s\"}", id) > 0);
+        for (int i = 0; i < 5; i++) {
+                assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
+                assert_int_equal(req(e, "GET", SESSION, NULL, &j), 200);
+                assert_string_equal(phase_of(j), "Paused");
+                json_decref(j);
+        }
+        /* and a Running one Running */
+        assert_int_equal(req(e, "POST", SESSION "/resume", NULL, NULL), 200);
+        reconcile(e);
+        assert_int_equal(req(e, "POST", SESSION "/rollback", body, NULL), 200);
+        assert_int_equal(req(e, "GET", SESSION, NULL, &j), 200);
+        assert_string_equal(phase_of(j), "Running");
+        json_decref(j);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_rollback_maps_ram, fork_setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rollback_clears_dirty_log_when_idle,
                                                 fork_setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rollback_paused, fork_setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,13 +5,17 @@
 # tests, api-tls and bench/cluster.sh. Needs: T (a directory the caller owns and removes), etcd +
 # etcdctl (+ jq for most callers). cl_etcd_init sets CL_ETCD_URL; CL_ETCD_PID is the server.
 
-# cl_free_port: a TCP port nothing listens on (random in 20000..49999, so tests running at the
-# same time do not walk the same sequence)
+# cl_free_port: a TCP port no socket uses, below the kernel's ephemeral range (an outgoing
+# connection's local port there made etcd's bind fail: "address already in use"); random, so
+# tests running at the same time do not walk the same sequence
 cl_free_port() {
-        local p
+        local p lo=32768 span
+        read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+        span=$((lo - 20000))
+        [ "$span" -ge 1000 ] || span=30000
         for _ in $(seq 50); do
-                p=$((20000 + RANDOM % 30000))
-                ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return 0; }
+                p=$((20000 + RANDOM % span))
+                ss -Htan "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return 0; }
         done
         return 1
 }
@@ -25,8 +29,23 @@ cl_etcd_init() {
         mkdir -p "$T/etcd"
 }
 
-# Starts etcd on the same ports and data dir every time; waits until it answers (20 s).
+# Starts etcd on the same ports and data dir every time; waits until it answers (20 s). Its
+# first start, when another process took a port meanwhile, picks new ports (3 tries).
 cl_etcd_start() {
+        local first=1
+        [ ! -d "$T/etcd/data" ] || first=0
+        for _ in 1 2 3; do
+                cl_etcd_start_once && return 0
+                [ "$first" = 1 ] && grep -q 'address already in use' "$T/etcd/etcd.log" || return 1
+                cl_etcd_stop
+                rm -rf "$T/etcd/data"
+                mv "$T/etcd/etcd.log" "$T/etcd/etcd-bind.log"
+                cl_etcd_init || return 1
+        done
+        return 1
+}
+
+cl_etcd_start_once() {
         etcd --name fk --data-dir "$T/etcd/data" \
                 --listen-client-urls "$CL_ETCD_URL" --advertise-client-urls "$CL_ETCD_URL" \
                 --listen-peer-urls "http://127.0.0.1:$CL_ETCD_PEER" \

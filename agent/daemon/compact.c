@@ -178,8 +178,10 @@ static void compact_body(void *ctx)
         j->freed = agent_checkpoint_free_layers(j->sd, active);
         pthread_mutex_lock(&d->lock);
         if (j->res.yielded) {
-                state_of(j->s)->due = true;
-                state_of(j->s)->checkpointed |= j->p.checkpointed;
+                struct agent_session_compact *c = state_of(j->s);
+
+                c->due = true;
+                c->checkpointed |= j->p.checkpointed;
         }
         compact_record(j);
         agent_runner_job_end(d, j->s);

@@ -190,18 +190,26 @@ void agent_runner_job_end(struct agent_daemon *d, struct agent_session *s)
                 agent_runner_dispatch(d);
 }
 
+/* s is in the state its spec asks for (Running without a spec). */
+static bool in_spec_state(const struct agent_session *s)
+{
+        int want = s->spec ? (int)s->spec->state : SESSION_STATE_RUNNING;
+
+        return (want == SESSION_STATE_RUNNING && s->phase == SESSION_PHASE_RUNNING) ||
+               (want == SESSION_STATE_PAUSED && s->phase == SESSION_PHASE_PAUSED) ||
+               (want == SESSION_STATE_STOPPED && s->phase == SESSION_PHASE_STOPPED);
+}
+
 void agent_runner_boot_done(struct agent_daemon *d, struct agent_session *s)
 {
         struct agent_intent *in = agent_intent_find(s, CORE_INTENT_ROLLBACK);
-        int want = s->spec ? (int)s->spec->state : SESSION_STATE_RUNNING;
         struct fk_error err = {0};
 
         if (!in || !in->running || s->busy)
                 return;
         /* a Paused (or Stopped) session comes back so: the planner pauses the restored VM next
          * (its guest ran for the restore's identity step), and the rollback ends then */
-        if (s->phase == SESSION_PHASE_RUNNING && want != SESSION_STATE_RUNNING && s->vm &&
-            !in->settling) {
+        if (s->phase == SESSION_PHASE_RUNNING && !in_spec_state(s) && s->vm && !in->settling) {
                 in->settling = true;
                 return;
         }
@@ -218,14 +226,9 @@ void agent_runner_boot_done(struct agent_daemon *d, struct agent_session *s)
 void agent_runner_rollback_settled(struct agent_daemon *d, struct agent_session *s)
 {
         struct agent_intent *in = agent_intent_find(s, CORE_INTENT_ROLLBACK);
-        int want = s->spec ? (int)s->spec->state : SESSION_STATE_RUNNING;
 
-        if (!in || !in->settling || s->busy)
-                return;
-        /* the spec changed meanwhile: it asks for what the session is */
-        if ((want == SESSION_STATE_RUNNING && s->phase == SESSION_PHASE_RUNNING) ||
-            (want == SESSION_STATE_PAUSED && s->phase == SESSION_PHASE_PAUSED) ||
-            (want == SESSION_STATE_STOPPED && s->phase == SESSION_PHASE_STOPPED))
+        /* the planner's pause, or a spec changed meanwhile to what the session is */
+        if (in && in->settling && !s->busy && in_spec_state(s))
                 agent_intent_complete(d, s, in, 0, NULL);
 }
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -42,7 +43,9 @@
 
 static pthread_mutex_t uid_lock = PTHREAD_MUTEX_INITIALIZER;
 /* An ACL change is read, modify, write: forks granting and revoking on the same file (the
- * checkpoint's RAM, linked into every fork) at once would lose each other's entries. */
+ * checkpoint's RAM, linked into every fork) at once would lose each other's entries. Threads
+ * take this lock; other processes (a second forkletd on the host, `--decommission`) are kept
+ * out by an flock on the file itself (acl_file_lock). */
 static pthread_mutex_t acl_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int read_uid(const char *path, uid_t *ret)
@@ -299,6 +302,30 @@ static int acl_store(const char *path, struct acl_entry *e, size_t n)
         return 0;
 }
 
+/* Under acl_lock: an exclusive flock on path for its ACL's read, modify, write, so that
+ * another process doing the same keeps its entries and leaves ours. Returns the fd to give to
+ * acl_file_unlock, or -1 when path cannot be opened for that (a socket): the change is then
+ * made under acl_lock only. Opening /dev/net/tun makes a tun file that close drops. */
+static int acl_file_lock(const char *path)
+{
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -1;
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR) {
+                        close(fd);
+                        return -1;
+                }
+        return fd;
+}
+
+static void acl_file_unlock(int fd)
+{
+        if (fd >= 0)
+                close(fd); /* drops the flock */
+}
+
 /* Adds (or widens) the user entry for uid. */
 static int acl_add_user(const char *path, const struct stat *st, uid_t uid, unsigned perm)
 {
@@ -329,7 +356,10 @@ int agent_jail_grant(const char *path, uid_t uid, unsigned perm)
         if (st.st_uid == uid || (st.st_mode & perm) == perm)
                 return 0;
         pthread_mutex_lock(&acl_lock);
-        int r = acl_add_user(path, &st, uid, perm);
+        int fd = acl_file_lock(path);
+        /* again under the lock: the group bits follow a mask another process may have set */
+        int r = stat(path, &st) < 0 ? -errno : acl_add_user(path, &st, uid, perm);
+        acl_file_unlock(fd);
         pthread_mutex_unlock(&acl_lock);
         return r;
 }
@@ -339,19 +369,21 @@ int agent_jail_revoke(const char *path, uid_t uid)
         struct acl_entry e[ACL_MAX + 2];
         struct stat st;
         size_t n = 0, k = 0;
-        int r;
+        int r, fd;
 
         if (stat(path, &st) < 0)
                 return errno == ENOENT ? 0 : -errno;
         pthread_mutex_lock(&acl_lock);
-        r = acl_load(path, &st, e, &n);
+        fd = acl_file_lock(path);
+        r = stat(path, &st) < 0 ? -errno : acl_load(path, &st, e, &n);
         for (size_t i = 0; r >= 0 && i < n; i++)
                 if (!(e[i].tag == ACL_USER && e[i].id == uid))
                         e[k++] = e[i];
         if (r >= 0 && k != n)
                 r = acl_store(path, e, k);
+        acl_file_unlock(fd);
         pthread_mutex_unlock(&acl_lock);
-        return r < 0 ? r : 0;
+        return r == -ENOENT ? 0 : r; /* removed meanwhile: nothing to take back */
 }
 
 int agent_jail_own_dir(const char *dir, uid_t uid)

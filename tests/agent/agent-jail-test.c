@@ -3,6 +3,7 @@
  * directories folded in), its root's checks, and the grant ledger (a POSIX ACL entry per
  * grant, revoked under a directory and all at once when the session goes). */
 #include "agent/jail/jail.h"
+#include "common/cleanup.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -218,6 +220,48 @@ static void test_ledger_grant_revoke_forget(void **state)
         free(ledger);
 }
 
+/* Two processes granting and revoking each its own uid on one file (two forkletds on a host,
+ * each with its own uid range) keep each other's entries: each checks its own after every
+ * change. The read, modify, write of each ACL change is under an flock on the file; without
+ * it, 2 x 400 changes on 2 cores lost entries in every run. */
+static int toggle_own_uid(const char *path, uid_t uid, int rounds)
+{
+        int lost = 0;
+
+        for (int i = 0; i < rounds; i++) {
+                if (agent_jail_grant(path, uid, 6) < 0 || !acl_names(path, uid))
+                        lost++;
+                if (agent_jail_revoke(path, uid) < 0 || acl_names(path, uid))
+                        lost++;
+        }
+        return lost;
+}
+
+static void test_acl_two_processes(void **state)
+{
+        struct fx *f = *state;
+        char *file = path_in(f, "shared.ram");
+        int r, status, lost;
+        pid_t pid;
+
+        touch(file);
+        r = agent_jail_grant(file, TEST_UID + 2, 4); /* an entry neither of them touches */
+        if (r == -EOPNOTSUPP)
+                skip(); /* /tmp without POSIX ACLs */
+        assert_int_equal(r, 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(FK_MIN(toggle_own_uid(file, TEST_UID + 1, 400), 100));
+        lost = toggle_own_uid(file, TEST_UID, 400);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(lost, 0);
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_true(acl_names(file, TEST_UID + 2));
+        free(file);
+}
+
 /* The ledger holds whole lines only: a torn last line is dropped before the next entry, and a
  * write cut short (here by RLIMIT_FSIZE, as ENOSPC would) is taken back, with no grant made. */
 static void test_ledger_whole_lines(void **state)
@@ -283,6 +327,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_bind_table_full, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_mounts_init_checks_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ledger_grant_revoke_forget, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_acl_two_processes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ledger_whole_lines, setup, teardown),
         };
 

@@ -8,7 +8,8 @@
 # from its netns while the checkpoint is taken, against the same ping without one. The mode is
 # switched with FORKLET_CHECKPOINT_MODE=stop-copy (forkletd restarts; VMs are adopted). After
 # each cell's rollbacks, the rolled-back session's first two checkpoints, pinged the same way;
-# then, after another rollback, the ping over IDLE_S s of idleness and the checkpoint after it.
+# then, after another rollback, the ping over IDLE_S s of idleness and the checkpoint after it;
+# the same for lone forks (fork --count 1) of the checkpoint.
 # Usage (root): FORKLET_IMAGE_DIR=build/images/minimal bench/checkpoint.sh build/agent/forkletd \
 #   build/cli/forklet   [REPS=5 SIZES="256 1024" HIGH_256=150 HIGH_1024=700 (MiB written)]
 #   [BASELINE_FORKLETD=path: mode "base" is that forkletd's live default, on a session of each
@@ -120,7 +121,8 @@ cell() {
 # after_rollback SIZE TOUCH CK: the first and the second checkpoint of session bSIZE right after
 # a rollback (its VM restored, its RAM the checkpoint's mapped private); then another rollback to
 # CK, IDLE_S (8) s of idleness under the ping (forkletd clears the restored VM's dirty bitmap
-# once the session has been idle 3 s: that stall falls here), and the first checkpoint after it.
+# once the session has been idle 3 s: that stall falls here), and the first checkpoint after it;
+# then the same two cases for a lone fork of CK.
 # Appends "SIZE TOUCH which qemu_ms pause_ms gap_ms base_ms" to $OUT_RB (idle: no checkpoint,
 # "-" for its figures).
 after_rollback() {
@@ -136,6 +138,23 @@ after_rollback() {
         ck_pinged "$name" --wait
         j=$(ck_json "$name" "$CK")
         echo "$1 $2 first-after-idle $(echo "$j" | num downtimeMs) $(pause_ms "$j") $GAP $BASE_GAP" >>"$OUT_RB"
+        # a lone fork of CK (fork --count 1): its first checkpoint right away, then, with that
+        # fork deleted, another lone fork's after IDLE_S s of idleness (forkletd clears the
+        # bitmap of a fork that is the only fork of its checkpoint once it has been idle 3 s)
+        local f
+        for which in fork-first fork-first-after-idle; do
+                f=$("$FORKLET" fork "$name" --from "$3" --count 1) || fail "fork of $name"
+                "$FORKLET" wait "$f" --for=Running --timeout=300 >/dev/null || fail "$f not Running"
+                if [ "$which" = fork-first-after-idle ]; then
+                        pinged "$f" "$T/idle.ping" sleep "${IDLE_S:-8}" || fail "idle ping"
+                        echo "$1 $2 fork-idle-${IDLE_S:-8}s - - $(gap "$T/idle.ping") $BASE_GAP" >>"$OUT_RB"
+                fi
+                ck_pinged "$f" --wait
+                j=$(ck_json "$f" "$CK")
+                echo "$1 $2 $which $(echo "$j" | num downtimeMs) $(pause_ms "$j") $GAP $BASE_GAP" >>"$OUT_RB"
+                "$FORKLET" delete "$f" >/dev/null || fail "delete $f"
+                "$FORKLET" wait "$f" --for=Deleted --timeout=120 >/dev/null || fail "$f not deleted"
+        done
 }
 OUT_RB=$T/results-rb
 : >"$OUT_RB"
@@ -229,9 +248,10 @@ done | sort
 echo
 echo "the first two checkpoints right after the last rollback (the restored VM's first migration"
 echo "syncs a dirty bitmap in which every page is dirty), then after another rollback the ping over"
-echo "${IDLE_S:-8} s of idleness (forkletd clears the bitmap in it) and the first checkpoint after it:"
-echo "QEMU's downtime, forkletd's pause, the longest gap of the 5 ms ping during it and without a"
-echo "checkpoint, in ms"
+echo "${IDLE_S:-8} s of idleness (forkletd clears the bitmap in it) and the first checkpoint after it;"
+echo "the same for a lone fork (fork --count 1) of that checkpoint: its first checkpoint right away,"
+echo "and another one's after ${IDLE_S:-8} s idle: QEMU's downtime, forkletd's pause, the longest gap"
+echo "of the 5 ms ping to the checkpointed guest during it and without a checkpoint, in ms"
 echo
 echo "| guest | touched | checkpoint | QEMU downtime | pause | ping | no-ck ping | ping over no-ck |"
 echo "|---|---|---|---|---|---|---|---|"

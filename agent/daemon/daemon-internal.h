@@ -345,10 +345,12 @@ bool agent_session_idle(const struct agent_session *s);
 /* ---- a rolled-back VM's dirty bitmap (dirty-log.c) --------------------------------------- */
 
 /* Under the lock, after each reconcile pass: starts the reset job (the session busy) for every
- * rolled-back session that is due and has been idle since its not-before time. Logs. */
+ * restored session that is due, has been idle since its not-before time and, for a fork, is the
+ * only fork of its checkpoint. Logs. */
 void agent_dirty_log_tick(struct agent_daemon *d);
-/* Under the lock, when a rollback has restored s's VM: its bitmap is cleared once s is idle. */
-void agent_dirty_log_after_rollback(struct agent_daemon *d, struct agent_session *s);
+/* Under the lock, when a rollback or a fork's first start (fork) has restored s's VM (or
+ * forkletd adopted such a VM): its bitmap is cleared once s is idle. */
+void agent_dirty_log_after_restore(struct agent_daemon *d, struct agent_session *s, bool fork);
 
 /* ---- live disk compaction (compact.c) ---------------------------------------------------- */
 

@@ -181,11 +181,12 @@ static void adopt_one(struct agent_daemon *d, const char *key, const json_t *rec
                                     "re-attached to QEMU pid %d", (int)s->pid);
         log_info("session %s: adopted running VM (pid %d)%s", key, (int)s->pid,
                  s->spec ? "" : ", no manifest: will be deleted");
-        /* A restored VM that is no fork (a rollback's): the killed forkletd's mark that its
-         * dirty bitmap was still to be cleared is gone with it, so the job runs again once the
-         * session is idle (on a bitmap already clean it costs QEMU one pass, a few ms). */
-        if (s->fork_id && !s->fork_parent)
-                agent_dirty_log_after_rollback(d, s);
+        /* A restored VM (a rollback's or a fork's): the killed forkletd's mark that its dirty
+         * bitmap was still to be cleared is gone with it, so the job runs again once the
+         * session is idle (on a bitmap already clean it costs QEMU one pass, a few ms). Which
+         * restore it was is not kept: a fork's waits for its siblings to go, rolled back or not. */
+        if (s->fork_id)
+                agent_dirty_log_after_restore(d, s, s->fork_parent != NULL);
         /* A rollback whose forkletd was killed after its boot started: the boot made room in
          * the limits for the replaced VM's RAM file, which goes now, and the room with it once
          * the cgroups are known (agent_daemon_set_cgroups). */

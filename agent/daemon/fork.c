@@ -282,8 +282,8 @@ void agent_restore_finish(struct agent_daemon *d, struct agent_session *s,
                 agent_session_add_event(s, agent_now_real(d), false, "RolledBack",
                                         "rolled back to checkpoint %s, QEMU pid %d", s->rollback_to,
                                         (int)s->pid);
-        if (r->rollback)
-                agent_dirty_log_after_rollback(d, s);
+        if (r->rollback || s->fork_parent)
+                agent_dirty_log_after_restore(d, s, !r->rollback);
         free(s->fork_id);
         s->fork_id = strdup(r->fork_id);
         free(s->rollback_to);

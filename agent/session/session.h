@@ -119,11 +119,12 @@ struct agent_session_compact {
         bool checkpointed;             /* ... by a checkpoint or snapshot of this VM */
 };
 
-/* The migration dirty bitmap of a rolled-back session's VM (dirty-log.c): cleared once the
+/* The migration dirty bitmap of a restored VM (rollback, fork; dirty-log.c): cleared once the
  * session has been idle a while, not in its next checkpoint's first sync. */
 struct agent_session_dirty_log {
         const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
-        bool due;                      /* restored by a rollback, its bitmap not cleared yet */
+        bool due;                      /* restored, its bitmap not cleared yet */
+        bool fork;                     /* ... by a fork's first start: not while it has siblings */
         uint64_t not_before_ns;        /* monotonic: not while the rollback's caller goes on */
 };
 

@@ -99,7 +99,7 @@ for f in $names; do
                 tr '\0' '\n' <"/proc/$qpid/environ" | grep -q '^GLIBC_TUNABLES=.*glibc.malloc.arena_max=1' ||
                         fail "$f: QEMU $qpid runs without glibc.malloc.arena_max=1"
         fi
-        [ -z "$(field "$f" dirtyLogMs)" ] || fail "$f: a fork cleared the dirty bitmap"
+        [ -z "$(field "$f" dirtyLogMs)" ] || fail "$f: a fork cleared the dirty bitmap in its boot"
         steps=$(for k in links disk netns cgroup jail spawn qemu restore agent identity total; do
                 v=$(field "$f" "${k}Ms"); echo "$k=${v:-0}"; done | tr '\n' ' ')
         echo "$f bootTiming: $steps"
@@ -223,6 +223,24 @@ if [ "$(jq -r .vm.ramTail "$T/state/sessions/default.web/state.json")" = true ];
                 fail "web's dirty bitmap was not cleared within 20 s of idleness after the rollback"
         echo "# ${line#*session default.web: }"
         [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "web after its bitmap was cleared"
+        # ... and a fork's once it is the only fork of its checkpoint ($ff, idle since the
+        # rollback above began), not the forks of web's fan-out while two of them are there,
+        # unless one was rolled back to a checkpoint of its own (web-fork-0)
+        for w in "$ff fork" "web-fork-0 rollback"; do
+                read -r who what <<<"$w"
+                cleared="session default.$who: migration dirty bitmap cleared after the $what"
+                for _ in $(seq 200); do
+                        grep -q "$cleared" "$T/forkletd.log" && break
+                        sleep 0.1
+                done
+                line=$(grep "$cleared" "$T/forkletd.log") ||
+                        fail "$who's dirty bitmap was not cleared within 20 s of idleness after the $what"
+                echo "# $who: ${line#*session default.$who: }"
+        done
+        ! grep -E "session default.web-fork-[0-2]: migration dirty bitmap cleared after the fork" \
+                "$T/forkletd.log" ||
+                fail "a fork of web's fan-out had its dirty bitmap cleared while its siblings are there"
+        check_server "$ff" "$pid" "$sum"
 fi
 ck3=$("$FORKLET" checkpoint create web) || fail "checkpoint after rollback"
 "$FORKLET" checkpoint list web | grep "^$ck3 " | grep -q "$ck" || fail "parent of $ck3 is not $ck"

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Rollback in forkletd with a fake VM backend, through the REST API: the session restarts on
  * its checkpoint's RAM mapped private (no copy, the replaced VM ended at once), and the restored
- * VM's migration dirty bitmap is cleared by a job once the session is idle, also after a
- * restart; a Paused session's rollback answers once it is Paused again. */
+ * VM's migration dirty bitmap is cleared by a job once the session is idle (a fork's once it is
+ * the only fork of its checkpoint), also after a restart; a Paused session's rollback answers once
+ * it is Paused again. */
 #include "tests/fork/fork-daemon.h"
+
+#define FORKS "/api/v1alpha1/namespaces/default/sessions/"
 
 static void test_rollback_maps_ram(void **state)
 {
@@ -31,8 +34,9 @@ static void test_rollback_maps_ram(void **state)
 }
 
 /* A rolled-back VM's dirty bitmap is cleared by a job once the session has been idle 3 s since
- * the rollback, once; a job on the session (a checkpoint) starts the wait over; a fork's and a
- * cold boot's never (the boot clears its own); after a restart, the rolled-back VM adopted. */
+ * the rollback, once; a job on the session (a checkpoint) starts the wait over; a cold boot's
+ * never (the boot clears its own); a fork's once no other fork of its checkpoint is left; after
+ * a restart, the restored VMs adopted. */
 static void test_rollback_clears_dirty_log_when_idle(void **state)
 {
         struct env *e = *state;
@@ -76,17 +80,32 @@ static void test_rollback_clears_dirty_log_when_idle(void **state)
         fake_clock_advance(&e->clock, 10);
         reconcile(e);
         assert_int_equal(atomic_load(&dl_calls), 1); /* once */
-        /* forks are left alone */
+        /* the forks of a fan-out are left alone while two of them are there; the one left
+         * when the other is deleted (the branch kept) is cleared once idle 3 s after that */
         id2 = create(e, 201);
         free(body);
         body = NULL;
-        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 1}", id2) > 0);
+        assert_true(fk_asprintf(&body, "{\"from\": \"%s\", \"count\": 2}", id2) > 0);
         assert_int_equal(req(e, "POST", SESSION "/forks", body, NULL), 201);
         reconcile(e);
         fake_clock_advance(&e->clock, 10);
         reconcile(e);
         assert_int_equal(atomic_load(&dl_calls), 1);
-        /* a forkletd restarted before the job: the one that adopts the rolled-back VM runs it */
+        assert_int_equal(req(e, "DELETE", FORKS "hello-fork-1", NULL, NULL), 200);
+        reconcile(e);
+        reconcile(e);
+        assert_int_equal(req(e, "GET", FORKS "hello-fork-1", NULL, NULL), 404);
+        fake_clock_advance(&e->clock, 2);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 1);
+        fake_clock_advance(&e->clock, 2);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 2);
+        fake_clock_advance(&e->clock, 10);
+        reconcile(e);
+        assert_int_equal(atomic_load(&dl_calls), 2); /* once */
+        /* a forkletd restarted before the job: the one that adopts the restored VMs runs it
+         * again for each (it cannot know what the killed one did): the rollback's and the fork's */
         assert_int_equal(req(e, "POST", SESSION "/rollback", rb_body, NULL), 200);
         reconcile(e);
         env_stop(e);
@@ -94,7 +113,7 @@ static void test_rollback_clears_dirty_log_when_idle(void **state)
         reconcile(e);
         fake_clock_advance(&e->clock, 4);
         reconcile(e);
-        assert_int_equal(atomic_load(&dl_calls), 2);
+        assert_int_equal(atomic_load(&dl_calls), 4);
 }
 
 /* A Paused session comes back Paused: the rollback answers once the planner paused the restored

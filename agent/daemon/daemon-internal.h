@@ -342,7 +342,7 @@ void agent_give_back_after_checkpoint(struct agent_daemon *d, struct agent_sessi
 /* Running with a VM, no job, nothing asked of it, its cold boot's own work done (give-back.c). */
 bool agent_session_idle(const struct agent_session *s);
 
-/* ---- a rolled-back VM's dirty bitmap (dirty-log.c) --------------------------------------- */
+/* ---- a restored VM's dirty bitmap (dirty-log.c) --------------------------------------------- */
 
 /* Under the lock, after each reconcile pass: starts the reset job (the session busy) for every
  * restored session that is due, has been idle since its not-before time and, for a fork, is the

@@ -146,8 +146,8 @@ static void lap(const struct agent_boot_params *p, enum agent_boot_step step, ui
  * uses the session yet, rather than in its first live checkpoint's first sync (with the RAM
  * tail that sync stops QEMU's main loop for about 1.5 us a dirty page: 400 ms for 1 GiB). Not
  * in restores: that would lengthen every fork and rollback by as much (a rolled-back session's
- * is cleared once it is idle: agent/daemon/dirty-log.c). A failure only costs that stall
- * later. */
+ * and a lone fork's is cleared once it is idle: agent/daemon/dirty-log.c). A failure only costs
+ * that stall later. */
 static void reset_dirty_log(struct qemu_vm *q, const char *name)
 {
         struct fk_error err = {0};

@@ -96,16 +96,27 @@ static int teardown_by_name(const struct net_node_info *n, const char *name)
         return ret < 0 ? ret : FK_MIN(r, 0);
 }
 
-/* Runs inside the session netns: what rtnetlink cannot do. */
+/* Runs inside the session netns, before its links are made: what rtnetlink cannot do.
+ * IPv4 forwarding: a link takes its settings from conf/default when it is made, and a write
+ * there takes no lock. net.ipv4.ip_forward (conf/all) switches every link under the rtnl lock,
+ * which the kernel only tries: while another thread holds it (the other sessions of a fan-out
+ * making their links) the write is restarted at once, again and again (one thread spent 0.29 s
+ * in write(2) during a fork of 30). Turning conf/all on also stops ICMP redirects from being
+ * accepted, so that is written too. A netns an earlier start made (*created false) has its links
+ * already: there ip_forward is written as before. */
 static int ns_prepare(void *userdata)
 {
+        const bool *created = userdata;
         int r;
 
-        (void)userdata;
-        r = net_tap_create_here(NET_TAP_NAME);
-        if (r < 0)
-                return r;
-        return net_sysctl_write_here("/proc/sys/net/ipv4/ip_forward", "1");
+        if (*created) {
+                r = net_sysctl_write_here("/proc/sys/net/ipv4/conf/default/forwarding", "1");
+                if (r >= 0)
+                        r = net_sysctl_write_here("/proc/sys/net/ipv4/conf/all/accept_redirects",
+                                                  "0");
+        } else
+                r = net_sysctl_write_here("/proc/sys/net/ipv4/ip_forward", "1");
+        return r < 0 ? r : net_tap_create_here(NET_TAP_NAME);
 }
 
 static int set_bridge_mac(struct nl_sock *sk)
@@ -140,10 +151,6 @@ static int setup_netns_links(struct net_session *s, struct nl_sock *ns, uint32_t
 
         inet_pton(AF_INET, NET_GATEWAY_IPV4, &gw);
         inet_pton(AF_INET, NET_RESOLVER_IPV4, &resolver);
-        r = net_netns_run(s->nsfd, ns_prepare, NULL);
-        if (r < 0)
-                return fk_error_set(reterr, r, "%s: create %s: %s", s->name, NET_TAP_NAME,
-                                    strerror(-r));
         r = net_link_ifindex(ns, NET_BRIDGE_NAME);
         if (r == -ENODEV)
                 r = net_link_add_bridge(ns, NET_BRIDGE_NAME);
@@ -170,13 +177,17 @@ static int setup_netns_links(struct net_session *s, struct nl_sock *ns, uint32_t
 }
 
 static int setup_uplink(struct net_session *s, struct nl_sock *host, struct nl_sock *ns,
-                        struct fk_error *reterr)
+                        bool created, struct fk_error *reterr)
 {
         cleanup_free uint32_t *in_use = NULL;
         size_t n_in_use = 0;
         uint32_t host_addr, ns_addr;
         int r;
 
+        r = net_netns_run(s->nsfd, ns_prepare, &created);
+        if (r < 0)
+                return fk_error_set(reterr, r, "%s: forwarding and %s in the netns: %s", s->name,
+                                    NET_TAP_NAME, strerror(-r));
         r = net_addr_list4(host, &in_use, &n_in_use);
         if (r >= 0)
                 r = net_ipam_acquire(s->node.ipam_dir, &s->node.pool, s->name, in_use, n_in_use,
@@ -307,7 +318,7 @@ int net_session_setup(const struct net_session_config *c, struct net_session **r
                 fk_error_set(reterr, r, "%s: rtnetlink: %s", s->name, strerror(-r));
                 goto fail;
         }
-        r = setup_uplink(s, host, ns, reterr);
+        r = setup_uplink(s, host, ns, created, reterr);
         if (r >= 0 && !created)
                 restore_learned(s, c);
         if (r >= 0) {

@@ -109,6 +109,13 @@ check "uplink0 carries the netns end" \
         sh -c "ip -n '$S' -br addr show uplink0 | grep -q '198.18.0.2/30'"
 check "default route via the host end" \
         sh -c "ip -n '$S' route show default | grep -q 'via 198.18.0.1 dev uplink0'"
+# forwarding switched on through conf/default before the links were made (no ip_forward write,
+# which spins on the rtnl lock), and ICMP redirects refused as turning on ip_forward would
+for l in br0 uplink0 tap0; do
+        check "$l forwards IPv4" sh -c "[ \"\$(ip netns exec '$S' cat /proc/sys/net/ipv4/conf/$l/forwarding)\" = 1 ]"
+done
+check "the session netns accepts no ICMP redirects" \
+        sh -c "[ \"\$(ip netns exec '$S' cat /proc/sys/net/ipv4/conf/all/accept_redirects)\" = 0 ]"
 check "host veth ${PFX}0 with 198.18.0.1/30" \
         sh -c "ip -br addr show ${PFX}0 | grep -q '198.18.0.1/30'"
 check "host route to the session uplink" \

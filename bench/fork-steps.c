@@ -419,8 +419,9 @@ static void print_result(const struct n_result *res)
         if (res->nb && res->cpu[1] >= 0)
                 printf(" (baseline forkletd: %.0f ms)",
                        (double)res->cpu[1] * 1000.0 / (double)sysconf(_SC_CLK_TCK));
-        printf("\nthe host settled (%u%% idle over 500 ms, at most %u s) before", SETTLE_IDLE_PCT,
-               SETTLE_MAX_MS / 1000);
+        printf("\nthe host settled (the last phase's links gone, then %u%% idle over 500 ms; at "
+               "most %u s) before",
+               SETTLE_IDLE_PCT, SETTLE_MAX_MS / 1000);
         for (unsigned k = 0, shown = 0; k < 3; k++) {
                 static const char *const what[] = {"the cold boots", "the forks",
                                                    "the baseline's forks"};
@@ -485,6 +486,7 @@ static int make_parent(char *ck, size_t size)
 
         if (r >= 0)
                 r = wait_running("p", 1, NULL);
+        bench_settle_links_baseline(); /* the parent's, and those that were there before */
         if (r >= 0)
                 r = call("POST", SESSIONS "/p/checkpoints", "{}", &j);
         if (r >= 0 && !json_is_string(json_object_get(j, "id")))

@@ -18,11 +18,17 @@ double bench_ms_since(uint64_t t0);
 
 /* A process's user+system CPU time in clock ticks from /proc/PID/stat; -1 if unreadable. */
 long bench_cpu_ticks(pid_t pid);
-/* Waits until the host's CPUs were at least min_idle_pct idle over 500 ms (/proc/stat), at most
- * max_ms: a phase measured right after another one's teardown (30 QEMUs ending, their netns
- * freed by the kernel in the background) would pay for it. Returns the ms waited; *ret_idle (may
- * be NULL) the idle share of the last window, -1 when /proc/stat could not be read. */
+/* Waits, at most max_ms in all, until the host has no more links than at
+ * bench_settle_links_baseline (if it was called) and then until its CPUs were at least
+ * min_idle_pct idle over 500 ms (/proc/stat): a phase measured right after another one's teardown
+ * would pay for it. 30 QEMUs end at once, and the kernel frees their sessions' netns in the
+ * background: the host ends of their veths go last, and until then the netns cleanup holds the
+ * rtnl lock that the next phase's netns setups need, with the CPUs idle. Returns the ms waited;
+ * *ret_idle (may be NULL) the idle share of the last window, -1 when /proc/stat could not be
+ * read. */
 double bench_settle(unsigned min_idle_pct, unsigned max_ms, int *ret_idle);
+/* Records how many links the host has now (/sys/class/net), for bench_settle. */
+void bench_settle_links_baseline(void);
 
 /* Writes config to dir/node.yaml and starts forkletd on it, its stdout and stderr to
  * dir/forkletd.log, with env ("NAME=VALUE", NULL-terminated; may be NULL) added to its

@@ -117,7 +117,8 @@ int fk_read_all(int fd, void *buf, size_t size)
         return 0;
 }
 
-int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t size, mode_t mode)
+static int write_atomicat(int dfd, const char *name, const void *data, size_t size, mode_t mode,
+                          bool sync)
 {
         cleanup_close int fd = -1;
         char tmp[NAME_MAX + 1];
@@ -139,7 +140,7 @@ int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t s
         if (fd < 0)
                 return -EEXIST;
         r = fk_write_all(fd, data, size);
-        if (r >= 0 && fsync(fd) < 0)
+        if (r >= 0 && sync && fsync(fd) < 0)
                 r = -errno;
         /* rename replaces a symlink at name itself; it never writes through it */
         if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
@@ -148,11 +149,17 @@ int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t s
                 (void)unlinkat(dfd, tmp, 0);
                 return r;
         }
-        (void)fsync(dfd);
+        if (sync)
+                (void)fsync(dfd);
         return 0;
 }
 
-int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode)
+int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t size, mode_t mode)
+{
+        return write_atomicat(dfd, name, data, size, mode, true);
+}
+
+static int write_atomic(const char *path, const void *data, size_t size, mode_t mode, bool sync)
 {
         cleanup_free char *dir = strdup(path);
         cleanup_close int dfd = -1;
@@ -172,7 +179,17 @@ int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t
         }
         if (dfd < 0)
                 return -errno;
-        return fk_write_file_atomicat(dfd, name, data, size, mode);
+        return write_atomicat(dfd, name, data, size, mode, sync);
+}
+
+int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode)
+{
+        return write_atomic(path, data, size, mode, true);
+}
+
+int fk_write_file_replace(const char *path, const void *data, size_t size, mode_t mode)
+{
+        return write_atomic(path, data, size, mode, false);
 }
 
 int fk_mkdir_p(const char *path, mode_t mode)

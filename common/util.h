@@ -20,6 +20,10 @@ int fk_read_fd(int fd, size_t max, char **ret, size_t *ret_size);
 int fk_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode);
 /* The same relative to a directory fd; name is one path component. */
 int fk_write_file_atomicat(int dfd, const char *name, const void *data, size_t size, mode_t mode);
+/* fk_write_file_atomic without the fsyncs: readers and a restarted process find the old file or
+ * the new one, whole; after a crash of the host either may be there, or an empty file. For files
+ * that describe what a host crash ends anyway (network leases of running VMs). */
+int fk_write_file_replace(const char *path, const void *data, size_t size, mode_t mode);
 
 /* mkdir -p with mode for each created component. Existing dirs are fine. */
 int fk_mkdir_p(const char *path, mode_t mode);

@@ -79,6 +79,15 @@ static void test_write_replace(void **state)
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 0777, 0640);
         assert_int_equal(count_entries(), 1); /* no temporary left */
+        /* the same without the fsyncs */
+        assert_int_equal(fk_write_file_replace(path, "three", 5, 0600), 0);
+        free(text);
+        text = slurp(path);
+        assert_non_null(text);
+        assert_string_equal(text, "three");
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        assert_int_equal(count_entries(), 1);
 }
 
 /* A symlink planted at the final name is replaced by the file, its target left untouched. */
@@ -97,6 +106,14 @@ static void test_symlink_not_followed(void **state)
         assert_true(S_ISREG(st.st_mode));
         text = slurp(victim);
         assert_non_null(text);
+        assert_string_equal(text, "precious");
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(symlink(victim, path), 0);
+        assert_int_equal(fk_write_file_replace(path, "{}", 2, 0600), 0);
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        free(text);
+        text = slurp(victim);
         assert_string_equal(text, "precious");
 }
 

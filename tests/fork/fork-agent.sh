@@ -214,29 +214,25 @@ id=$(field web forkId)
 # the rolled-back VM's migration dirty bitmap is cleared once web has been idle 3 s, not in the
 # setup of its next live checkpoint (with the RAM tail that sync holds QEMU's main loop)
 if [ "$(jq -r .vm.ramTail "$T/state/sessions/default.web/state.json")" = true ]; then
-        cleared="session default.web: migration dirty bitmap cleared after the rollback"
-        for _ in $(seq 200); do
-                grep -q "$cleared" "$T/forkletd.log" && break
-                sleep 0.1
-        done
-        line=$(grep "$cleared" "$T/forkletd.log") ||
-                fail "web's dirty bitmap was not cleared within 20 s of idleness after the rollback"
-        echo "# ${line#*session default.web: }"
+        # cleared WHO WHAT: forkletd's log says WHO's bitmap was cleared after the WHAT (within
+        # 20 s of idleness); prints the line
+        cleared() {
+                local line msg="session default.$1: migration dirty bitmap cleared after the $2"
+                for _ in $(seq 200); do
+                        grep -q "$msg" "$T/forkletd.log" && break
+                        sleep 0.1
+                done
+                line=$(grep "$msg" "$T/forkletd.log") ||
+                        fail "$1's dirty bitmap was not cleared within 20 s of idleness after the $2"
+                echo "# $1: ${line#*session default.$1: }"
+        }
+        cleared web rollback
         [ "$(gsh web 'cat /run/forklet/identity')" = "$id" ] || fail "web after its bitmap was cleared"
         # ... and a fork's once it is the only fork of its checkpoint ($ff, idle since the
         # rollback above began), not the forks of web's fan-out while two of them are there,
         # unless one was rolled back to a checkpoint of its own (web-fork-0)
-        for w in "$ff fork" "web-fork-0 rollback"; do
-                read -r who what <<<"$w"
-                cleared="session default.$who: migration dirty bitmap cleared after the $what"
-                for _ in $(seq 200); do
-                        grep -q "$cleared" "$T/forkletd.log" && break
-                        sleep 0.1
-                done
-                line=$(grep "$cleared" "$T/forkletd.log") ||
-                        fail "$who's dirty bitmap was not cleared within 20 s of idleness after the $what"
-                echo "# $who: ${line#*session default.$who: }"
-        done
+        cleared "$ff" fork
+        cleared web-fork-0 rollback
         ! grep -E "session default.web-fork-[0-2]: migration dirty bitmap cleared after the fork" \
                 "$T/forkletd.log" ||
                 fail "a fork of web's fan-out had its dirty bitmap cleared while its siblings are there"

@@ -9,7 +9,8 @@
 #   etcd.sh   cl_etcd_init/cl_etcd_start/cl_etcd_stop/cl_ctl/cl_wait: a private etcd
 # and this file: a forkletd node for a test (fk_setup), forkletd start/stop, teardown of
 # everything the node made even on failure (EXIT trap: QEMUs, netns, cgroups, session networks,
-# jail grants, mounts, files), and small session/status helpers.
+# jail grants, mounts, files; a grant left on /dev/net/tun or /dev/kvm fails the test), and small
+# session/status helpers.
 #
 # fk_setup makes the node: state/run/manifest dirs under T=/tmp/fk-TAG-PID, its own cgroup
 # parent FK_CGROUP=fk-test-TAG-PID, its own jail uid range (so tests running at the same time

@@ -419,8 +419,7 @@ static void print_result(const struct n_result *res)
         if (res->nb && res->cpu[1] >= 0)
                 printf(" (baseline forkletd: %.0f ms)",
                        (double)res->cpu[1] * 1000.0 / (double)sysconf(_SC_CLK_TCK));
-        printf("\nthe host settled (the last phase's links gone, then %u%% idle over 500 ms; at "
-               "most %u s) before",
+        printf("\nthe host settled (links gone, %u%% idle over 500 ms, at most %u s) before",
                SETTLE_IDLE_PCT, SETTLE_MAX_MS / 1000);
         for (unsigned k = 0, shown = 0; k < 3; k++) {
                 static const char *const what[] = {"the cold boots", "the forks",

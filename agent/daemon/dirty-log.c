@@ -90,17 +90,14 @@ static int dirty_log_start(struct agent_daemon *d, struct agent_session *s)
         return r;
 }
 
-/* Under the lock: another session is a fork of the checkpoint s is a fork of. */
+/* Under the lock: another session is a fork of the checkpoint s is a fork of (checkpoint ids
+ * are unique on a node, as checkpoint delete's dependents check takes them). */
 static bool fork_has_sibling(const struct agent_daemon *d, const struct agent_session *s)
 {
-        if (!s->fork_parent || !s->fork_checkpoint)
-                return false;
-        for (size_t i = 0; i < d->n_sessions; i++) {
+        for (size_t i = 0; s->fork_checkpoint && i < d->n_sessions; i++) {
                 const struct agent_session *t = d->sessions[i];
 
-                if (t != s && t->fork_parent && t->fork_checkpoint &&
-                    strcmp(t->namespace, s->namespace) == 0 &&
-                    strcmp(t->fork_parent, s->fork_parent) == 0 &&
+                if (t != s && t->fork_checkpoint &&
                     strcmp(t->fork_checkpoint, s->fork_checkpoint) == 0)
                         return true;
         }

@@ -119,8 +119,7 @@ struct agent_session_compact {
         bool checkpointed;             /* ... by a checkpoint or snapshot of this VM */
 };
 
-/* The migration dirty bitmap of a restored VM (rollback, fork; dirty-log.c): cleared once the
- * session has been idle a while, not in its next checkpoint's first sync. */
+/* A restored VM's migration dirty bitmap (dirty-log.c): cleared once idle, not in a checkpoint. */
 struct agent_session_dirty_log {
         const struct agent_vm_ref *vm; /* the VM the rest is about (compared, never used) */
         bool due;                      /* restored, its bitmap not cleared yet */

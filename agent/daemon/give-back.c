@@ -81,7 +81,7 @@ struct gb_job {
         int r;
 };
 
-/* Under the lock: what the job found, for the next check. */
+/* Under the lock: what the job found, for the next check, and how it ended. */
 static void gb_record(struct gb_job *j)
 {
         struct agent_daemon *d = j->d;
@@ -90,6 +90,9 @@ static void gb_record(struct gb_job *j)
         double back = j->res.before_bytes > j->res.after_bytes
                               ? (double)(j->res.before_bytes - j->res.after_bytes) / MIB
                               : 0.0;
+        /* a request came after the job's last look at s->yield (which only its start clears):
+         * there was nothing left to cut */
+        bool late = s->yield && !j->res.yielded && !j->res.deflating;
 
         g->next_check_ns =
                 agent_now_mono(d) + (uint64_t)d->cfg->give_back_interval_s * 1000000000ull;
@@ -112,9 +115,10 @@ static void gb_record(struct gb_job *j)
         }
         if (j->res.skipped) {
                 log_debug("session %s: memory check (%s): RAM file %.1f MiB, the guest %.1f MiB "
-                          "free: too little to give back",
+                          "free: too little to give back%s",
                           s->key, agent_give_back_why_to_string(j->why),
-                          (double)j->res.before_bytes / MIB, (double)j->res.guest_free / MIB);
+                          (double)j->res.before_bytes / MIB, (double)j->res.guest_free / MIB,
+                          late ? "; a request came as it ended" : "");
                 return;
         }
         log_info("session %s: gave %.1f MiB of guest memory back to the host (%s: RAM file %.1f "
@@ -122,7 +126,9 @@ static void gb_record(struct gb_job *j)
                  s->key, back, agent_give_back_why_to_string(j->why),
                  (double)j->res.before_bytes / MIB, (double)j->res.after_bytes / MIB,
                  (double)j->res.ballooned / MIB, (double)j->res.ns / 1e6,
-                 j->res.yielded || j->res.deflating ? "; cut short: a request was waiting" : "",
+                 j->res.yielded || j->res.deflating ? "; cut short: a request was waiting"
+                 : late                             ? "; a request came as it ended"
+                                                    : "",
                  j->res.deflating ? ", the guest deflates the rest on its own" : "");
         agent_session_add_event(s, agent_now_real(d), false, "MemoryReturned",
                                 "%.0f MiB of guest memory back to the host (%s): RAM file %.0f -> "

@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 #define MAX_POLL 256
-/* The host reconnect poll: every 5 ms for the first second after it went, then every 100 ms. */
+/* The host reconnect poll: every 5 ms for the first second after it went, then every 100 ms;
+ * every 100 ms only while the port signals the host's return (host_signal). */
 #define GA_RECONNECT_FAST_MS      1000
 #define GA_RECONNECT_FAST_POLL_MS 5
 #define GA_RECONNECT_POLL_MS      100
@@ -117,12 +118,32 @@ static void send_hello(struct ga *a)
         (void)guest_proto_put_hello(&a->out, &h);
 }
 
+/* SIGIO from the port while the host is away: virtio-console sends it to an O_ASYNC reader when
+ * the host side opens (VIRTIO_CONSOLE_PORT_OPEN), which poll() cannot wait for (POLLHUP until
+ * then), and when data comes in, hence only while away. Blocked, it lands in sigchld_fd. */
+static void host_signal(struct ga *a, bool on)
+{
+        int fl;
+
+        if (a->local || a->port_fd < 0 || a->host_signal == on)
+                return;
+        fl = fcntl(a->port_fd, F_GETFL);
+        if (fl < 0 || (on && fcntl(a->port_fd, F_SETOWN, getpid()) < 0) ||
+            fcntl(a->port_fd, F_SETFL, on ? fl | O_ASYNC : fl & ~O_ASYNC) < 0) {
+                fprintf(stderr, "forklet-agent: O_ASYNC on the port: %m\n");
+                return;
+        }
+        a->host_signal = on;
+}
+
 /* The host side of a virtio-serial port shows as POLLHUP while no one is connected to the
  * chardev. Track it: queued frames of an old connection are meaningless to a new one. */
 static void set_connected(struct ga *a, bool c)
 {
         if (a->connected == c)
                 return;
+        if (c)
+                host_signal(a, false);
         a->connected = c;
         a->lost_ms = c ? 0 : ga_now_ms();
         a->out.size = 0;
@@ -288,6 +309,9 @@ static void loop_once(struct ga *a)
         struct pollfd fds[MAX_POLL];
         int n = 0, timeout = -1, nexec, inject = -1;
 
+        /* armed before the look, so a host coming back in between still wakes the poll */
+        if (!a->connected)
+                host_signal(a, true);
         if (!a->connected && !a->local && !port_hup(a))
                 set_connected(a, true);
         if (a->connected) {
@@ -296,10 +320,11 @@ static void loop_once(struct ga *a)
         } else if (a->local) {
                 fds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
         } else {
-                /* No event tells us the host came back: poll for it, often right after it
-                 * went (a restored machine's host connects within milliseconds; every one of
-                 * them waits here), then at a pace an idle guest can afford. */
-                timeout = ga_now_ms() - a->lost_ms < GA_RECONNECT_FAST_MS
+                /* The port's SIGIO says when the host comes back (a restored machine's host
+                 * connects within milliseconds; every one of them waits here); the poll is a
+                 * backstop. Without it, poll often right after the host went, then at a pace
+                 * an idle guest can afford. */
+                timeout = !a->host_signal && ga_now_ms() - a->lost_ms < GA_RECONNECT_FAST_MS
                                   ? GA_RECONNECT_FAST_POLL_MS
                                   : GA_RECONNECT_POLL_MS;
         }
@@ -387,6 +412,7 @@ static int agent_main(const char *listen_path)
         signal(SIGPIPE, SIG_IGN);
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGIO);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         a.sigchld_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         if (a.sigchld_fd < 0) {

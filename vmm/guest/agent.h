@@ -28,8 +28,9 @@ struct ga {
         bool local;
         bool connected;
         uint64_t lost_ms;     /* when the host went away (ga_now_ms), for the reconnect poll */
+        bool host_signal;     /* the port sends SIGIO when the host comes back (O_ASYNC) */
         struct guest_buf out; /* frames queued for the host */
-        int sigchld_fd;       /* signalfd for SIGCHLD */
+        int sigchld_fd;       /* signalfd for SIGCHLD and SIGIO */
         struct ga_exec *execs;
         bool poweroff_pending;
         uint64_t poweroff_at_ms;

@@ -70,6 +70,18 @@ static int want(const struct parsed *p, size_t n, const char *usage, struct fk_e
         return 0;
 }
 
+static int parse_output(const struct parsed *p, const char *verb, struct cli_fork_args *a,
+                        struct fk_error *err)
+{
+        if (p->output && strcmp(p->output, "json") == 0)
+                a->output = CLI_OUTPUT_JSON;
+        else if (p->output && strcmp(p->output, "yaml") == 0)
+                a->output = CLI_OUTPUT_YAML;
+        else if (p->output)
+                return fk_error_set(err, -EINVAL, "%s: -o json|yaml only", verb);
+        return 0;
+}
+
 static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, struct fk_error *err)
 {
         const char *usage = "checkpoint create NAME [--wait] | list NAME | inspect NAME ID | "
@@ -99,13 +111,39 @@ static int parse_checkpoint(const struct parsed *p, struct cli_fork_args *a, str
         a->wait = p->wait;
         if (p->wait && a->verb != CLI_CHECKPOINT_CREATE)
                 return fk_error_set(err, -EINVAL, "--wait goes with checkpoint create");
-        if (p->output && strcmp(p->output, "json") == 0)
-                a->output = CLI_OUTPUT_JSON;
-        else if (p->output && strcmp(p->output, "yaml") == 0)
-                a->output = CLI_OUTPUT_YAML;
-        else if (p->output)
-                return fk_error_set(err, -EINVAL, "checkpoint: -o json|yaml only");
-        return 0;
+        return parse_output(p, "checkpoint", a, err);
+}
+
+static int parse_snapshot(const struct parsed *p, struct cli_fork_args *a, struct fk_error *err)
+{
+        const char *usage = "snapshot create NAME | list | inspect ID | delete ID";
+
+        if (p->n < 1)
+                return fk_error_set(err, -EINVAL, "usage: forklet %s", usage);
+        if (strcmp(p->pos[0], "create") == 0)
+                a->verb = CLI_SNAPSHOT_CREATE;
+        else if (strcmp(p->pos[0], "list") == 0)
+                a->verb = CLI_SNAPSHOT_LIST;
+        else if (strcmp(p->pos[0], "inspect") == 0)
+                a->verb = CLI_SNAPSHOT_INSPECT;
+        else if (strcmp(p->pos[0], "delete") == 0)
+                a->verb = CLI_SNAPSHOT_DELETE;
+        else
+                return fk_error_set(err, -EINVAL, "snapshot: unknown action \"%s\" (%s)", p->pos[0],
+                                    usage);
+        if (want(p, a->verb == CLI_SNAPSHOT_LIST ? 1 : 2, usage, err) < 0)
+                return -EINVAL;
+        if (a->verb == CLI_SNAPSHOT_CREATE)
+                a->name = p->pos[1];
+        else if (a->verb != CLI_SNAPSHOT_LIST)
+                a->id = p->pos[1];
+        if (p->cascade || p->wait)
+                return fk_error_set(err, -EINVAL, "%s goes with checkpoint %s",
+                                    p->cascade ? "--cascade" : "--wait",
+                                    p->cascade ? "delete" : "create");
+        if (p->output && a->verb != CLI_SNAPSHOT_LIST && a->verb != CLI_SNAPSHOT_INSPECT)
+                return fk_error_set(err, -EINVAL, "-o goes with snapshot list and inspect");
+        return parse_output(p, "snapshot", a, err);
 }
 
 static int parse_count(const char *s, unsigned *ret, struct fk_error *err)
@@ -147,13 +185,7 @@ int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_e
                 r = want(&p, 2, "rollback NAME CHECKPOINT", err);
                 a.id = p.n > 1 ? p.pos[1] : NULL;
         } else if (strcmp(v, "snapshot") == 0) {
-                a.verb = CLI_SNAPSHOT_CREATE;
-                r = want(&p, 2, "snapshot create NAME", err);
-                if (r >= 0 && strcmp(p.pos[0], "create") != 0)
-                        r = fk_error_set(err, -EINVAL, "snapshot: unknown action \"%s\" (create)",
-                                         p.pos[0]);
-                if (r >= 0)
-                        p.pos[0] = p.pos[1];
+                r = parse_snapshot(&p, &a, err);
         } else if (strcmp(v, "restore") == 0) {
                 a.verb = CLI_RESTORE;
                 r = want(&p, 1, "restore SNAPSHOT --name NEW", err);
@@ -165,8 +197,7 @@ int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_e
                 r = fk_error_set(err, -EINVAL, "unknown verb \"%s\"", v);
         if (r < 0)
                 return r;
-        if (a.verb != CLI_CHECKPOINT_CREATE && a.verb != CLI_CHECKPOINT_LIST &&
-            a.verb != CLI_CHECKPOINT_DELETE && a.verb != CLI_CHECKPOINT_INSPECT)
+        if (a.verb == CLI_FORK || a.verb == CLI_ROLLBACK || a.verb == CLI_RESTORE)
                 a.name = p.pos[0];
         *ret = a;
         return 0;

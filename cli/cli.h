@@ -127,7 +127,8 @@ enum cli_pf_verdict cli_portforward_verdict(const json_t *session, const char *c
 
 /* Fork-engine verbs: checkpoint create|list NAME, checkpoint delete NAME ID [--cascade],
  * checkpoint inspect NAME ID, fork NAME --from ID --count N, rollback NAME ID, snapshot create
- * NAME, restore SNAP --name NEW. Strings borrowed from argv. */
+ * NAME, snapshot list|inspect ID|delete ID, restore SNAP --name NEW. Strings borrowed from
+ * argv. */
 enum cli_fork_verb {
         CLI_CHECKPOINT_CREATE,
         CLI_CHECKPOINT_LIST,
@@ -136,6 +137,9 @@ enum cli_fork_verb {
         CLI_FORK,
         CLI_ROLLBACK,
         CLI_SNAPSHOT_CREATE,
+        CLI_SNAPSHOT_LIST,
+        CLI_SNAPSHOT_INSPECT,
+        CLI_SNAPSHOT_DELETE,
         CLI_RESTORE,
 };
 struct cli_fork_args {
@@ -145,7 +149,7 @@ struct cli_fork_args {
         unsigned count;
         bool cascade;
         bool wait;              /* checkpoint create: until Ready */
-        enum cli_output output; /* checkpoint list -o json */
+        enum cli_output output; /* checkpoint and snapshot list/inspect -o json|yaml */
 };
 int cli_parse_fork(int argc, char **argv, struct cli_fork_args *ret, struct fk_error *err);
 #define CLI_ACTION_DEFAULT_TIMEOUT_S 180

@@ -22,7 +22,7 @@ const struct cli_command cli_commands[] = {
          "delete NAME ID [--cascade]"},
         {"fork", cli_fork_engine, "fork NAME --from CHECKPOINT --count N"},
         {"rollback", cli_fork_engine, "rollback NAME CHECKPOINT"},
-        {"snapshot", cli_fork_engine, "snapshot create NAME"},
+        {"snapshot", cli_fork_engine, "snapshot create NAME | list | inspect ID | delete ID"},
         {"restore", cli_fork_engine, "restore SNAPSHOT --name NEW"},
         {"pause", cli_action, "pause NAME [--no-wait] [--timeout=SECONDS]"},
         {"resume", cli_action, "resume NAME [--no-wait] [--timeout=SECONDS]"},

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* forklet checkpoint create|list|delete, fork, rollback, snapshot create, restore: one request
- * each to the session's fork-engine resources; prints ids and names on stdout. */
+/* forklet checkpoint create|list|delete, fork, rollback, snapshot create|list|inspect|delete,
+ * restore: one request each to the fork-engine resources of a session (or, for a snapshot once
+ * taken, of its namespace); prints ids and names on stdout. */
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -28,7 +29,9 @@ static int call(const struct cli *c, const char *what, const char *method, const
         int ret_code = CLI_EXIT_OK;
 
         json_decref(body);
-        if (cli_session_path(c, name, suffix, &path) < 0)
+        /* no session: a resource of the namespace (its snapshots) */
+        if (name ? cli_session_path(c, name, suffix, &path) < 0
+                 : fk_asprintf(&path, "/api/v1alpha1/namespaces/%s%s", c->namespace, suffix) < 0)
                 return CLI_EXIT_FAILURE;
         if (cli_request(c, method, path, text, &resp, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", what, err.msg);
@@ -92,15 +95,17 @@ static int print_list(json_t *j, enum cli_output o)
         return CLI_EXIT_OK;
 }
 
-/* One checkpoint as YAML (default) or JSON, with created as RFC 3339. */
+/* One checkpoint or snapshot as YAML (default) or JSON, with created as RFC 3339. */
 static int print_one(json_t *m, enum cli_output o)
 {
         cleanup_free char *text = NULL;
         char created[64];
 
-        fk_format_rfc3339((uint64_t)json_integer_value(json_object_get(m, "createdNs")), created,
-                          sizeof(created));
-        json_object_set_new(m, "created", json_string(created));
+        if (json_object_get(m, "createdNs")) {
+                fk_format_rfc3339((uint64_t)json_integer_value(json_object_get(m, "createdNs")),
+                                  created, sizeof(created));
+                json_object_set_new(m, "created", json_string(created));
+        }
         if (o == CLI_OUTPUT_JSON)
                 text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
         else if (manifest_json_to_yaml(m, &text) < 0)
@@ -108,6 +113,43 @@ static int print_one(json_t *m, enum cli_output o)
         if (!text)
                 return CLI_EXIT_FAILURE;
         printf("%s%s", text, o == CLI_OUTPUT_JSON ? "\n" : "");
+        return CLI_EXIT_OK;
+}
+
+/* The snapshots of the namespace: who uses each (the sessions whose disk it is under). */
+static int print_snapshots(json_t *j, enum cli_output o)
+{
+        json_t *m;
+        size_t i;
+
+        if (o != CLI_OUTPUT_TABLE)
+                return print_one(j, o);
+        printf("%-22s %-16s %-8s %-9s %s\n", "ID", "SESSION", "AGE", "SIZE", "USED BY");
+        json_array_foreach(json_object_get(j, "items"), i, m)
+        {
+                const char *created = json_string_value(json_object_get(m, "created"));
+                cleanup_free char *users = NULL;
+                char age[16], size[16];
+                json_t *u;
+                size_t k;
+
+                cli_format_age(created ? created : "", (long long)time(NULL), age, sizeof(age));
+                print_size((uint64_t)json_integer_value(json_object_get(m, "sizeBytes")), size,
+                           sizeof(size));
+                json_array_foreach(json_object_get(m, "usedBy"), k, u)
+                {
+                        char *t = NULL;
+
+                        if (fk_asprintf(&t, "%s%s%s", users ? users : "", users ? "," : "",
+                                        json_string_value(u)) < 0)
+                                break;
+                        free(users);
+                        users = t;
+                }
+                printf("%-22s %-16s %-8s %-9s %s\n", json_string_value(json_object_get(m, "id")),
+                       json_string_value(json_object_get(m, "session")), age, size,
+                       users ? users : "-");
+        }
         return CLI_EXIT_OK;
 }
 
@@ -216,6 +258,16 @@ static int run(const struct cli *c, const struct cli_fork_args *a, json_t **out)
         case CLI_SNAPSHOT_CREATE:
                 return call(c, "forklet snapshot create", "POST", a->name, "/snapshots",
                             json_object(), out);
+        case CLI_SNAPSHOT_LIST:
+                return call(c, "forklet snapshot list", "GET", NULL, "/snapshots", NULL, out);
+        case CLI_SNAPSHOT_INSPECT:
+        case CLI_SNAPSHOT_DELETE:
+                if (fk_asprintf(&suffix, "/snapshots/%s", a->id) < 0)
+                        return CLI_EXIT_FAILURE;
+                return a->verb == CLI_SNAPSHOT_DELETE ? call(c, "forklet snapshot delete", "DELETE",
+                                                             NULL, suffix, NULL, out)
+                                                      : call(c, "forklet snapshot inspect", "GET",
+                                                             NULL, suffix, NULL, out);
         default:
                 return call(c, "forklet restore", "POST", a->name, "/restore",
                             json_pack("{s:s}", "snapshot", a->id), out);
@@ -245,7 +297,14 @@ int cli_fork_engine(const struct cli *c, int argc, char **argv)
                 printf("checkpoint/%s deleted\n", a.id);
                 break;
         case CLI_CHECKPOINT_INSPECT:
+        case CLI_SNAPSHOT_INSPECT:
                 r = print_one(out, a.output);
+                break;
+        case CLI_SNAPSHOT_LIST:
+                r = print_snapshots(out, a.output);
+                break;
+        case CLI_SNAPSHOT_DELETE:
+                printf("snapshot/%s deleted\n", a.id);
                 break;
         case CLI_FORK:
                 json_array_foreach(json_object_get(out, "names"), i, v)

@@ -202,3 +202,28 @@ int api_handle_fork(struct MHD_Connection *c, struct api_request *req)
         json_decref(b);
         return r;
 }
+
+int api_handle_snapshots(struct MHD_Connection *c, struct api_request *req)
+{
+        const struct api_route *rt = &req->route;
+        struct fk_error err = {0};
+        json_t *j = NULL;
+        int r;
+
+        if (strcmp(req->method, "GET") == 0) {
+                r = agent_daemon_snapshot_list(req->d, rt->ns, rt->item[0] ? rt->item : NULL, &j,
+                                               &err);
+                return r < 0 ? reply_errno(c, r, &err) : api_reply_json(c, MHD_HTTP_OK, j, NULL);
+        }
+        if (rt->item[0] && strcmp(req->method, "DELETE") == 0) {
+                r = agent_daemon_snapshot_delete(req->d, rt->ns, rt->item, &err);
+                if (r < 0)
+                        return reply_errno(c, r, &err);
+                return api_reply_json(c, MHD_HTTP_OK,
+                                      json_pack("{s:s, s:s, s:s}", "kind", "Status", "status",
+                                                "Success", "id", rt->item),
+                                      NULL);
+        }
+        return api_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
+                               "%s not allowed here", req->method);
+}

@@ -118,6 +118,8 @@ int api_handle_exec(struct MHD_Connection *c, struct api_request *req,
 int api_handle_log(struct MHD_Connection *c, struct api_request *req);
 /* checkpoints, forks, rollback, snapshots, restore of a session. */
 int api_handle_fork(struct MHD_Connection *c, struct api_request *req);
+/* GET (list, or one with route.item) and DELETE of a namespace's filesystem snapshots. */
+int api_handle_snapshots(struct MHD_Connection *c, struct api_request *req);
 int api_handle_action(struct MHD_Connection *c, struct api_request *req);
 int api_handle_files(struct MHD_Connection *c, struct api_request *req);
 /* .../NAME/portforward?port=P (GET: check; POST + Upgrade: relay). */

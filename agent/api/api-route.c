@@ -106,6 +106,14 @@ void api_route_parse(const char *path, struct api_route *ret)
                 else if (n >= 5 && n <= 8 && strcmp(seg[2], "namespaces") == 0 &&
                          strcmp(seg[4], "sessions") == 0)
                         api_route_session(seg, n, &r);
+                else if ((n == 5 || n == 6) && strcmp(seg[2], "namespaces") == 0 &&
+                         strcmp(seg[4], "snapshots") == 0) {
+                        r.kind = manifest_name_is_valid(seg[3]) ? API_ROUTE_SNAPSHOTS
+                                                                : API_ROUTE_BAD_NAME;
+                        strcpy(r.ns, seg[3]);
+                        if (n == 6)
+                                strcpy(r.item, seg[5]);
+                }
         }
         *ret = r;
 }

@@ -197,6 +197,8 @@ static int dispatch(struct MHD_Connection *c, struct api_server *s, struct api_r
                 return api_handle_files(c, req);
         case API_ROUTE_IMAGES:
                 return api_handle_images(c, req);
+        case API_ROUTE_SNAPSHOTS:
+                return api_handle_snapshots(c, req);
         case API_ROUTE_SESSION_SUBRES:
                 if (strcmp(req->route.subresource, "portforward") == 0)
                         return api_handle_portforward(c, req);

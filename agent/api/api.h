@@ -29,6 +29,7 @@ enum api_route_kind {
         API_ROUTE_AUDIT_VERIFY,   /* /api/v1alpha1/audit/verify */
         API_ROUTE_SESSION_FORK,   /* .../NAME/{checkpoints[/ID],forks,rollback,snapshots,restore} */
         API_ROUTE_IMAGES,         /* /api/v1alpha1/images[/ID] (item: ID) */
+        API_ROUTE_SNAPSHOTS,      /* /api/v1alpha1/namespaces/NS/snapshots[/ID] (item: ID) */
         API_ROUTE_KUBE,           /* Kubernetes conventions (api-kube*.c): route.kube says which */
 };
 

@@ -112,6 +112,8 @@ void agent_rollback_drop_all_ram(struct agent_daemon *d);
  * it with spec as snapshot id (<= 41 bytes) of session key whose state dir is sd. */
 int agent_snapshot_take(struct agent_daemon *d, struct agent_vm_ref *vm, const char *sd,
                         const char *key, json_t *spec, const char *id, struct fk_error *err);
+/* id is "snap_" and hex digits, shorter than 42 bytes. */
+bool agent_snapshot_id_is_valid(const char *id);
 /* A new snapshot id "snap_<hex>" into buf (>= 42 bytes). */
 void agent_snapshot_new_id(char *buf);
 /* The Ready reason of a boot that restores r (RollingBack, Forking, Restoring, Booting), or of

@@ -111,6 +111,15 @@ int agent_daemon_rollback(struct agent_daemon *d, const char *ns, const char *na
 /* Filesystem snapshot of the workspace disk (fsfreeze); *ret_id (>= 41 bytes) "snap_<hex>". */
 int agent_daemon_snapshot_create(struct agent_daemon *d, const char *ns, const char *name,
                                  char *ret_id, struct fk_error *err);
+/* The snapshots taken of ns's sessions, {"kind": "SnapshotList", "items": [...]}, or with id
+ * that one snapshot (-ENOENT when it is not ns's): id, namespace, session, created, sizeBytes
+ * (allocated), image, usedBy (the sessions whose disk chain it is under, restored ones that have
+ * not booted included). New reference. */
+int agent_daemon_snapshot_list(struct agent_daemon *d, const char *ns, const char *id, json_t **ret,
+                               struct fk_error *err);
+/* Removes snapshot id of ns; -EBUSY naming its users (usedBy) while there are any. */
+int agent_daemon_snapshot_delete(struct agent_daemon *d, const char *ns, const char *id,
+                                 struct fk_error *err);
 /* A new session new_name (spec of the snapshot's session) booting fresh on the snapshot's disk. */
 int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *snap,
                          const char *new_name, struct fk_error *err);

@@ -18,7 +18,7 @@
 
 #define SNAP_ID_MAX 42
 
-static bool snap_id_is_valid(const char *id)
+bool agent_snapshot_id_is_valid(const char *id)
 {
         size_t n = strlen(id);
 
@@ -140,7 +140,7 @@ static int restore_spec(struct agent_daemon *d, const char *snap, const char *ns
         json_t *m, *meta;
         int r;
 
-        if (!snap_id_is_valid(snap) ||
+        if (!agent_snapshot_id_is_valid(snap) ||
             fk_asprintf(&path, "%s/snapshots/%s/meta.json", d->cfg->state_dir, snap) < 0 ||
             fk_read_file(path, 1024 * 1024, &buf, NULL) < 0 || !(m = json_loads(buf, 0, NULL)))
                 return fk_error_set(err, -ENOENT, "snapshot %s not found", snap);
@@ -171,6 +171,14 @@ static void restore_undo(struct agent_daemon *d, struct agent_session *s)
                 agent_daemon_remove(d, s);
 }
 
+static bool snapshot_present(struct agent_daemon *d, const char *snap)
+{
+        cleanup_free char *dir = NULL;
+
+        return fk_asprintf(&dir, "%s/snapshots/%s", d->cfg->state_dir, snap) >= 0 &&
+               access(dir, F_OK) == 0;
+}
+
 int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *snap,
                          const char *new_name, struct fk_error *err)
 {
@@ -184,6 +192,9 @@ int agent_daemon_restore(struct agent_daemon *d, const char *ns, const char *sna
         pthread_mutex_lock(&d->lock);
         if (agent_daemon_find(d, ns, new_name)) {
                 r = fk_error_set(err, -EEXIST, "session %s/%s already exists", ns, new_name);
+                session_manifest_free(m);
+        } else if (!snapshot_present(d, snap)) { /* a delete checks for restores under the lock */
+                r = fk_error_set(err, -ENOENT, "snapshot %s not found", snap);
                 session_manifest_free(m);
         } else if (!(s = agent_session_new(ns, new_name)) || !(s->from_snapshot = strdup(snap)) ||
                    agent_daemon_insert(d, s) < 0) {

@@ -81,6 +81,17 @@ static void test_route_parse(void **state)
         assert_string_equal(r.item, "0123456789ab");
         api_route_parse("/api/v1alpha1/images/a/b", &r);
         assert_int_equal(r.kind, API_ROUTE_NOT_FOUND);
+        api_route_parse("/api/v1alpha1/namespaces/team-a/snapshots", &r);
+        assert_int_equal(r.kind, API_ROUTE_SNAPSHOTS);
+        assert_string_equal(r.ns, "team-a");
+        assert_string_equal(r.item, "");
+        api_route_parse("/api/v1alpha1/namespaces/team-a/snapshots/snap_0a1b", &r);
+        assert_int_equal(r.kind, API_ROUTE_SNAPSHOTS);
+        assert_string_equal(r.item, "snap_0a1b");
+        api_route_parse("/api/v1alpha1/namespaces/Team_A/snapshots", &r);
+        assert_int_equal(r.kind, API_ROUTE_BAD_NAME);
+        api_route_parse("/api/v1alpha1/namespaces/team-a/snapshots/snap_0a1b/x", &r);
+        assert_int_equal(r.kind, API_ROUTE_NOT_FOUND);
         api_route_parse("/api/v1alpha1/namespaces/default/sessions/hello/exec", &r);
         assert_int_equal(r.kind, API_ROUTE_SESSION_EXEC);
         assert_string_equal(r.ns, "default");

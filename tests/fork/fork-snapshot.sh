@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Through forkletd + CLI on real QEMU: filesystem snapshots (workspace only, fsfreeze) and
-# restore into a new session that boots fresh and runs afterStart again; declarative spec.forks
+# restore into a new session that boots fresh and runs afterStart again, list, inspect and delete
+# (refused while a restored session or a fork of its checkpoint boots on it); declarative spec.forks
 # (scale up and down); a failed checkpoint leaves the session running and lists nothing, and a
 # partial checkpoint left behind is removed on the next start; a fork outlives its parent.
 # Usage: fork-snapshot.sh FORKLETD FORKLET   (root; exit 77 when the image or QEMU is missing)
@@ -51,6 +52,36 @@ for _ in $(seq 240); do
 done
 "$FORKLET" get session app2 -o json | grep -q '"checkpoints": \[\]' &&
         fail "app2 did not take its spec.checkpoints"
+
+# ---- snapshot list, inspect and delete: not while a disk chain has it at its bottom ----------
+"$FORKLET" snapshot list | grep -Eq "^$snap +app .* default/app2\$" ||
+        fail "snapshot list: $("$FORKLET" snapshot list)"
+info=$("$FORKLET" snapshot inspect "$snap" -o json) || fail "snapshot inspect"
+[ "$(echo "$info" | jq -r '[.id, .namespace, .session, (.usedBy | join(","))] | join(" ")')" = \
+        "$snap default app default/app2" ] || fail "snapshot inspect: $info"
+echo "$info" | jq -e '.sizeBytes > 0 and (.created | test("^[0-9]{4}-"))' >/dev/null ||
+        fail "snapshot inspect: size or created: $info"
+"$FORKLET" -n other snapshot inspect "$snap" >/dev/null 2>&1 && fail "another namespace sees $snap"
+out=$("$FORKLET" snapshot delete "$snap" 2>&1) && fail "deleted a snapshot app2 boots on"
+echo "$out" | grep -q 'default/app2' || fail "refused delete does not name app2: $out"
+# a fork of app2's checkpoint has the snapshot at the bottom of its chain too (its origin/ links)
+ck2=$("$FORKLET" checkpoint list app2 | awk 'NR == 2 { print $1 }')
+"$FORKLET" fork app2 --from "$ck2" --count 1 >/dev/null || fail "fork app2"
+"$FORKLET" wait app2-fork-0 --for=Running --timeout=240 || fail "app2-fork-0 not Running"
+"$FORKLET" delete app2 >/dev/null && "$FORKLET" wait app2 --for=Deleted --timeout=120 ||
+        fail "delete app2"
+out=$("$FORKLET" snapshot delete "$snap" 2>&1) && fail "deleted a snapshot app2-fork-0 boots on"
+echo "$out" | grep -q 'default/app2-fork-0' || fail "refused delete does not name the fork: $out"
+[ "$(gsh app2-fork-0 'cat /workspace/kept')" = in-snapshot ] || fail "app2-fork-0's disk"
+"$FORKLET" delete app2-fork-0 >/dev/null && "$FORKLET" wait app2-fork-0 --for=Deleted --timeout=120 ||
+        fail "delete app2-fork-0"
+"$FORKLET" snapshot delete "$snap" | grep -qx "snapshot/$snap deleted" || fail "snapshot delete"
+[ -e "$T/state/snapshots/$snap" ] && fail "$snap's files are still there"
+"$FORKLET" snapshot list | grep -q "$snap" && fail "a deleted snapshot is listed"
+out=$("$FORKLET" snapshot inspect "$snap" 2>&1) && fail "inspect of a deleted snapshot"
+echo "$out" | grep -q "not found" || fail "inspect of a deleted snapshot: $out"
+out=$("$FORKLET" restore "$snap" --name app3 2>&1) && fail "restore of a deleted snapshot"
+echo "$out" | grep -q "not found" || fail "restore of a deleted snapshot: $out"
 
 # ---- a failed checkpoint leaves the session running, nothing partial ------------------------
 sd=$T/state/sessions/default.app

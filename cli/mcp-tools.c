@@ -292,6 +292,43 @@ static int t_checkpoint_list(const struct cli *c, json_t *args, struct mcp_resul
         return k < 0 ? k : 0;
 }
 
+static int t_checkpoint_delete(const struct cli *c, json_t *args, struct mcp_result *r)
+{
+        const char *ck = mcp_arg_string(args, "checkpoint", "");
+        bool cascade = json_is_true(json_object_get(args, "cascade"));
+        cleanup_free char *path = NULL, *suffix = NULL;
+        const char *result = "deleted";
+        struct mcp_reply rep = {0};
+        struct cli c2;
+        int k;
+
+        /* the id goes into the URL: nothing but ck_ and hex digits, so no query rides on it */
+        if (strncmp(ck, "ck_", 3) != 0 || !ck[3] ||
+            strspn(ck + 3, "0123456789abcdef") != strlen(ck + 3))
+                return mcp_result_error(r,
+                                        "checkpoint \"%s\": not a checkpoint id (ck_ and hex "
+                                        "digits, from checkpoint_list)",
+                                        ck);
+        if (fk_asprintf(&suffix, "/checkpoints/%s%s", ck, cascade ? "?cascade=true" : "") < 0 ||
+            session_path(c, args, suffix, &c2, &path) < 0)
+                return -ENOMEM;
+        k = mcp_api_call(&c2, "checkpoint_delete", "DELETE", path, NULL, &rep, r);
+        if (k == 1 && rep.status == 404 && strstr(r->error ? r->error : "", ck) &&
+            !strstr(r->error, "belongs to")) {
+                /* idempotent: a checkpoint already gone (not a missing session, nor one of
+                 * another session's checkpoints) */
+                mcp_result_done(r);
+                result = "already gone";
+                k = 0;
+        }
+        mcp_reply_done(&rep);
+        if (k != 0)
+                return k < 0 ? k : 0;
+        return mcp_result_ok(r, json_pack("{s:s, s:s, s:s, s:s}", "session",
+                                          mcp_arg_string(args, "session", ""), "namespace",
+                                          c2.namespace, "checkpoint", ck, "result", result));
+}
+
 static int t_fork(const struct cli *c, json_t *args, struct mcp_result *r)
 {
         const struct mcp_tool *t = mcp_tool_find("fork");
@@ -374,6 +411,16 @@ static const struct mcp_param p_fork[] = {
         P_NAMESPACE,
         {0},
 };
+static const struct mcp_param p_checkpoint_delete[] = {
+        P_SESSION,
+        P_CHECKPOINT("delete"),
+        {.name = "cascade",
+         .type = MCP_T_BOOLEAN,
+         .description = "also delete the sessions forked from it (without: refused while there "
+                        "are any, naming them)"},
+        P_NAMESPACE,
+        {0},
+};
 static const struct mcp_param p_rollback[] = {
         P_SESSION, P_CHECKPOINT("return the session to"), P_NAMESPACE, {0}};
 
@@ -411,6 +458,11 @@ const struct mcp_tool mcp_tools[] = {
         {"checkpoint_list", "List checkpoints",
          "The checkpoints of a session: id, name, creation time, size, parent.", p_session,
          MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT, t_checkpoint_list},
+        {"checkpoint_delete", "Delete a checkpoint",
+         "Delete a checkpoint of a session and free its memory file and disk layer. Refused while "
+         "forks of it exist, unless cascade (then they are deleted too). A checkpoint already "
+         "gone is reported as such.",
+         p_checkpoint_delete, MCP_HINT_DESTRUCTIVE | MCP_HINT_IDEMPOTENT, t_checkpoint_delete},
         {"fork", "Fork a session",
          "Start count new sessions from a checkpoint of a session, each with the guest's "
          "memory, processes and files as they were at the checkpoint. Returns their names.",

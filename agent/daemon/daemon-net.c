@@ -147,8 +147,6 @@ static int port_check(struct agent_daemon *d, const char *ns, const char *name, 
 
         if (fd < 0)
                 return fd;
-        if (!s->spec)
-                return fk_error_set(err, -ENOENT, "session %s/%s is being deleted", ns, name);
         if (!port_listed(s->spec, port)) {
                 ports_text(s->spec, list, sizeof(list));
                 return fk_error_set(err, -EPERM,

@@ -53,6 +53,9 @@ int agent_daemon_find_running(struct agent_daemon *d, const char *ns, const char
 
         if (!s)
                 return fk_error_set(err, -ENOENT, "session %s/%s not found", ns, name);
+        /* its VM may still run until the delete ends it, but its spec is gone */
+        if (!s->spec)
+                return fk_error_set(err, -ENOENT, "session %s/%s is being deleted", ns, name);
         /* Say why at once rather than let a call hang on a VM that cannot answer. */
         if (s->health.failing && s->vm)
                 return fk_error_set(err, -EAGAIN, "session %s/%s: %s: %s; its VM is being ended",

@@ -212,6 +212,7 @@ static void test_tools_list(void **state)
                 "write_file",
                 "checkpoint_create",
                 "checkpoint_list",
+                "checkpoint_delete",
                 "fork",
                 "rollback",
                 "pause",
@@ -255,6 +256,14 @@ static void test_tools_list(void **state)
         schema = json_object_get(json_object_get(t, "inputSchema"), "properties");
         assert_int_equal(
                 json_array_size(json_object_get(json_object_get(schema, "encoding"), "enum")), 2);
+        json_decref(t);
+        t = mcp_tool_json(mcp_tool_find("checkpoint_delete"));
+        schema = json_object_get(json_object_get(t, "inputSchema"), "properties");
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(schema, "cascade"), "type")),
+                "boolean");
+        assert_true(json_is_true(
+                json_object_get(json_object_get(t, "annotations"), "destructiveHint")));
         json_decref(t);
         assert_null(mcp_tool_find("nope"));
         json_decref(out);

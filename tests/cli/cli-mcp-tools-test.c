@@ -413,6 +413,37 @@ static void test_checkpoint_fork(void **state)
         error_says(call(e, "rollback",
                         json_pack("{s:s, s:s}", "session", "hello-fork-0", "checkpoint", id)),
                    "belongs to session default/hello");
+
+        /* delete: refused while its fork is there, then with it (cascade), then already gone */
+        error_says(call(e, "checkpoint_delete",
+                        json_pack("{s:s, s:s}", "session", "hello", "checkpoint", id)),
+                   "hello-fork-0");
+        error_says(call(e, "checkpoint_delete",
+                        json_pack("{s:s, s:s}", "session", "hello-fork-0", "checkpoint", id)),
+                   "belongs to session default/hello");
+        error_says(call(e, "checkpoint_delete",
+                        json_pack("{s:s, s:s}", "session", "hello", "checkpoint",
+                                  "ck_1?cascade=true")),
+                   "not a checkpoint id");
+        res = call(
+                e, "checkpoint_delete",
+                json_pack("{s:s, s:s, s:b}", "session", "hello", "checkpoint", id, "cascade", 1));
+        assert_string_equal(str(ok(res), "result"), "deleted");
+        json_decref(res);
+        /* the fork's VM runs until the next reconcile ends it: no exec into it meanwhile */
+        error_says(call(e, "exec",
+                        json_pack("{s:s, s:[s]}", "session", "hello-fork-0", "argv", "true")),
+                   "session default/hello-fork-0 is being deleted");
+        res = call(e, "checkpoint_list", json_pack("{s:s}", "session", "hello"));
+        assert_int_equal(json_array_size(json_object_get(ok(res), "checkpoints")), 0);
+        json_decref(res);
+        res = call(e, "checkpoint_delete",
+                   json_pack("{s:s, s:s}", "session", "hello", "checkpoint", id));
+        assert_string_equal(str(ok(res), "result"), "already gone");
+        json_decref(res);
+        error_says(call(e, "checkpoint_delete",
+                        json_pack("{s:s, s:s}", "session", "nope", "checkpoint", id)),
+                   "session default/nope not found");
 }
 
 int main(void)

@@ -3,8 +3,9 @@
 // against a real forkletd and microVM (run by tests/integration/mcp-sdk.sh).
 // Usage: node mcp-client.mjs FORKLET SOCKET SESSION
 // Lists the tools, runs uname -s, writes and reads a file, checkpoints, forks once (and runs a
-// command in the fork), pauses and resumes, and checks the errors (a missing session, an
-// unknown tool, bad arguments). Prints "ok: ..." per step; exits 1 at the first failure.
+// command in the fork), pauses and resumes, deletes the checkpoint (refused while its fork is
+// there, then with it), and checks the errors (a missing session, an unknown tool, bad
+// arguments). Prints "ok: ..." per step; exits 1 at the first failure.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -61,7 +62,7 @@ async function main() {
 
         const want = ['list_sessions', 'describe_session', 'create_session', 'delete_session',
                       'exec', 'read_file', 'write_file', 'checkpoint_create', 'checkpoint_list',
-                      'fork', 'rollback', 'pause', 'resume'];
+                      'checkpoint_delete', 'fork', 'rollback', 'pause', 'resume'];
         const { tools } = await client.listTools();
         const names = tools.map((t) => t.name);
         check(JSON.stringify([...names].sort()) === JSON.stringify([...want].sort()),
@@ -125,6 +126,19 @@ async function main() {
         const resumed = await call(client, 'resume', { session: child, wait_seconds: 120 }, LONG);
         check(resumed.phase === 'Running', `resume: ${JSON.stringify(resumed)}`);
         console.log('ok: pause, resume');
+
+        // the checkpoint goes: not while its fork is there, then with it (cascade)
+        let refused = await toolError(client, 'checkpoint_delete', { session, checkpoint: ck.id });
+        check(refused.includes(child) && refused.includes('HTTP 409'),
+              `checkpoint_delete with a fork: ${refused}`);
+        const del = await call(client, 'checkpoint_delete',
+                               { session, checkpoint: ck.id, cascade: true }, LONG);
+        check(del.result === 'deleted', `checkpoint_delete: ${JSON.stringify(del)}`);
+        const left = await call(client, 'checkpoint_list', { session });
+        check(!left.checkpoints.some((c) => c.id === ck.id), `${ck.id} still listed`);
+        const again = await call(client, 'checkpoint_delete', { session, checkpoint: ck.id });
+        check(again.result === 'already gone', `checkpoint_delete again: ${JSON.stringify(again)}`);
+        console.log(`ok: checkpoint_delete (refused: "${refused}"; cascade; then already gone)`);
 
         let msg = await toolError(client, 'exec', { session: 'nope-missing', argv: ['true'] });
         check(msg.includes('session default/nope-missing not found') && msg.includes('HTTP 404'),

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # forklet mcp with the official MCP TypeScript SDK as the client (Client + StdioClientTransport
 # spawning `forklet --socket SOCK mcp`), against a real forkletd and microVM (TCG): tools/list,
-# exec uname -s, files, checkpoint, fork 1 (Running, checked with the CLI too), pause/resume
-# and the error cases (tests/cli/mcp-client.mjs).
+# exec uname -s, files, checkpoint, fork 1 (Running), pause/resume, checkpoint_delete (with the
+# fork, checked with the CLI too) and the error cases (tests/cli/mcp-client.mjs).
 # The SDK is installed from npm into BUILD/npm-mcp on the first run (kept as a cache).
 # Usage: mcp-sdk.sh FORKLETD FORKLET   (root; exit 77 without node/npm, the npm registry, the
 # image or QEMU)
@@ -41,11 +41,15 @@ session agent
 timeout 900 node "$T/mcp-client.mjs" "$FORKLET" "$FORKLET_SOCKET" agent ||
         fail "the MCP SDK client failed (its output above)"
 
-# what the client did, as the CLI sees it
-"$FORKLET" wait agent-fork-0 --for=Running --timeout=60 || fail "agent-fork-0 not Running"
-[ "$("$FORKLET" exec agent-fork-0 -- uname -s)" = Linux ] || fail "exec in agent-fork-0"
-[ "$("$FORKLET" checkpoint list agent -o json | grep -c '"id": "ck_')" = 1 ] ||
-        fail "agent does not have the one checkpoint the client made"
+# what the client did, as the CLI sees it: its checkpoint deleted with the fork (cascade); an
+# exec into the fork while its VM is being ended is refused, and forkletd lives on (it used to
+# dereference the deleted session's spec)
+out=$("$FORKLET" exec agent-fork-0 -- true 2>&1) && fail "exec into a deleted fork: $out"
+echo "$out" | grep -Eq "agent-fork-0 (is being deleted|not found)" || fail "exec into a deleted fork: $out"
+"$FORKLET" wait agent-fork-0 --for=Deleted --timeout=120 || fail "agent-fork-0 not deleted"
+[ "$("$FORKLET" checkpoint list agent -o json | grep -c '"id": "ck_')" = 0 ] ||
+        fail "agent still has the checkpoint the client deleted"
+[ "$("$FORKLET" exec agent -- uname -s)" = Linux ] || fail "exec in agent after the fork's delete"
 # nothing but MCP messages on stdout, even for a request it cannot parse
 out=$(printf '%s\n' 'not json' '{"jsonrpc":"2.0","id":1,"method":"ping"}' |
         "$FORKLET" --socket "$FORKLET_SOCKET" mcp)

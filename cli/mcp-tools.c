@@ -188,23 +188,36 @@ static int t_create(const struct cli *c, json_t *args, struct mcp_result *r)
         return k < 0 ? k : 0;
 }
 
+/* DELETE path, idempotent: a 404 is "already gone" (*ret_result), or only one whose message
+ * names gone_id and no other owner. 0, 1 for a tool error in r, -ENOMEM. */
+static int delete_call(const struct cli *c2, const char *what, const char *path,
+                       const char *gone_id, struct mcp_result *r, const char **ret_result)
+{
+        struct mcp_reply rep = {0};
+        int k = mcp_api_call(c2, what, "DELETE", path, NULL, &rep, r);
+
+        *ret_result = "deleted";
+        if (k == 1 && rep.status == 404 &&
+            (!gone_id ||
+             (strstr(r->error ? r->error : "", gone_id) && !strstr(r->error, "belongs to")))) {
+                mcp_result_done(r);
+                *ret_result = "already gone";
+                k = 0;
+        }
+        mcp_reply_done(&rep);
+        return k;
+}
+
 static int t_delete(const struct cli *c, json_t *args, struct mcp_result *r)
 {
         cleanup_free char *path = NULL;
-        struct mcp_reply rep = {0};
-        const char *result = "deleted";
+        const char *result;
         struct cli c2;
         int k;
 
         if (session_path(c, args, NULL, &c2, &path) < 0)
                 return -ENOMEM;
-        k = mcp_api_call(&c2, "delete_session", "DELETE", path, NULL, &rep, r);
-        if (k == 1 && rep.status == 404) { /* delete is idempotent, as in the CLI */
-                mcp_result_done(r);
-                result = "already gone";
-                k = 0;
-        }
-        mcp_reply_done(&rep);
+        k = delete_call(&c2, "delete_session", path, NULL, r, &result);
         if (k != 0)
                 return k < 0 ? k : 0;
         return mcp_result_ok(r, json_pack("{s:s, s:s, s:s}", "name",
@@ -297,8 +310,7 @@ static int t_checkpoint_delete(const struct cli *c, json_t *args, struct mcp_res
         const char *ck = mcp_arg_string(args, "checkpoint", "");
         bool cascade = json_is_true(json_object_get(args, "cascade"));
         cleanup_free char *path = NULL, *suffix = NULL;
-        const char *result = "deleted";
-        struct mcp_reply rep = {0};
+        const char *result;
         struct cli c2;
         int k;
 
@@ -312,16 +324,8 @@ static int t_checkpoint_delete(const struct cli *c, json_t *args, struct mcp_res
         if (fk_asprintf(&suffix, "/checkpoints/%s%s", ck, cascade ? "?cascade=true" : "") < 0 ||
             session_path(c, args, suffix, &c2, &path) < 0)
                 return -ENOMEM;
-        k = mcp_api_call(&c2, "checkpoint_delete", "DELETE", path, NULL, &rep, r);
-        if (k == 1 && rep.status == 404 && strstr(r->error ? r->error : "", ck) &&
-            !strstr(r->error, "belongs to")) {
-                /* idempotent: a checkpoint already gone (not a missing session, nor one of
-                 * another session's checkpoints) */
-                mcp_result_done(r);
-                result = "already gone";
-                k = 0;
-        }
-        mcp_reply_done(&rep);
+        /* a checkpoint already gone, not a missing session nor another session's checkpoint */
+        k = delete_call(&c2, "checkpoint_delete", path, ck, r, &result);
         if (k != 0)
                 return k < 0 ? k : 0;
         return mcp_result_ok(r, json_pack("{s:s, s:s, s:s, s:s}", "session",

@@ -22,6 +22,18 @@ static int reply_errno(struct MHD_Connection *c, int r, const struct fk_error *e
                                err && err->msg[0] ? err->msg : strerror(-r));
 }
 
+/* The reply to a DELETE of id: Success, or the error r. */
+static int reply_deleted(struct MHD_Connection *c, int r, const struct fk_error *err,
+                         const char *id)
+{
+        if (r < 0)
+                return reply_errno(c, r, err);
+        return api_reply_json(
+                c, MHD_HTTP_OK,
+                json_pack("{s:s, s:s, s:s}", "kind", "Status", "status", "Success", "id", id),
+                NULL);
+}
+
 static json_t *body_json(struct api_request *req)
 {
         json_t *j =
@@ -88,12 +100,7 @@ static int handle_checkpoints(struct MHD_Connection *c, struct api_request *req)
                 cascade = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cascade");
                 r = agent_daemon_checkpoint_delete(req->d, rt->ns, rt->name, rt->item,
                                                    cascade && strcmp(cascade, "true") == 0, &err);
-                if (r < 0)
-                        return reply_errno(c, r, &err);
-                return api_reply_json(c, MHD_HTTP_OK,
-                                      json_pack("{s:s, s:s, s:s}", "kind", "Status", "status",
-                                                "Success", "id", rt->item),
-                                      NULL);
+                return reply_deleted(c, r, &err, rt->item);
         }
         if (rt->item[0] && strcmp(m, "GET") == 0) {
                 r = agent_daemon_checkpoint_list(req->d, rt->ns, rt->name, &j, &err);
@@ -217,12 +224,7 @@ int api_handle_snapshots(struct MHD_Connection *c, struct api_request *req)
         }
         if (rt->item[0] && strcmp(req->method, "DELETE") == 0) {
                 r = agent_daemon_snapshot_delete(req->d, rt->ns, rt->item, &err);
-                if (r < 0)
-                        return reply_errno(c, r, &err);
-                return api_reply_json(c, MHD_HTTP_OK,
-                                      json_pack("{s:s, s:s, s:s}", "kind", "Status", "status",
-                                                "Success", "id", rt->item),
-                                      NULL);
+                return reply_deleted(c, r, &err, rt->item);
         }
         return api_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed", NULL,
                                "%s not allowed here", req->method);

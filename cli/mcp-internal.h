@@ -76,7 +76,9 @@ struct mcp_tool {
         int (*call)(const struct cli *c, json_t *args, struct mcp_result *ret);
 };
 
-/* NULL-name terminated; tool handlers live in mcp-tools.c and mcp-guest.c. */
+#define MCP_MAX_WAIT_S 900 /* the most a tool's wait_seconds may ask */
+
+/* NULL-name terminated; tool handlers live in mcp-tools.c, mcp-guest.c and mcp-snapshot.c. */
 extern const struct mcp_tool mcp_tools[];
 const struct mcp_tool *mcp_tool_find(const char *name);
 
@@ -85,6 +87,13 @@ extern const struct mcp_param mcp_exec_params[], mcp_read_file_params[], mcp_wri
 int mcp_tool_exec(const struct cli *c, json_t *args, struct mcp_result *r);
 int mcp_tool_read_file(const struct cli *c, json_t *args, struct mcp_result *r);
 int mcp_tool_write_file(const struct cli *c, json_t *args, struct mcp_result *r);
+/* The snapshot tools (mcp-snapshot.c), for the table. */
+extern const struct mcp_param mcp_snapshot_create_params[], mcp_snapshot_list_params[],
+        mcp_snapshot_delete_params[], mcp_restore_params[];
+int mcp_tool_snapshot_create(const struct cli *c, json_t *args, struct mcp_result *r);
+int mcp_tool_snapshot_list(const struct cli *c, json_t *args, struct mcp_result *r);
+int mcp_tool_snapshot_delete(const struct cli *c, json_t *args, struct mcp_result *r);
+int mcp_tool_restore(const struct cli *c, json_t *args, struct mcp_result *r);
 
 /* The tools/list entry of t (new reference; NULL on ENOMEM). */
 json_t *mcp_tool_json(const struct mcp_tool *t);
@@ -121,6 +130,15 @@ void mcp_reply_done(struct mcp_reply *rep);
  * -ENOMEM. */
 int mcp_api_call(const struct cli *c, const char *what, const char *method, const char *path,
                  json_t *body, struct mcp_reply *rep, struct mcp_result *r);
+/* DELETE path, idempotent: a 404 is "already gone" (*ret_result, else "deleted"), or with
+ * gone_id only one whose message names gone_id and no other owner. 0, 1 for a tool error in r,
+ * -ENOMEM. */
+int mcp_delete_call(const struct cli *c2, const char *what, const char *path, const char *gone_id,
+                    struct mcp_result *r, const char **ret_result);
+/* mcp_wait_running for up to wait_s, into out: "phases" and "running". 0, 1 when one went
+ * Failed (r holds the error), -ENOMEM. */
+int mcp_wait_into(const struct cli *c, json_t *names, long long wait_s, json_t *out,
+                  struct mcp_result *r);
 /* Polls sessions names (an array of strings) until every one is Running, one is Failed, or
  * timeout_s passed. Sets *ret_phases to {name: phase} (new reference). 1 all Running, 0 timed
  * out, -1 one Failed (r holds the error with the Ready condition's message), -ENOMEM. */

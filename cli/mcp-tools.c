@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MCP_MAX_WAIT_S 900
-
 #define P_SESSION                                                                                  \
         {                                                                                          \
                 .name = "session", .type = MCP_T_NAME, .required = true,                           \
@@ -140,8 +138,8 @@ static int parse_manifest(const char *yaml, struct session_manifest **ret, struc
 
 /* After apply or fork: out gets "phases" and "running", after waiting up to wait_s for every
  * one of names to be Running. 1 when one Failed (r says why). */
-static int wait_for(const struct cli *c, json_t *names, long long wait_s, json_t *out,
-                    struct mcp_result *r)
+int mcp_wait_into(const struct cli *c, json_t *names, long long wait_s, json_t *out,
+                  struct mcp_result *r)
 {
         json_t *phases = NULL;
         int k;
@@ -178,7 +176,7 @@ static int t_create(const struct cli *c, json_t *args, struct mcp_result *r)
                      : NULL;
         names = out ? json_pack("[s]", m->name) : NULL;
         if (k == 0 && names && mcp_arg_int(t, args, "wait_seconds") > 0)
-                k = wait_for(&c2, names, mcp_arg_int(t, args, "wait_seconds"), out, r);
+                k = mcp_wait_into(&c2, names, mcp_arg_int(t, args, "wait_seconds"), out, r);
         json_decref(names);
         session_manifest_free(m);
         mcp_reply_done(&rep);
@@ -188,10 +186,8 @@ static int t_create(const struct cli *c, json_t *args, struct mcp_result *r)
         return k < 0 ? k : 0;
 }
 
-/* DELETE path, idempotent: a 404 is "already gone" (*ret_result), or only one whose message
- * names gone_id and no other owner. 0, 1 for a tool error in r, -ENOMEM. */
-static int delete_call(const struct cli *c2, const char *what, const char *path,
-                       const char *gone_id, struct mcp_result *r, const char **ret_result)
+int mcp_delete_call(const struct cli *c2, const char *what, const char *path, const char *gone_id,
+                    struct mcp_result *r, const char **ret_result)
 {
         struct mcp_reply rep = {0};
         int k = mcp_api_call(c2, what, "DELETE", path, NULL, &rep, r);
@@ -217,7 +213,7 @@ static int t_delete(const struct cli *c, json_t *args, struct mcp_result *r)
 
         if (session_path(c, args, NULL, &c2, &path) < 0)
                 return -ENOMEM;
-        k = delete_call(&c2, "delete_session", path, NULL, r, &result);
+        k = mcp_delete_call(&c2, "delete_session", path, NULL, r, &result);
         if (k != 0)
                 return k < 0 ? k : 0;
         return mcp_result_ok(r, json_pack("{s:s, s:s, s:s}", "name",
@@ -325,7 +321,7 @@ static int t_checkpoint_delete(const struct cli *c, json_t *args, struct mcp_res
             session_path(c, args, suffix, &c2, &path) < 0)
                 return -ENOMEM;
         /* a checkpoint already gone, not a missing session nor another session's checkpoint */
-        k = delete_call(&c2, "checkpoint_delete", path, ck, r, &result);
+        k = mcp_delete_call(&c2, "checkpoint_delete", path, ck, r, &result);
         if (k != 0)
                 return k < 0 ? k : 0;
         return mcp_result_ok(r, json_pack("{s:s, s:s, s:s, s:s}", "session",
@@ -354,7 +350,7 @@ static int t_fork(const struct cli *c, json_t *args, struct mcp_result *r)
                                         "checkpoint", ck, "namespace", c2.namespace)))
                 k = -ENOMEM;
         if (k == 0 && names && mcp_arg_int(t, args, "wait_seconds") > 0)
-                k = wait_for(&c2, names, mcp_arg_int(t, args, "wait_seconds"), out, r);
+                k = mcp_wait_into(&c2, names, mcp_arg_int(t, args, "wait_seconds"), out, r);
         mcp_reply_done(&rep);
         if (k == 0 && !r->error)
                 return mcp_result_ok(r, out);
@@ -467,6 +463,25 @@ const struct mcp_tool mcp_tools[] = {
          "forks of it exist, unless cascade (then they are deleted too). A checkpoint already "
          "gone is reported as such.",
          p_checkpoint_delete, MCP_HINT_DESTRUCTIVE | MCP_HINT_IDEMPOTENT, t_checkpoint_delete},
+        {"snapshot_create", "Snapshot a session's files",
+         "Save a Running session's workspace disk (files only, not memory or processes) as a "
+         "snapshot that outlives the session, and return its id, for restore.",
+         mcp_snapshot_create_params, 0, mcp_tool_snapshot_create},
+        {"snapshot_list", "List snapshots",
+         "The snapshots of a namespace's sessions: id, session, creation time, size, and the "
+         "sessions whose disk is over each (usedBy).",
+         mcp_snapshot_list_params, MCP_HINT_READ_ONLY | MCP_HINT_IDEMPOTENT,
+         mcp_tool_snapshot_list},
+        {"snapshot_delete", "Delete a snapshot",
+         "Delete a snapshot and free its disk. Refused while sessions boot on it (usedBy: a "
+         "session restored from it, forks of that session's checkpoints). A snapshot already "
+         "gone is reported as such.",
+         mcp_snapshot_delete_params, MCP_HINT_DESTRUCTIVE | MCP_HINT_IDEMPOTENT,
+         mcp_tool_snapshot_delete},
+        {"restore", "Restore a snapshot",
+         "Create a new session from a snapshot: it boots fresh on the snapshot's files with the "
+         "spec of the session it was taken of, and runs afterStart again.",
+         mcp_restore_params, 0, mcp_tool_restore},
         {"fork", "Fork a session",
          "Start count new sessions from a checkpoint of a session, each with the guest's "
          "memory, processes and files as they were at the checkpoint. Returns their names.",

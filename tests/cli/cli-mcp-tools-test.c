@@ -5,6 +5,7 @@
 #include "tests/lib/agent-harness.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include "cli/mcp-internal.h"
 
@@ -446,6 +447,63 @@ static void test_checkpoint_fork(void **state)
                    "session default/nope not found");
 }
 
+/* Snapshots: one planted in stateDir (a meta.json and a disk file that only has to exist), then
+ * list, restore (no boot: the fake backend has no disks), a delete refused while the restored
+ * session is there, done once it is gone, then already gone. */
+static void test_snapshots(void **state)
+{
+        static const char meta[] =
+                "{\"id\": \"snap_00aa\", \"session\": \"default.hello\", \"createdNs\": 0, "
+                "\"manifest\": {\"apiVersion\": \"forklet.dev/v1alpha1\", \"kind\": \"Session\", "
+                "\"metadata\": {\"name\": \"hello\", \"namespace\": \"default\"}, "
+                "\"spec\": {\"sizeClass\": \"small\", \"image\": \"minimal\"}}}";
+        struct env *e = *state;
+        cleanup_free char *dir = NULL, *path = NULL;
+        json_t *res, *s, *it;
+
+        assert_true(fk_asprintf(&dir, "%s/state/snapshots/snap_00aa", e->dir) > 0);
+        assert_int_equal(fk_mkdir_p(dir, 0700), 0);
+        assert_true(fk_asprintf(&path, "%s/meta.json", dir) > 0);
+        assert_int_equal(fk_write_file_atomic(path, meta, strlen(meta), 0600), 0);
+        free(path);
+        assert_true(fk_asprintf(&path, "%s/disk.qcow2", dir) > 0);
+        assert_int_equal(fk_write_file_atomic(path, "disk", 4, 0600), 0);
+
+        res = call(e, "snapshot_list", json_object());
+        s = ok(res);
+        assert_int_equal(json_array_size(json_object_get(s, "snapshots")), 1);
+        it = json_array_get(json_object_get(s, "snapshots"), 0);
+        assert_string_equal(str(it, "id"), "snap_00aa");
+        assert_string_equal(str(it, "session"), "hello");
+        json_decref(res);
+        res = call(e, "restore", json_pack("{s:s, s:s}", "snapshot", "snap_00aa", "name", "web2"));
+        s = ok(res);
+        assert_string_equal(str(s, "name"), "web2");
+        assert_string_equal(str(s, "snapshot"), "snap_00aa");
+        json_decref(res);
+        error_says(call(e, "snapshot_delete", json_pack("{s:s}", "snapshot", "snap_00aa")),
+                   "under the disks of default/web2");
+        error_says(call(e, "snapshot_delete", json_pack("{s:s}", "snapshot", "snap_1?x=1")),
+                   "not a snapshot id");
+        error_says(call(e, "restore",
+                        json_pack("{s:s, s:s}", "snapshot", "snap_0bad", "name", "web3")),
+                   "snapshot snap_0bad not found");
+        res = call(e, "delete_session", json_pack("{s:s}", "session", "web2"));
+        assert_string_equal(str(ok(res), "result"), "deleted");
+        json_decref(res);
+        reconcile(e);
+        res = call(e, "snapshot_delete", json_pack("{s:s}", "snapshot", "snap_00aa"));
+        assert_string_equal(str(ok(res), "result"), "deleted");
+        json_decref(res);
+        assert_int_equal(access(dir, F_OK), -1);
+        res = call(e, "snapshot_delete", json_pack("{s:s}", "snapshot", "snap_00aa"));
+        assert_string_equal(str(ok(res), "result"), "already gone");
+        json_decref(res);
+        res = call(e, "snapshot_list", json_object());
+        assert_int_equal(json_array_size(json_object_get(ok(res), "snapshots")), 0);
+        json_decref(res);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -455,6 +513,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_exec, mcp_setup, mcp_teardown),
                 cmocka_unit_test_setup_teardown(test_files, mcp_setup, mcp_teardown),
                 cmocka_unit_test_setup_teardown(test_checkpoint_fork, mcp_setup, mcp_teardown),
+                cmocka_unit_test_setup_teardown(test_snapshots, mcp_setup, mcp_teardown),
         };
 
         curl_global_init(CURL_GLOBAL_DEFAULT);

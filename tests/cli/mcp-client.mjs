@@ -4,8 +4,9 @@
 // Usage: node mcp-client.mjs FORKLET SOCKET SESSION
 // Lists the tools, runs uname -s, writes and reads a file, checkpoints, forks once (and runs a
 // command in the fork), pauses and resumes, deletes the checkpoint (refused while its fork is
-// there, then with it), and checks the errors (a missing session, an unknown tool, bad
-// arguments). Prints "ok: ..." per step; exits 1 at the first failure.
+// there, then with it), snapshots the workspace, restores it into a new session and deletes
+// the snapshot once that session is gone, and checks the errors (a missing session, an unknown
+// tool, bad arguments). Prints "ok: ..." per step; exits 1 at the first failure.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -62,7 +63,8 @@ async function main() {
 
         const want = ['list_sessions', 'describe_session', 'create_session', 'delete_session',
                       'exec', 'read_file', 'write_file', 'checkpoint_create', 'checkpoint_list',
-                      'checkpoint_delete', 'fork', 'rollback', 'pause', 'resume'];
+                      'checkpoint_delete', 'snapshot_create', 'snapshot_list', 'snapshot_delete',
+                      'restore', 'fork', 'rollback', 'pause', 'resume'];
         const { tools } = await client.listTools();
         const names = tools.map((t) => t.name);
         check(JSON.stringify([...names].sort()) === JSON.stringify([...want].sort()),
@@ -139,6 +141,40 @@ async function main() {
         const again = await call(client, 'checkpoint_delete', { session, checkpoint: ck.id });
         check(again.result === 'already gone', `checkpoint_delete again: ${JSON.stringify(again)}`);
         console.log(`ok: checkpoint_delete (refused: "${refused}"; cascade; then already gone)`);
+
+        // a snapshot of the workspace, a session restored from it, and its delete once that
+        // session is gone (refused before)
+        await call(client, 'write_file',
+                   { session, path: '/workspace/mcp-snap.txt', content: body });
+        const snap = await call(client, 'snapshot_create', { session }, LONG);
+        check(/^snap_[0-9a-f]+$/.test(snap.id), `snapshot_create: id ${snap.id}`);
+        const restored = `${session}-restored`;
+        const rs = await call(client, 'restore',
+                              { snapshot: snap.id, name: restored, wait_seconds: 240 }, LONG);
+        check(rs.running === true, `restore: not Running: ${JSON.stringify(rs)}`);
+        const inRestored = await call(client, 'read_file',
+                                      { session: restored, path: '/workspace/mcp-snap.txt' });
+        check(inRestored.content === body, `the restored session lacks the file: ${inRestored.content}`);
+        const snaps = await call(client, 'snapshot_list', {});
+        const s0 = snaps.snapshots.find((x) => x.id === snap.id);
+        check(s0 && s0.session === session && s0.usedBy.includes(`default/${restored}`),
+              `snapshot_list: ${JSON.stringify(snaps)}`);
+        const inUse = await toolError(client, 'snapshot_delete', { snapshot: snap.id });
+        check(inUse.includes(`default/${restored}`) && inUse.includes('HTTP 409'),
+              `snapshot_delete while restored: ${inUse}`);
+        await call(client, 'delete_session', { session: restored });
+        let gone = null;
+        for (let i = 0; i < 120 && !gone; i++) {
+                const res = await client.callTool({ name: 'snapshot_delete',
+                                                    arguments: { snapshot: snap.id } });
+                if (!res.isError)
+                        gone = res.structuredContent;
+                else
+                        await new Promise((r) => setTimeout(r, 500));
+        }
+        check(gone?.result === 'deleted', `snapshot_delete after the session's delete: ${JSON.stringify(gone)}`);
+        console.log(`ok: snapshot_create ${snap.id}, restore -> ${restored} Running with the file, ` +
+                    `snapshot_list, snapshot_delete (refused: "${inUse}"; then deleted)`);
 
         let msg = await toolError(client, 'exec', { session: 'nope-missing', argv: ['true'] });
         check(msg.includes('session default/nope-missing not found') && msg.includes('HTTP 404'),

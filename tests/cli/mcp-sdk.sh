@@ -3,7 +3,8 @@
 # forklet mcp with the official MCP TypeScript SDK as the client (Client + StdioClientTransport
 # spawning `forklet --socket SOCK mcp`), against a real forkletd and microVM (TCG): tools/list,
 # exec uname -s, files, checkpoint, fork 1 (Running), pause/resume, checkpoint_delete (with the
-# fork, checked with the CLI too) and the error cases (tests/cli/mcp-client.mjs).
+# fork, checked with the CLI too), snapshot_create, restore (Running, with the file),
+# snapshot_list, snapshot_delete, and the error cases (tests/cli/mcp-client.mjs).
 # The SDK is installed from npm into BUILD/npm-mcp on the first run (kept as a cache).
 # Usage: mcp-sdk.sh FORKLETD FORKLET   (root; exit 77 without node/npm, the npm registry, the
 # image or QEMU)

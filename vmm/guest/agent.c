@@ -142,8 +142,8 @@ static void set_connected(struct ga *a, bool c)
 {
         if (a->connected == c)
                 return;
-        if (c)
-                host_signal(a, false);
+        /* armed before the next look at the port: a host back in between still wakes poll */
+        host_signal(a, !c);
         a->connected = c;
         a->lost_ms = c ? 0 : ga_now_ms();
         a->out.size = 0;
@@ -309,9 +309,6 @@ static void loop_once(struct ga *a)
         struct pollfd fds[MAX_POLL];
         int n = 0, timeout = -1, nexec, inject = -1;
 
-        /* armed before the look, so a host coming back in between still wakes the poll */
-        if (!a->connected)
-                host_signal(a, true);
         if (!a->connected && !a->local && !port_hup(a))
                 set_connected(a, true);
         if (a->connected) {
@@ -431,6 +428,7 @@ static int agent_main(const char *listen_path)
                 protect_from_oom();
                 ga_identity_open(&a);
                 a.port_fd = open_port();
+                host_signal(&a, true); /* not connected yet */
                 ga_inject_open(&a);
         }
         fprintf(stderr, "forklet-guest: ready\n");

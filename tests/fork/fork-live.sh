@@ -43,10 +43,11 @@ fi
 echo "ok - the QEMU got $(wc -l <<<"$qenv") variables of forkletd's environment, not FK_PROBE_SECRET"
 
 # The counter stops in a copy: the guest agent writes a new fork id there before anything runs.
+# Each value is renamed into place, so a reader never sees a file created but not yet written.
 COUNTER='orig=$(cat /run/forklet/fork-id 2>/dev/null); i=0; echo $$ > /run/counter.pid
 while [ "$(cat /run/forklet/fork-id 2>/dev/null)" = "$orig" ]; do
-        i=$((i + 1)); echo $i > /run/counter; sleep 0.05
-done; echo $i > /run/counter.final'
+        i=$((i + 1)); echo $i > /run/counter.new; mv /run/counter.new /run/counter; sleep 0.05
+done; echo $i > /run/counter.new && mv /run/counter.new /run/counter.final'
 cpid=$("$FORKLET" exec web --detach -- sh -c "$COUNTER") || fail "start the counter"
 "$FORKLET" exec web --detach -- sh -c \
         'while :; do head -c 16777216 /dev/urandom > /run/blob; done' >/dev/null ||
@@ -128,7 +129,8 @@ ok "checkpoint ($(ck_field web "$ck" mode)) returned in $(((t1 - t0) / 1000000))
 f=$("$FORKLET" fork web --from "$ck" --count 1) || fail "fork of a Writing checkpoint"
 [ "$(ck_field web "$ck" status)" = Ready ] || fail "fork returned while $ck is $(ck_field web "$ck" status)"
 "$FORKLET" wait "$f" --for=Running --timeout=240 || fail "$f not Running"
-for _ in $(seq 100); do gsh "$f" 'test -e /run/counter.final' && break; sleep 0.2; done
+# the counter renames its final value into place, so a file seen is a file written
+for _ in $(seq 100); do gsh "$f" 'test -s /run/counter.final' && break; sleep 0.2; done
 fin=$(gsh "$f" 'cat /run/counter.final') || fail "$f: the counter did not continue in the fork"
 [ "$(gsh "$f" 'cat /run/counter.pid')" = "$gpid" ] || fail "$f: the counter's pid differs"
 # from the instant: not before c0, not after c1 (read after create returned) plus the few

@@ -138,13 +138,8 @@ static int print_snapshots(json_t *j, enum cli_output o)
                            sizeof(size));
                 json_array_foreach(json_object_get(m, "usedBy"), k, u)
                 {
-                        char *t = NULL;
-
-                        if (fk_asprintf(&t, "%s%s%s", users ? users : "", users ? "," : "",
-                                        json_string_value(u)) < 0)
+                        if (fk_list_append(&users, ",", json_string_value(u)) < 0)
                                 break;
-                        free(users);
-                        users = t;
                 }
                 printf("%-22s %-16s %-8s %-9s %s\n", json_string_value(json_object_get(m, "id")),
                        json_string_value(json_object_get(m, "session")), age, size,

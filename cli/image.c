@@ -105,7 +105,6 @@ static int image_id(const struct cli *c, const char *image, char *ret, size_t si
         snprintf(ret, size, "%s", found ? found + 7 : image);
         if (strncmp(ret, "sha256:", 7) == 0)
                 memmove(ret, ret + 7, strlen(ret + 7) + 1);
-        ret[FK_MIN(strlen(ret), (size_t)63)] = '\0';
         json_decref(list);
         return 0;
 }

@@ -376,6 +376,17 @@ int fk_asprintf(char **ret, const char *fmt, ...)
         return r;
 }
 
+int fk_list_append(char **list, const char *sep, const char *item)
+{
+        char *t;
+
+        if (fk_asprintf(&t, "%s%s%s", *list ? *list : "", *list ? sep : "", item) < 0)
+                return -ENOMEM;
+        free(*list);
+        *list = t;
+        return 0;
+}
+
 int fk_random_bytes(void *buf, size_t size)
 {
         char *p = buf;

@@ -62,6 +62,10 @@ bool fk_strv_equal(char *const *a, char *const *b);
 /* asprintf that returns -ENOMEM instead of -1 and writes *ret only on success. */
 int fk_asprintf(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends item to the list in *list (NULL: empty), after sep unless the list is empty; the
+ * joins of names into one message are built with it. 0, or -ENOMEM with *list unchanged. */
+int fk_list_append(char **list, const char *sep, const char *item);
+
 /* Write or read exactly size bytes, retrying on EINTR and short transfers. read returns
  * -EPIPE on EOF before size bytes. */
 int fk_write_all(int fd, const void *buf, size_t size);

@@ -109,15 +109,9 @@ static int one(struct MHD_Connection *c, struct api_request *req, struct agent_i
         }
         r = agent_image_users(req->d, digest, &users, NULL);
         if (r >= 0 && users) {
-                for (size_t i = 0; users[i]; i++) {
-                        char *t = NULL;
-
-                        if (fk_asprintf(&t, "%s%s%s", text ? text : "", text ? ", " : "",
-                                        users[i]) < 0)
+                for (size_t i = 0; users[i]; i++)
+                        if (fk_list_append(&text, ", ", users[i]) < 0)
                                 break;
-                        free(text);
-                        text = t;
-                }
                 r = api_reply_error(c, MHD_HTTP_CONFLICT, "InUse", users,
                                     "image %s is in use by %s: delete them first", digest,
                                     text ? text : "sessions");

@@ -49,7 +49,8 @@ enum api_kube_path {
         API_KUBE_STATUS,      /* .../namespaces/NS/sessions/NAME/status */
 };
 
-#define API_PATH_SEGMENT_MAX 64
+/* a path segment: a DNS label (63), a checkpoint id, or an image's whole digest (sha256:, 64) */
+#define API_PATH_SEGMENT_MAX 80
 
 struct api_route {
         enum api_route_kind kind;

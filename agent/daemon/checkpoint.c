@@ -431,7 +431,6 @@ static int delete_locked(struct agent_daemon *d, struct agent_session *s, const 
                 return r;
         for (size_t i = 0; i < d->n_sessions; i++) {
                 struct agent_session *f = d->sessions[i];
-                char *p = NULL;
 
                 if (!f->spec || !f->fork_checkpoint || strcmp(f->fork_checkpoint, id))
                         continue;
@@ -439,10 +438,8 @@ static int delete_locked(struct agent_daemon *d, struct agent_session *s, const 
                         delete_tree(d, f);
                         continue;
                 }
-                if (fk_asprintf(&p, "%s%s%s", deps ? deps : "", deps ? ", " : "", f->name) < 0)
+                if (fk_list_append(&deps, ", ", f->name) < 0)
                         return -ENOMEM;
-                free(deps);
-                deps = p;
                 n++;
         }
         if (n > 0)

@@ -8,7 +8,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -171,44 +170,41 @@ static int session_users(struct agent_daemon *d, const char *digest, char ***use
         return 0;
 }
 
-/* Snapshots whose stored spec names a reference that points at digest (or any, in_use). */
-static int snapshot_users(struct agent_daemon *d, const char *digest, char ***users, char ***in_use)
+/* What snapshot_user looks for, and where it puts what it finds. */
+struct snapshot_users {
+        struct agent_daemon *d;
+        const char *digest;
+        char ***users, ***in_use;
+};
+
+/* A snapshot whose stored spec names a reference that points at digest (or any, in_use). */
+static int snapshot_user(const char *root, const char *id, json_t *m, void *arg)
 {
-        cleanup_free char *dir = NULL;
-        struct dirent *e;
-        DIR *dh;
+        const struct snapshot_users *u = arg;
+        cleanup_free char *who = NULL;
+        const char *image = json_string_value(
+                json_object_get(json_object_get(json_object_get(m, "manifest"), "spec"), "image"));
+        char dg[80] = "";
         int r = 0;
 
-        if (fk_asprintf(&dir, "%s/snapshots", d->cfg->state_dir) < 0)
-                return -ENOMEM;
-        dh = opendir(dir);
-        while (dh && r >= 0 && (e = readdir(dh))) {
-                cleanup_free char *meta = NULL, *who = NULL;
-                char dg[80] = "";
-                const char *image;
-                json_t *m;
-
-                if (e->d_name[0] == '.' ||
-                    fk_asprintf(&meta, "%s/%s/meta.json", dir, e->d_name) < 0)
-                        continue;
-                m = json_load_file(meta, 0, NULL);
-                image = json_string_value(json_object_get(
-                        json_object_get(json_object_get(m, "manifest"), "spec"), "image"));
-                if (image && manifest_image_is_ref(image))
-                        (void)agent_image_find(agent_daemon_images(d), image, dg, sizeof(dg));
-                json_decref(m);
-                if (!dg[0])
-                        continue;
-                if (in_use)
-                        r = fk_strv_push(in_use, dg);
-                if (r >= 0 && digest && strcmp(dg, digest) == 0)
-                        r = fk_asprintf(&who, "snapshot %s", e->d_name) < 0
-                                    ? -ENOMEM
-                                    : fk_strv_push(users, who);
-        }
-        if (dh)
-                closedir(dh);
+        (void)root;
+        if (image && manifest_image_is_ref(image))
+                (void)agent_image_find(agent_daemon_images(u->d), image, dg, sizeof(dg));
+        if (!dg[0])
+                return 0;
+        if (u->in_use)
+                r = fk_strv_push(u->in_use, dg);
+        if (r >= 0 && u->digest && strcmp(dg, u->digest) == 0)
+                r = fk_asprintf(&who, "snapshot %s", id) < 0 ? -ENOMEM
+                                                             : fk_strv_push(u->users, who);
         return r;
+}
+
+static int snapshot_users(struct agent_daemon *d, const char *digest, char ***users, char ***in_use)
+{
+        struct snapshot_users u = {.d = d, .digest = digest, .users = users, .in_use = in_use};
+
+        return agent_snapshot_each(d->cfg->state_dir, snapshot_user, &u);
 }
 
 int agent_image_users(struct agent_daemon *d, const char *digest, char ***ret_users,

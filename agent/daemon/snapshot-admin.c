@@ -53,31 +53,69 @@ static void add_user(json_t *users, const char *who)
         json_array_append_new(users, json_string(who));
 }
 
-/* stateDir/snapshots/ID as an API object, unless it is not one of ns's (NULL: any). */
-static int snap_load(const char *root, const char *id, const char *ns, struct snap_item *ret)
+int agent_snapshot_each(const char *state_dir, agent_snapshot_fn *fn, void *arg)
 {
-        cleanup_free char *meta = NULL, *disk = NULL;
-        const char *sns, *sname, *image;
-        json_t *m, *md;
+        cleanup_free char *root = NULL;
+        struct dirent *e;
+        DIR *dh;
+        int r = 0;
+
+        if (fk_asprintf(&root, "%s/snapshots", state_dir) < 0)
+                return -ENOMEM;
+        dh = opendir(root);
+        while (dh && r >= 0 && (e = readdir(dh))) {
+                cleanup_free char *meta = NULL;
+                json_t *m;
+
+                /* .ID.partial (a delete or an export cut short) is not valid */
+                if (!agent_snapshot_id_is_valid(e->d_name) ||
+                    fk_asprintf(&meta, "%s/%s/meta.json", root, e->d_name) < 0)
+                        continue;
+                m = json_load_file(meta, 0, NULL);
+                if (m)
+                        r = fn(root, e->d_name, m, arg);
+                json_decref(m);
+        }
+        if (dh)
+                closedir(dh);
+        return r;
+}
+
+/* What snap_collect keeps: the snapshots of ns (NULL: any), id's alone if id is set. */
+struct snap_filter {
+        const char *ns, *id;
+        struct snap_set *set;
+};
+
+/* stateDir/snapshots/ID as an API object into the filter's set, unless it is not one of its
+ * namespace's or its disk is gone. */
+static int snap_load(const char *root, const char *id, json_t *m, void *arg)
+{
+        const struct snap_filter *f = arg;
+        cleanup_free char *disk = NULL;
+        json_t *md = json_object_get(json_object_get(m, "manifest"), "metadata");
+        const char *sns = json_string_value(json_object_get(md, "namespace"));
+        const char *sname = json_string_value(json_object_get(md, "name"));
+        const char *image = json_string_value(
+                json_object_get(json_object_get(json_object_get(m, "manifest"), "spec"), "image"));
+        struct snap_item *nv, *it;
         struct stat st;
         char created[40];
 
-        if (fk_asprintf(&meta, "%s/%s/meta.json", root, id) < 0 ||
-            fk_asprintf(&disk, "%s/%s/disk.qcow2", root, id) < 0)
+        if ((f->id && strcmp(id, f->id) != 0) || !sns || !sname || (f->ns && strcmp(sns, f->ns)))
+                return 0;
+        if (fk_asprintf(&disk, "%s/%s/disk.qcow2", root, id) < 0)
                 return -ENOMEM;
-        m = json_load_file(meta, 0, NULL);
-        md = json_object_get(json_object_get(m, "manifest"), "metadata");
-        sns = json_string_value(json_object_get(md, "namespace"));
-        sname = json_string_value(json_object_get(md, "name"));
-        if (!sns || !sname || stat(disk, &st) < 0 || (ns && strcmp(sns, ns) != 0)) {
-                json_decref(m);
-                return -ENOENT;
-        }
-        image = json_string_value(
-                json_object_get(json_object_get(json_object_get(m, "manifest"), "spec"), "image"));
+        if (stat(disk, &st) < 0)
+                return 0;
+        nv = realloc(f->set->v, (f->set->n + 1) * sizeof(*nv));
+        if (!nv)
+                return -ENOMEM;
+        f->set->v = nv;
         fk_format_rfc3339((uint64_t)json_integer_value(json_object_get(m, "createdNs")), created,
                           sizeof(created));
-        *ret = (struct snap_item){
+        it = &nv[f->set->n];
+        *it = (struct snap_item){
                 .obj = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s?, s:[]}", "kind", "Snapshot",
                                  "id", id, "namespace", sns, "session", sname, "created", created,
                                  "sizeBytes", (json_int_t)st.st_blocks * 512, "image", image,
@@ -85,43 +123,19 @@ static int snap_load(const char *root, const char *id, const char *ns, struct sn
                 .dev = st.st_dev,
                 .ino = st.st_ino,
         };
-        json_decref(m);
-        if (!ret->obj)
+        if (!it->obj)
                 return -ENOMEM;
-        ret->users = json_object_get(ret->obj, "usedBy");
+        it->users = json_object_get(it->obj, "usedBy");
+        f->set->n++;
         return 0;
 }
 
 static int snap_collect(struct agent_daemon *d, const char *ns, const char *id,
                         struct snap_set *set)
 {
-        cleanup_free char *root = NULL;
-        struct dirent *e;
-        DIR *dh;
-        int r = 0;
+        struct snap_filter f = {.ns = ns, .id = id, .set = set};
 
-        if (fk_asprintf(&root, "%s/snapshots", d->cfg->state_dir) < 0)
-                return -ENOMEM;
-        dh = opendir(root);
-        while (dh && r >= 0 && (e = readdir(dh))) {
-                struct snap_item it, *nv;
-
-                if (e->d_name[0] == '.' || (id && strcmp(e->d_name, id) != 0) ||
-                    !agent_snapshot_id_is_valid(e->d_name) ||
-                    snap_load(root, e->d_name, ns, &it) < 0)
-                        continue;
-                nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
-                if (!nv) {
-                        json_decref(it.obj);
-                        r = -ENOMEM;
-                        break;
-                }
-                set->v = nv;
-                set->v[set->n++] = it;
-        }
-        if (dh)
-                closedir(dh);
-        return r;
+        return agent_snapshot_each(d->cfg->state_dir, snap_load, &f);
 }
 
 /* The snapshots in the chain of layer, as users NS/NAME (the session dir's key). */
@@ -238,17 +252,14 @@ int agent_daemon_snapshot_list(struct agent_daemon *d, const char *ns, const cha
 /* "a, b, c" (heap) or NULL. */
 static char *join_users(json_t *users)
 {
-        char *all = NULL, *t;
+        char *all = NULL;
         json_t *u;
         size_t i;
 
         json_array_foreach(users, i, u)
         {
-                if (fk_asprintf(&t, "%s%s%s", all ? all : "", all ? ", " : "",
-                                json_string_value(u)) < 0)
+                if (fk_list_append(&all, ", ", json_string_value(u)) < 0)
                         break;
-                free(all);
-                all = t;
         }
         return all;
 }

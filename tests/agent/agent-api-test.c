@@ -79,8 +79,19 @@ static void test_route_parse(void **state)
         api_route_parse("/api/v1alpha1/images/0123456789ab", &r);
         assert_int_equal(r.kind, API_ROUTE_IMAGES);
         assert_string_equal(r.item, "0123456789ab");
+        /* a whole digest is one segment too */
+        api_route_parse("/api/v1alpha1/images/sha256:"
+                        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                        &r);
+        assert_int_equal(r.kind, API_ROUTE_IMAGES);
+        assert_int_equal(strlen(r.item), 71);
         api_route_parse("/api/v1alpha1/images/a/b", &r);
         assert_int_equal(r.kind, API_ROUTE_NOT_FOUND);
+        /* a name over a DNS label's 63 characters is a bad name, not an unknown resource */
+        api_route_parse("/api/v1alpha1/namespaces/default/sessions/"
+                        "a123456789012345678901234567890123456789012345678901234567890123",
+                        &r);
+        assert_int_equal(r.kind, API_ROUTE_BAD_NAME);
         api_route_parse("/api/v1alpha1/namespaces/team-a/snapshots", &r);
         assert_int_equal(r.kind, API_ROUTE_SNAPSHOTS);
         assert_string_equal(r.ns, "team-a");

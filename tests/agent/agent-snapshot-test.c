@@ -2,7 +2,9 @@
 /* Filesystem snapshots once taken, through the REST API of a daemon with the fake VM backend:
  * list and inspect per namespace, and a delete refused while a qcow2 under a session's disk/ or
  * origin/ (made with qemu-img over the snapshot's disk) or a restored session not booted yet has
- * the snapshot at its bottom; then done, and its files gone. */
+ * the snapshot at its bottom; then done, and its files gone. An OCI image a snapshot's spec names
+ * stays while the snapshot does. */
+#include "agent/image/image-internal.h"
 #include "tests/lib/agent-harness.h"
 
 #include <unistd.h>
@@ -10,8 +12,9 @@
 #define SNAP_A "snap_00aa"
 #define SNAP_B "snap_00bb"
 
-/* stateDir/snapshots/ID: a qcow2 and the meta.json of a snapshot of session ns/web. */
-static void make_snapshot(struct env *e, const char *id, const char *ns)
+/* stateDir/snapshots/ID: a qcow2 and the meta.json of a snapshot of session ns/web, whose spec
+ * names image. */
+static void make_snapshot_of(struct env *e, const char *id, const char *ns, const char *image)
 {
         cleanup_free char *dir = NULL, *meta = NULL, *text = NULL, *cmd = NULL;
 
@@ -25,9 +28,14 @@ static void make_snapshot(struct env *e, const char *id, const char *ns)
                                 "\"manifest\": {\"apiVersion\": \"forklet.dev/v1alpha1\", "
                                 "\"kind\": \"Session\", \"metadata\": {\"name\": \"web\", "
                                 "\"namespace\": \"%s\"}, \"spec\": {\"sizeClass\": \"small\", "
-                                "\"image\": \"minimal\"}}}",
-                                id, ns, (unsigned long long)T0_NS, ns) > 0);
+                                "\"image\": \"%s\"}}}",
+                                id, ns, (unsigned long long)T0_NS, ns, image) > 0);
         assert_int_equal(fk_write_file_atomic(meta, text, strlen(text), 0600), 0);
+}
+
+static void make_snapshot(struct env *e, const char *id, const char *ns)
+{
+        make_snapshot_of(e, id, ns, "minimal");
 }
 
 /* stateDir/sessions/KEY/SUB/NAME: a qcow2 over snapshot id's disk; *ret its path (heap). */
@@ -180,6 +188,45 @@ static void test_restore_after_delete(void **state)
         json_decref(j);
 }
 
+#define IMAGE_HEX "aaaa0000000000000000000000000000000000000000000000000000000000a1"
+#define IMAGE_REF "127.0.0.1:5000/app:1"
+
+/* An OCI image a snapshot's spec names by reference is in use while the snapshot is there:
+ * its removal is refused naming the snapshot, and done once the snapshot is deleted. */
+static void test_image_used_by_snapshot(void **state)
+{
+        struct env *e = *state;
+        cleanup_free char *dir = NULL;
+        json_t *j = NULL;
+
+        assert_true(fk_asprintf(&dir, "%s/state/oci/images/" IMAGE_HEX, e->dir) > 0);
+        assert_int_equal(fk_mkdir_p(dir, 0700), 0);
+        for (const char *const *f =
+                     (const char *const[]){"rootfs.img", "config.json", "image.json", NULL};
+             *f; f++) {
+                cleanup_free char *p = NULL;
+                const char *text = strcmp(*f, "rootfs.img") == 0 ? "x" : "{}";
+
+                assert_true(fk_asprintf(&p, "%s/%s", dir, *f) > 0);
+                assert_int_equal(fk_write_file_atomic(p, text, strlen(text), 0600), 0);
+        }
+        assert_int_equal(image_refs_set(agent_daemon_images(e->d), IMAGE_REF, "sha256:" IMAGE_HEX),
+                         0);
+        make_snapshot_of(e, SNAP_A, "default", IMAGE_REF);
+        make_snapshot(e, SNAP_B, "default");
+        /* the whole digest, as an API client has it from the image list */
+        assert_int_equal(req(e, "DELETE", "/api/v1alpha1/images/sha256:" IMAGE_HEX, NULL, &j), 409);
+        assert_non_null(strstr(message(j), "in use by snapshot " SNAP_A ":"));
+        json_decref(j);
+        assert_int_equal(
+                req(e, "DELETE", "/api/v1alpha1/namespaces/default/snapshots/" SNAP_A, NULL, &j),
+                200);
+        json_decref(j);
+        assert_int_equal(req(e, "DELETE", "/api/v1alpha1/images/" IMAGE_HEX, NULL, &j), 200);
+        json_decref(j);
+        assert_int_equal(access(dir, F_OK), -1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -187,6 +234,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restored_not_booted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restore_after_delete, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_image_used_by_snapshot, setup, teardown),
         };
 
         if (system("command -v qemu-img >/dev/null") != 0) {

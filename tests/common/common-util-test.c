@@ -216,6 +216,19 @@ static void test_clone_vfork(void **state)
         assert_int_equal(chdir(cwd), 0);
 }
 
+/* fk_list_append: no separator before the first item, one before each later one. */
+static void test_list_append(void **state)
+{
+        cleanup_free char *list = NULL;
+
+        (void)state;
+        assert_int_equal(fk_list_append(&list, ", ", "default/a"), 0);
+        assert_string_equal(list, "default/a");
+        assert_int_equal(fk_list_append(&list, ", ", "default/b"), 0);
+        assert_int_equal(fk_list_append(&list, ", ", ""), 0);
+        assert_string_equal(list, "default/a, default/b, ");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -224,6 +237,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unix_connect_wait, setup, teardown),
                 cmocka_unit_test(test_clone_vfork),
+                cmocka_unit_test(test_list_append),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

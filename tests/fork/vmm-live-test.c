@@ -242,8 +242,10 @@ int main(void)
         fh_full_stream = true;
         if (fh_vm_start(&parent, workdir, "parent", image, 256, NULL, true, &err) < 0)
                 return fh_fail(&copy, "boot the parent", &err);
+        /* the counter is renamed into place: a reader (or a checkpoint's instant) never finds
+         * /run/c created but not yet written */
         if (fh_sh(&parent,
-                  "(i=0; while :; do i=$((i + 1)); echo $i > /run/c; "
+                  "(i=0; while :; do i=$((i + 1)); echo $i > /run/c.new; mv /run/c.new /run/c; "
                   "head -c 8388608 /dev/urandom > /run/blob; done) >/dev/null 2>&1 &",
                   NULL) != 0)
                 return fh_fail(&copy, "start the writer", NULL);

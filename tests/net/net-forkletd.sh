@@ -175,6 +175,9 @@ for f in $forks; do "$FORKLET" wait "$f" --for=Deleted --timeout=120 >/dev/null;
 gsh web 'mkdir -p /tmp/www && echo guest-page >/tmp/www/index.html' >/dev/null
 "$FORKLET" exec web --detach -- busybox httpd -f -p 8080 -h /tmp/www >/dev/null ||
         bad "start httpd in the guest"
+# the detached httpd listens a moment after the exec returns: wait for it in the guest
+gsh web 'for i in $(seq 50); do wget -q -O- http://127.0.0.1:8080/ >/dev/null && break; sleep 0.1; done' \
+        >/dev/null
 out=$("$FORKLET" port-forward web 18081:9999 2>&1)
 rc=$?
 [ $rc -ne 0 ] && printf '%s' "$out" | grep -q "spec.ports" && ok "port outside spec.ports refused: $out" ||

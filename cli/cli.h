@@ -48,6 +48,7 @@ struct cli_command {
         const char *name;
         int (*run)(const struct cli *c, int argc, char **argv); /* argv[0] is the verb */
         const char *usage;
+        const char *help; /* what the verb does and its options, for `forklet VERB --help` */
 };
 /* NULL-name terminated table of all verbs. */
 extern const struct cli_command cli_commands[];

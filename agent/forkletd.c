@@ -49,8 +49,9 @@ static void usage(FILE *f)
                 "decommissioning\n"
                 "                         a node or cleaning up after tests, with its VMs gone\n"
                 "      --decommission     --remove-networks, take back every file grant the\n"
-                "                         QEMU jail gave this node's sessions and unmount\n"
-                "                         forkletd's guest RAM tmpfs, then exit\n"
+                "                         QEMU jail gave this node's sessions, unmount\n"
+                "                         forkletd's guest RAM tmpfs and remove the node's\n"
+                "                         (empty) cgroups, then exit\n"
                 "  -h, --help             this text\n"
                 "      --version          print the version\n"
                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup error, 2 on usage errors.\n");
@@ -273,11 +274,41 @@ static int run(const struct node_config *cfg, sigset_t *mask)
         return r;
 }
 
+/* --decommission: the session cgroups left behind (empty once their VMs are gone), then the
+ * parent. A cgroup that still holds a process stops it: -EBUSY, named in the log. */
+static int remove_cgroups(const struct node_config *cfg)
+{
+        struct cg_options o = {.parent = cfg->cgroup_parent};
+        struct cg_manager *m = NULL;
+        struct fk_error err = {0};
+        char **names = NULL;
+        size_t n = 0;
+        int r;
+
+        if (cg_manager_new(&o, &m, &err) < 0) {
+                log_info("cgroups: %s; none to remove", err.msg);
+                return 0;
+        }
+        r = cg_list(m, &names, &err);
+        for (; r >= 0 && names && names[n]; n++)
+                r = cg_destroy(m, names[n], &err);
+        if (r >= 0)
+                r = cg_manager_remove_parent(m, &err);
+        if (r < 0)
+                log_error("remove the node's cgroups: %s", err.msg);
+        else
+                log_info("removed %zu session cgroup(s) and the parent %s", n,
+                         cg_manager_parent_path(m));
+        fk_strv_free(names);
+        cg_manager_free(m);
+        return r;
+}
+
 /* --remove-networks and --decommission: what a node leaves on the host once its VMs are gone. */
 static int remove_node_leftovers(const struct node_config *cfg, bool grants)
 {
         struct fk_error err = {0};
-        int r, k = 0, m = 0;
+        int r, k = 0, m = 0, c = 0;
 
         r = agent_net_ops_real.cleanup(cfg, NULL, &err);
         if (r < 0)
@@ -291,8 +322,9 @@ static int remove_node_leftovers(const struct node_config *cfg, bool grants)
                 else
                         log_info("took back the jail's file grants of %d session(s)", k);
                 m = agent_runfs_release(cfg);
+                c = remove_cgroups(cfg);
         }
-        return r < 0 ? r : k < 0 ? k : m < 0 ? m : 0;
+        return r < 0 ? r : k < 0 ? k : m < 0 ? m : c < 0 ? c : 0;
 }
 
 int main(int argc, char **argv)

@@ -320,5 +320,16 @@ ip netns list | grep -qw -- "$ghost" && bad "--remove-networks removed $ghost" |
 ip netns list | grep -qw -- "$INET" && ok "--remove-networks left other netns alone" ||
         bad "--remove-networks removed $INET"
 
+# --- forkletd --decommission: the node's cgroups go too ---------------------------------------
+# a session cgroup left behind (its VM gone), in every hierarchy that has the node's parent
+parents=$(ls -d /sys/fs/cgroup/*/"$FK_CGROUP" /sys/fs/cgroup/"$FK_CGROUP" 2>/dev/null)
+[ -n "$parents" ] || bad "no cgroup parent $FK_CGROUP before --decommission"
+for p in $parents; do mkdir -p "$p/default.ghost"; done
+"$FORKLETD" --config "$T/node.yaml" --decommission >>"$T/forkletd.log" 2>&1 ||
+        bad "forkletd --decommission failed"
+left=$(ls -d /sys/fs/cgroup/*/"$FK_CGROUP" /sys/fs/cgroup/"$FK_CGROUP" 2>/dev/null)
+[ -z "$left" ] && ok "--decommission removed the leftover session cgroup and the parent" ||
+        bad "--decommission left $left"
+
 echo "# $FAILS failure(s)"
 [ $FAILS -eq 0 ]

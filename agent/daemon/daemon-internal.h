@@ -460,8 +460,9 @@ struct cg_join;
 struct size_class;
 
 /* cgroup limits of a size class: CPU quota (class cpu), weight 100 per core, memory.max =
- * RAM + qemuOverheadMiB, memory.high = max - overhead/4, pids, ioWeight. Pure. */
-void agent_resources_limits(const struct node_config *cfg, const struct size_class *sc,
+ * RAM + qemuOverheadMiB (+ the TCG translation cache under tcg), memory.high = max - that
+ * overhead/4, pids, ioWeight. Pure. */
+void agent_resources_limits(const struct node_config *cfg, const struct size_class *sc, bool tcg,
                             struct cg_limits *ret);
 /* Before a boot (worker thread, no lock): kills leftovers in the session's cgroup, creates it
  * with the class limits and prepares the pre-exec join (*ret caller-owned). 0 without

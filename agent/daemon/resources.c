@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "manifest/manifest.h"
+#include "vmm/vmm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,10 +23,20 @@
 /* An empty cgroup this young may belong to a boot of another forkletd sharing the parent. */
 #define LEFTOVER_MIN_AGE_S 30
 
-void agent_resources_limits(const struct node_config *cfg, const struct size_class *sc,
+/* QEMU's memory beyond guest RAM that memory.max allows: qemuOverheadMiB, and under TCG the
+ * translation cache forklet gives QEMU (vmm's default, a restored guest's the same), which a
+ * busy guest fills and KVM does not have. Without it a cold-booted 256 MiB TCG session whose
+ * RAM a live checkpoint made resident was OOM-killed: QEMU's anonymous memory 101 MiB, the
+ * page cache it wrote the rest of the 128. Admission charges qemuOverheadMiB alone. */
+static uint64_t overhead_bytes(const struct node_config *cfg, bool tcg)
+{
+        return ((uint64_t)cfg->qemu_overhead_mib + (tcg ? VMM_TCG_TB_MIB : 0)) * MIB;
+}
+
+void agent_resources_limits(const struct node_config *cfg, const struct size_class *sc, bool tcg,
                             struct cg_limits *ret)
 {
-        uint64_t overhead = (uint64_t)cfg->qemu_overhead_mib * MIB;
+        uint64_t overhead = overhead_bytes(cfg, tcg);
         double cores = sc->cpu > 0 ? sc->cpu : (double)sc->vcpus;
         uint64_t weight = (uint64_t)(cores * 100 + 0.5);
 
@@ -66,12 +77,13 @@ static pid_t foreign_pid(struct agent_daemon *d, const char *key, bool *ret_live
 
 /* The class's limits for a VM running with memory_mib of RAM (0: the class's): guest RAM cannot
  * change under a running guest, so its memory limits follow the RAM it booted with. */
-static void limits_for_vm(const struct node_config *cfg, const struct size_class *sc,
+static void limits_for_vm(const struct agent_daemon *d, const struct size_class *sc,
                           unsigned memory_mib, struct cg_limits *ret)
 {
-        uint64_t overhead = (uint64_t)cfg->qemu_overhead_mib * MIB;
+        bool tcg = d->accel == VMM_ACCEL_TCG;
+        uint64_t overhead = overhead_bytes(d->cfg, tcg);
 
-        agent_resources_limits(cfg, sc, ret);
+        agent_resources_limits(d->cfg, sc, tcg, ret);
         if (!memory_mib)
                 return;
         ret->memory_max = (uint64_t)memory_mib * MIB + overhead;
@@ -101,7 +113,7 @@ int agent_resources_prepare(struct agent_daemon *d, const char *key, const struc
         r = live ? cg_kill_all(d->cg, key, err) : 0;
         if (r < 0 && r != -ENOENT)
                 return r;
-        agent_resources_limits(d->cfg, sc, &l);
+        agent_resources_limits(d->cfg, sc, d->accel == VMM_ACCEL_TCG, &l);
         /* A rollback's boot: the replaced VM's RAM file is charged to this cgroup until the new
          * VM runs (agent_rollback_set_aside_ram); the limits hold it beside the new QEMU until
          * then (agent_resources_reset_limits), rather than throttle that QEMU's start. */
@@ -125,7 +137,7 @@ void agent_resources_reset_limits(struct agent_daemon *d, const char *key,
 
         if (!d->cg || !sc)
                 return;
-        limits_for_vm(d->cfg, sc, memory_mib, &l);
+        limits_for_vm(d, sc, memory_mib, &l);
         /* a failed boot removed the cgroup: nothing to set back */
         if (cg_update_limits(d->cg, key, &l, &err) < 0 && err.code != -ENOENT)
                 log_warning("session %s: cgroup limits: %s", key, err.msg);
@@ -197,7 +209,7 @@ void agent_resources_resize(struct agent_daemon *d, struct agent_session *s)
 
         if (!sc || !s->vm || !s->res.vcpus)
                 return;
-        limits_for_vm(d->cfg, sc, s->res.memory_mib, &l);
+        limits_for_vm(d, sc, s->res.memory_mib, &l);
         if (d->cg && s->res.has_cgroup)
                 r = cg_update_limits(d->cg, s->key, &l, &err);
         if (r < 0)

@@ -82,8 +82,9 @@ struct node_config {
         /* Allocatable vCPUs = host CPUs * cpuOvercommitPercent / 100 (CPU is compressible:
          * quotas cap each session, weights share the rest). Default 400. */
         unsigned cpu_overcommit_percent;
-        /* QEMU's own memory beyond guest RAM, added to memory.max and to the capacity charge
-         * (measured: bench/qemu-overhead.sh). Default 128. */
+        /* QEMU's own memory beyond guest RAM, added to memory.max (with the TCG translation
+         * cache under TCG) and to the capacity charge (measured: bench/qemu-overhead.sh).
+         * Default 128. */
         unsigned qemu_overhead_mib;
         /* Share of guest RAM a fork is charged at admission, before its PSS is known (its
          * RAM is copy-on-write on the checkpoint). Default 25. */

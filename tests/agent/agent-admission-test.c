@@ -169,19 +169,23 @@ static void test_limits(void **state)
         struct size_class open_ = {.name = (char *)"open", .vcpus = 2, .memory_mib = 1024};
         struct cg_limits l;
 
-        agent_resources_limits(e->cfg, &half, &l);
+        agent_resources_limits(e->cfg, &half, false, &l);
         assert_true(l.cpu_cores == 0.5);
         assert_int_equal(l.cpu_weight, 50);
         assert_int_equal(l.memory_max, (256 + 128) * MIB);
         assert_int_equal(l.memory_high, (256 + 96) * MIB);
         assert_int_equal(l.pids_max, 100);
         assert_int_equal(l.io_weight, 300);
-        agent_resources_limits(e->cfg, &open_, &l);
+        agent_resources_limits(e->cfg, &open_, false, &l);
         assert_true(l.cpu_cores == 0);
         assert_int_equal(l.cpu_weight, 200); /* no quota: weighted by vCPUs */
         assert_int_equal(l.memory_max, (1024 + 128) * MIB);
         assert_int_equal(l.pids_max, 0);
         assert_int_equal(l.io_weight, 0);
+        /* under TCG QEMU also holds up to 64 MiB of translated code */
+        agent_resources_limits(e->cfg, &half, true, &l);
+        assert_int_equal(l.memory_max, (256 + 128 + 64) * MIB);
+        assert_int_equal(l.memory_high, (256 + 144) * MIB);
 }
 
 int main(void)

@@ -321,7 +321,8 @@ static void add_devices(struct argv_builder *b, const struct vmm_config *c, cons
                 arg(b, "-netdev");
                 argf(b, "tap,id=" VMM_NETDEV_ID ",ifname=%s,script=no,downscript=no", c->tap);
                 arg(b, "-device");
-                argf(b, "virtio-net-device,netdev=" VMM_NETDEV_ID ",mac=%s", c->mac);
+                argf(b, "virtio-net-device,netdev=" VMM_NETDEV_ID ",mac=%s%s", c->mac,
+                     c->guest_announce ? "" : ",guest_announce=off");
         }
         if (c->vmgenid) {
                 arg(b, "-device");

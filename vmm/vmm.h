@@ -70,6 +70,10 @@ struct vmm_config {
         /* VMM_RAM_TAIL_KIB more RAM than memory_mib (docs/fork-engine.md "Precopy and QEMU 7.2's
          * TCG dirty tracking"): a restore must have it exactly when its checkpoint's source had */
         bool ram_tail;
+        /* virtio-net offers VIRTIO_NET_F_GUEST_ANNOUNCE: only VMs started by forklet before
+         * 2026-12-06, and the restores of their checkpoints (the device's features must be the
+         * source's). Off, a restore's virtio-net keeps its announce timer (vmm_checkpoint_load). */
+        bool guest_announce;
         /* files in disk's backing chain, disk and its bottom counted (0 or 1: disk alone). Each
          * of them, and rootfs, is opened with file-posix's drop-cache=off: a migration
          * inactivates every block node and cont re-activates it, and by default that drops the

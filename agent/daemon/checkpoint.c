@@ -152,6 +152,8 @@ static json_t *meta_new(const char *id, const char *key, const char *name, const
                 json_object_set_new(m, "balloonHint", json_boolean(res->balloon_hint));
         }
         json_object_set_new(m, "ramTail", json_boolean(res->ram_tail));
+        /* absent: an older checkpoint, whose source offered it */
+        json_object_set_new(m, "guestAnnounce", json_boolean(res->guest_announce));
         return m;
 }
 

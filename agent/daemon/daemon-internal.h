@@ -28,13 +28,14 @@ struct agent_restore {
         /* owned: the checkpoint's own dir, where the overlay every fork and rollback of it makes
          * is kept as a template (agent_disk_create_overlay_from); NULL: none */
         char *template_dir;
-        bool private_ram;  /* map ck_dir/ram share=off (copy-on-write): forks and rollbacks */
-        bool rollback;     /* the session's own checkpoint (else a fork's first start) */
-        bool balloon;      /* its source had a balloon device (meta.json "balloon") */
-        bool balloon_hint; /* ... with free page hinting (meta.json "balloonHint") */
-        bool ram_tail;     /* its source's RAM had the tail (meta.json "ramTail") */
-        char fork_id[96];  /* identity for the guest */
-        char ck_id[48];    /* the checkpoint's id (for the lineage) */
+        bool private_ram;    /* map ck_dir/ram share=off (copy-on-write): forks and rollbacks */
+        bool rollback;       /* the session's own checkpoint (else a fork's first start) */
+        bool balloon;        /* its source had a balloon device (meta.json "balloon") */
+        bool balloon_hint;   /* ... with free page hinting (meta.json "balloonHint") */
+        bool ram_tail;       /* its source's RAM had the tail (meta.json "ramTail") */
+        bool guest_announce; /* its source's NIC offered the guest announce ("guestAnnounce") */
+        char fork_id[96];    /* identity for the guest */
+        char ck_id[48];      /* the checkpoint's id (for the lineage) */
 };
 void agent_restore_done(struct agent_restore *r);
 /* Under the lock: fills r for s's next boot (fork first start, rollback, snapshot restore). */

@@ -325,6 +325,7 @@ void agent_job_boot(struct agent_job *j)
         p.balloon_hint = j->restore.ck_dir ? j->restore.balloon_hint : balloon_hint_wanted();
         /* a restore has its checkpoint's RAM size (a cold boot's is the backend's choice) */
         p.ram_tail = j->restore.ck_dir && j->restore.ram_tail;
+        p.guest_announce = j->restore.ck_dir && j->restore.guest_announce;
         p.fork_id = j->restore.fork_id[0] ? j->restore.fork_id : NULL;
         /* guest RAM shared with a file in runDir grows into it: on a full tmpfs the guest dies
          * of SIGBUS, so it must fit before the boot (a fork's private RAM does not write it) */

@@ -214,7 +214,8 @@ int qemu_spawn_helper(const struct qemu_vm *q, const char *dir, const char *mem_
                 .sandbox = q->jail_uid != 0,
                 .balloon = q->balloon, /* the stream has its section when the VM has one */
                 .balloon_hint = q->balloon_hint,
-                .ram_tail = q->ram_tail, /* the stream's RAM block is the VM's size */
+                .ram_tail = q->ram_tail,             /* the stream's RAM block is the VM's size */
+                .guest_announce = q->guest_announce, /* the NIC's features are the stream's */
         };
         r = hx.jail ? helper_jail(q, hdir, mem_path, disk, &jail, err) : 0;
         if (r >= 0)
@@ -440,6 +441,7 @@ int qemu_checkpoint(void *userdata, void *vm, const struct agent_checkpoint_para
         res.balloon = q->balloon;
         res.balloon_hint = q->balloon_hint;
         res.ram_tail = q->ram_tail;
+        res.guest_announce = q->guest_announce;
         *ret = res;
         return r;
 }

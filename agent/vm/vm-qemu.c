@@ -71,7 +71,7 @@ static json_t *qemu_record(void *vm)
         const struct qemu_vm *q = vm;
 
         return json_pack("{s:i, s:I, s:s, s:b, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:i, s:i, "
-                         "s:i, s:s?, s:s?, s:I, s:b, s:b, s:b}",
+                         "s:i, s:s?, s:s?, s:I, s:b, s:b, s:b, s:b}",
                          "pid", (int)vmm_process_pid(q->proc), "startTime",
                          (json_int_t)vmm_process_start_time(q->proc), "memPath", q->mem_path,
                          "memPrivate", q->mem_private, "memBytes", (json_int_t)q->mem_bytes,
@@ -79,7 +79,8 @@ static json_t *qemu_record(void *vm)
                          "mac", q->mac, "append", q->append, "vcpus", (int)q->vcpus, "memoryMiB",
                          (int)q->memory_mib, "accel", q->accel, "consoleLog", q->console_log,
                          "rootfs", q->rootfs, "jailUid", (json_int_t)q->jail_uid, "balloon",
-                         q->balloon, "balloonHint", q->balloon_hint, "ramTail", q->ram_tail);
+                         q->balloon, "balloonHint", q->balloon_hint, "ramTail", q->ram_tail,
+                         "guestAnnounce", q->guest_announce);
 }
 
 static int dup_str(char **dst, const char *src)
@@ -98,6 +99,8 @@ static int remember_config(struct qemu_vm *q, const struct agent_boot_params *p,
         q->balloon_hint = p->balloon && p->balloon_hint;
         /* KVM tracks dirty pages itself; TCG's tracking needs the tail (vmm.h) */
         q->ram_tail = p->restore_dir ? p->ram_tail : p->accel == VMM_ACCEL_TCG;
+        /* new VMs never offer the guest announce; a restore's device is its source's */
+        q->guest_announce = p->restore_dir && p->guest_announce;
         q->mem_bytes = p->mem_private && mem ? agent_space_allocated(mem) : 0;
         q->vcpus = p->vcpus;
         q->memory_mib = p->memory_mib;
@@ -225,6 +228,7 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 .balloon = p->balloon,
                 .balloon_hint = q->balloon_hint,
                 .ram_tail = q->ram_tail,
+                .guest_announce = q->guest_announce,
         };
         uint64_t t;
 
@@ -270,7 +274,8 @@ static int spawn(const struct agent_boot_params *p, struct qemu_vm *q, struct fk
                 r = qmp_client_connect(qmp, VM_CONNECT_TIMEOUT_MS, &q->qmp, err);
         lap(p, AGENT_BOOT_STEP_QEMU, &t);
         if (r >= 0 && p->restore_dir)
-                r = vmm_checkpoint_load(q->qmp, p->restore_dir, true, VM_CONNECT_TIMEOUT_MS, err);
+                r = vmm_checkpoint_load(q->qmp, p->restore_dir, true, q->guest_announce,
+                                        VM_CONNECT_TIMEOUT_MS, err);
         lap(p, AGENT_BOOT_STEP_RESTORE, &t);
         if (r >= 0)
                 r = vmm_agent_connect(agent, VM_CONNECT_TIMEOUT_MS, &q->agent, err);
@@ -326,6 +331,9 @@ static void read_vm_config(struct qemu_vm *q, const json_t *j)
         q->balloon = json_is_true(json_object_get(j, "balloon"));
         q->balloon_hint = json_is_true(json_object_get(j, "balloonHint")); /* absent: none */
         q->ram_tail = json_is_true(json_object_get(j, "ramTail"));         /* absent: none */
+        /* absent in the records of older forkletds, whose VMs all offer it */
+        q->guest_announce = !json_object_get(j, "guestAnnounce") ||
+                            json_is_true(json_object_get(j, "guestAnnounce"));
         q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
         q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
         q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));

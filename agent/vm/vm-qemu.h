@@ -35,11 +35,12 @@ struct qemu_vm {
         char *console_log; /* the session's console log file (state dir) */
         char *rootfs;      /* the image's read-only root disk or NULL */
         bool mem_private;
-        bool balloon;       /* QEMU has the balloon device (vmm_config.balloon) */
-        bool balloon_hint;  /* ... with free page hinting (vmm_config.balloon_hint) */
-        bool ram_tail;      /* its RAM has vmm's tail (vmm_config.ram_tail): precopy is exact */
-        uint64_t mem_bytes; /* private RAM: allocated bytes of its file at boot (a fork's links
-                             * go once it runs) */
+        bool balloon;        /* QEMU has the balloon device (vmm_config.balloon) */
+        bool balloon_hint;   /* ... with free page hinting (vmm_config.balloon_hint) */
+        bool ram_tail;       /* its RAM has vmm's tail (vmm_config.ram_tail): precopy is exact */
+        bool guest_announce; /* vmm_config.guest_announce: a VM of an older release, or its copy */
+        uint64_t mem_bytes;  /* private RAM: allocated bytes of its file at boot (a fork's links
+                              * go once it runs) */
         unsigned vcpus, memory_mib;
         int accel;
         uid_t jail_uid; /* QEMU's own uid (agent/jail/jail.h), 0: not jailed */

@@ -87,6 +87,9 @@ struct agent_boot_params {
          * "ramTail"), so must it (or the RAM sizes differ). A cold boot's is the backend's: the
          * QEMU backend gives it to every cold boot under TCG (QEMU 7.2's precopy is exact then). */
         bool ram_tail;
+        /* Restore only: its checkpoint's source offered the guest announce (vmm_config
+         * .guest_announce, meta.json "guestAnnounce", absent: yes); a cold boot's never does. */
+        bool guest_announce;
 };
 
 /* A checkpoint of a running VM (see agent_vm_ops.checkpoint). Strings borrowed. */
@@ -114,6 +117,7 @@ struct agent_checkpoint_result {
         bool balloon;          /* the VM has a balloon device: so must its restores */
         bool balloon_hint;     /* ... with free page hinting: so must its restores */
         bool ram_tail;         /* the VM's RAM has the tail: so must its restores */
+        bool guest_announce;   /* its virtio-net offers the guest announce: so must its restores */
 };
 
 /* Memory back to the host (agent_vm_ops.give_back). */

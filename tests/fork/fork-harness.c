@@ -220,7 +220,7 @@ int fh_vm_start(struct fh_vm *vm, const char *workdir, const char *name, const c
                 if (r < 0)
                         return r;
         } else if (ckpt_dir) {
-                r = vmm_checkpoint_load(vm->qmp, ckpt_dir, true, CALL_TIMEOUT_MS, err);
+                r = vmm_checkpoint_load(vm->qmp, ckpt_dir, true, false, CALL_TIMEOUT_MS, err);
                 if (r < 0)
                         return r;
         }

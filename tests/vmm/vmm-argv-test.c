@@ -166,6 +166,30 @@ static void test_tap(void **state)
         check_golden(&c, "tap");
 }
 
+/* A VM of an older release, and the restores of its checkpoints: the NIC keeps offering the
+ * guest announce (its features must be the stream's); new VMs turn it off. */
+static void test_guest_announce(void **state)
+{
+        struct vmm_config c = base();
+        struct fk_error err = {};
+        char **argv = NULL;
+        bool seen = false;
+
+        (void)state;
+        c.tap = "tap0";
+        c.mac = "52:54:00:12:34:56";
+        c.guest_announce = true;
+        assert_int_equal(vmm_build_argv(&c, &argv, &err), 0);
+        for (size_t i = 0; argv[i]; i++)
+                if (strncmp(argv[i], "virtio-net-device,", 18) == 0) {
+                        assert_string_equal(argv[i],
+                                            "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56");
+                        seen = true;
+                }
+        assert_true(seen);
+        fk_strv_free(argv);
+}
+
 static void test_vmgenid(void **state)
 {
         struct vmm_config c = base();
@@ -358,13 +382,21 @@ static void test_errors(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_minimal_tcg), cmocka_unit_test(test_tcg_tsc),
-                cmocka_unit_test(test_kvm),         cmocka_unit_test(test_fork),
-                cmocka_unit_test(test_disk),        cmocka_unit_test(test_tap),
-                cmocka_unit_test(test_vmgenid),     cmocka_unit_test(test_full_escaped),
-                cmocka_unit_test(test_sandbox),     cmocka_unit_test(test_errors),
-                cmocka_unit_test(test_balloon),     cmocka_unit_test(test_balloon_hint),
-                cmocka_unit_test(test_ram_tail),    cmocka_unit_test(test_start_paused),
+                cmocka_unit_test(test_minimal_tcg),
+                cmocka_unit_test(test_tcg_tsc),
+                cmocka_unit_test(test_kvm),
+                cmocka_unit_test(test_fork),
+                cmocka_unit_test(test_disk),
+                cmocka_unit_test(test_tap),
+                cmocka_unit_test(test_guest_announce),
+                cmocka_unit_test(test_vmgenid),
+                cmocka_unit_test(test_full_escaped),
+                cmocka_unit_test(test_sandbox),
+                cmocka_unit_test(test_errors),
+                cmocka_unit_test(test_balloon),
+                cmocka_unit_test(test_balloon_hint),
+                cmocka_unit_test(test_ram_tail),
+                cmocka_unit_test(test_start_paused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

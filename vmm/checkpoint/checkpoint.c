@@ -34,11 +34,16 @@ static int set_ignore_shared(struct qmp_client *qmp, bool on, unsigned timeout_m
  * fork: a new netns; a rollback: the same one), where the host side resolves it on demand, so
  * the rounds only cost the restored guest: network code it translates anew under TCG and the
  * pages it writes. announce-rounds 0 turns them off (QEMU 7.2: virtio-net's post-load and the
- * RARP timer both take it from the incoming side's parameters). */
-static int no_announce(struct qmp_client *qmp, unsigned timeout_ms, struct fk_error *err)
+ * RARP timer both take it from the incoming side's parameters). But where the device offers the
+ * guest announce (guest_announce: a VM of an older release), QEMU 7.2's post-load then frees
+ * virtio-net's announce timer, and the guest's next reset of the NIC (its poweroff) crashes
+ * QEMU in timer_del(NULL): such a restore keeps one round. */
+static int no_announce(struct qmp_client *qmp, bool guest_announce, unsigned timeout_ms,
+                       struct fk_error *err)
 {
         return qmp_execute_take(qmp, "migrate-set-parameters",
-                                json_pack("{s:i}", "announce-rounds", 0), timeout_ms, NULL, err);
+                                json_pack("{s:i}", "announce-rounds", guest_announce ? 1 : 0),
+                                timeout_ms, NULL, err);
 }
 
 /* Polls query-migrate until "completed" (0), "failed"/"cancelled" (-EIO), or the timeout. */
@@ -218,15 +223,15 @@ int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char
         return 0;
 }
 
-int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
-                        struct fk_error *err)
+int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, bool guest_announce,
+                        unsigned timeout_ms, struct fk_error *err)
 {
         cleanup_free char *state = NULL;
         int r;
 
         if (fk_asprintf(&state, "%s/state", dir) < 0)
                 return fk_error_set(err, -ENOMEM, "out of memory");
-        r = no_announce(qmp, timeout_ms, err);
+        r = no_announce(qmp, guest_announce, timeout_ms, err);
         if (r >= 0)
                 r = migrate_file(qmp, "migrate-incoming", state, true, timeout_ms, err);
         if (r < 0)

@@ -36,9 +36,10 @@ int vmm_checkpoint_save(struct qmp_client *qmp, const char *mem_path, const char
                         struct fk_error *err);
 /* Loads dir/state into a QEMU started with incoming_defer whose RAM is dir/ram mapped
  * share=off (copy-on-write), then resumes it when resume is true. The copy does not announce
- * its NICs (announce-rounds 0). */
-int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, unsigned timeout_ms,
-                        struct fk_error *err);
+ * its NICs (announce-rounds 0), but for one round when its virtio-net offers the guest announce
+ * (vmm_config.guest_announce: QEMU 7.2 would crash at the guest's next NIC reset). */
+int vmm_checkpoint_load(struct qmp_client *qmp, const char *dir, bool resume, bool guest_announce,
+                        unsigned timeout_ms, struct fk_error *err);
 enum {
         VMM_COPY_NO_OFFLOAD = 1 << 0, /* read/write only, no copy_file_range (tests) */
 };

@@ -115,10 +115,10 @@ int agent_snapshot_take(struct agent_daemon *d, struct agent_vm_ref *vm, const c
                         const char *key, json_t *spec, const char *id, struct fk_error *err);
 /* id is "snap_" and hex digits, shorter than 42 bytes. */
 bool agent_snapshot_id_is_valid(const char *id);
-/* fn(stateDir/snapshots, ID, its meta.json) for every snapshot there with a readable meta, until
- * fn returns < 0, which is returned (snapshot-admin.c). */
+/* fn(stateDir/snapshots, ID, its meta.json) for every snapshot there with a readable meta (only
+ * the one named only, when set), until fn returns < 0, which is returned (snapshot-admin.c). */
 typedef int agent_snapshot_fn(const char *root, const char *id, json_t *meta, void *arg);
-int agent_snapshot_each(const char *state_dir, agent_snapshot_fn *fn, void *arg);
+int agent_snapshot_each(const char *state_dir, const char *only, agent_snapshot_fn *fn, void *arg);
 /* A new snapshot id "snap_<hex>" into buf (>= 42 bytes). */
 void agent_snapshot_new_id(char *buf);
 /* The Ready reason of a boot that restores r (RollingBack, Forking, Restoring, Booting), or of

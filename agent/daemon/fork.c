@@ -66,9 +66,8 @@ static int restore_from(const char *dir, const char *layer_dir, bool private_ram
         r->balloon_hint = json_is_true(json_object_get(meta, "balloonHint"));
         /* and the RAM size: checkpoints before the tail have none */
         r->ram_tail = json_is_true(json_object_get(meta, "ramTail"));
-        /* and the NIC's features: checkpoints before "guestAnnounce" offered it */
-        r->guest_announce = !json_object_get(meta, "guestAnnounce") ||
-                            json_is_true(json_object_get(meta, "guestAnnounce"));
+        /* and the NIC's features */
+        r->guest_announce = agent_vm_guest_announce_of(meta);
         json_decref(meta);
         return k;
 }

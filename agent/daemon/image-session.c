@@ -204,7 +204,7 @@ static int snapshot_users(struct agent_daemon *d, const char *digest, char ***us
 {
         struct snapshot_users u = {.d = d, .digest = digest, .users = users, .in_use = in_use};
 
-        return agent_snapshot_each(d->cfg->state_dir, snapshot_user, &u);
+        return agent_snapshot_each(d->cfg->state_dir, NULL, snapshot_user, &u);
 }
 
 int agent_image_users(struct agent_daemon *d, const char *digest, char ***ret_users,

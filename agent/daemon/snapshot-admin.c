@@ -53,7 +53,22 @@ static void add_user(json_t *users, const char *who)
         json_array_append_new(users, json_string(who));
 }
 
-int agent_snapshot_each(const char *state_dir, agent_snapshot_fn *fn, void *arg)
+/* fn on stateDir/snapshots/ID when its meta.json reads; 0 when it does not. */
+static int visit(const char *root, const char *id, agent_snapshot_fn *fn, void *arg)
+{
+        cleanup_free char *meta = NULL;
+        json_t *m;
+        int r;
+
+        if (fk_asprintf(&meta, "%s/%s/meta.json", root, id) < 0)
+                return -ENOMEM;
+        m = json_load_file(meta, 0, NULL);
+        r = m ? fn(root, id, m, arg) : 0;
+        json_decref(m);
+        return r;
+}
+
+int agent_snapshot_each(const char *state_dir, const char *only, agent_snapshot_fn *fn, void *arg)
 {
         cleanup_free char *root = NULL;
         struct dirent *e;
@@ -62,28 +77,21 @@ int agent_snapshot_each(const char *state_dir, agent_snapshot_fn *fn, void *arg)
 
         if (fk_asprintf(&root, "%s/snapshots", state_dir) < 0)
                 return -ENOMEM;
+        if (only) /* one lookup: no other meta.json is read */
+                return agent_snapshot_id_is_valid(only) ? visit(root, only, fn, arg) : 0;
         dh = opendir(root);
-        while (dh && r >= 0 && (e = readdir(dh))) {
-                cleanup_free char *meta = NULL;
-                json_t *m;
-
-                /* .ID.partial (a delete or an export cut short) is not valid */
-                if (!agent_snapshot_id_is_valid(e->d_name) ||
-                    fk_asprintf(&meta, "%s/%s/meta.json", root, e->d_name) < 0)
-                        continue;
-                m = json_load_file(meta, 0, NULL);
-                if (m)
-                        r = fn(root, e->d_name, m, arg);
-                json_decref(m);
-        }
+        /* .ID.partial (a delete or an export cut short) is not valid */
+        while (dh && r >= 0 && (e = readdir(dh)))
+                if (agent_snapshot_id_is_valid(e->d_name))
+                        r = visit(root, e->d_name, fn, arg);
         if (dh)
                 closedir(dh);
         return r;
 }
 
-/* What snap_collect keeps: the snapshots of ns (NULL: any), id's alone if id is set. */
+/* What snap_collect keeps: the snapshots of ns (NULL: any). */
 struct snap_filter {
-        const char *ns, *id;
+        const char *ns;
         struct snap_set *set;
 };
 
@@ -102,7 +110,7 @@ static int snap_load(const char *root, const char *id, json_t *m, void *arg)
         struct stat st;
         char created[40];
 
-        if ((f->id && strcmp(id, f->id) != 0) || !sns || !sname || (f->ns && strcmp(sns, f->ns)))
+        if (!sns || !sname || (f->ns && strcmp(sns, f->ns) != 0))
                 return 0;
         if (fk_asprintf(&disk, "%s/%s/disk.qcow2", root, id) < 0)
                 return -ENOMEM;
@@ -133,9 +141,9 @@ static int snap_load(const char *root, const char *id, json_t *m, void *arg)
 static int snap_collect(struct agent_daemon *d, const char *ns, const char *id,
                         struct snap_set *set)
 {
-        struct snap_filter f = {.ns = ns, .id = id, .set = set};
+        struct snap_filter f = {.ns = ns, .set = set};
 
-        return agent_snapshot_each(d->cfg->state_dir, snap_load, &f);
+        return agent_snapshot_each(d->cfg->state_dir, id, snap_load, &f);
 }
 
 /* The snapshots in the chain of layer, as users NS/NAME (the session dir's key). */

@@ -324,6 +324,13 @@ static int qemu_boot(void *userdata, const struct agent_boot_params *p, void **r
         }
 }
 
+bool agent_vm_guest_announce_of(const json_t *obj)
+{
+        const json_t *v = json_object_get(obj, "guestAnnounce");
+
+        return !v || json_is_true(v);
+}
+
 static void read_vm_config(struct qemu_vm *q, const json_t *j)
 {
         q->mem_private = json_is_true(json_object_get(j, "memPrivate"));
@@ -331,9 +338,7 @@ static void read_vm_config(struct qemu_vm *q, const json_t *j)
         q->balloon = json_is_true(json_object_get(j, "balloon"));
         q->balloon_hint = json_is_true(json_object_get(j, "balloonHint")); /* absent: none */
         q->ram_tail = json_is_true(json_object_get(j, "ramTail"));         /* absent: none */
-        /* absent in the records of older forkletds, whose VMs all offer it */
-        q->guest_announce = !json_object_get(j, "guestAnnounce") ||
-                            json_is_true(json_object_get(j, "guestAnnounce"));
+        q->guest_announce = agent_vm_guest_announce_of(j);
         q->mem_bytes = (uint64_t)json_integer_value(json_object_get(j, "memBytes"));
         q->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
         q->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memoryMiB"));

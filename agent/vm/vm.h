@@ -277,6 +277,8 @@ struct agent_vm_ops {
 };
 /* The real operations over vmm/ (QEMU, QMP, guest agent). */
 extern const struct agent_vm_ops agent_vm_ops_qemu;
+/* A VM record's or checkpoint meta's "guestAnnounce": absent (older releases) means on. */
+bool agent_vm_guest_announce_of(const json_t *obj);
 
 /* TCG translation cache (MiB) of a restored guest (fork, rollback): see docs/benchmarks.md */
 #define AGENT_RESTORED_TB_MIB 64
